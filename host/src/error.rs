@@ -1,0 +1,296 @@
+//! The host's typed errors.
+//!
+//! Three kinds of failure are kept apart:
+//!
+//! - the **caller's fault**: an unknown tool, arguments that are not an
+//!   object or break the tool's `inputSchema` ([`Error::UnknownTool`],
+//!   [`Error::InvalidArguments`]);
+//! - the **plugin's fault**: a trap, an Extism error, a limit hit, output that
+//!   is not valid ([`Error::PluginFailed`], [`Error::InvalidOutput`]), or a
+//!   plugin that cannot be loaded ([`Error::Load`]);
+//! - a **tool error** is neither: it is a normal
+//!   [`CallToolResult`](toolhost_protocol::CallToolResult) with `isError: true`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A boxed error from a lower layer (Extism, wasmtime, the file system).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong when loading or calling a plugin.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The plugin file could not be read.
+    #[error("cannot read plugin file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The plugin could not be compiled or instantiated, or does not have the
+    /// interface (`describe` and `call` exports).
+    #[error("plugin `{plugin}` cannot be loaded: {message}")]
+    Load {
+        /// The plugin's name.
+        plugin: String,
+        /// What is wrong, in one sentence.
+        message: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    /// The plugin does not describe a tool of that name; the call was refused
+    /// before the plugin ran.
+    #[error("plugin `{plugin}` has no tool `{tool}`; its tools are: {}", list_or_none(available))]
+    UnknownTool {
+        /// The plugin's name.
+        plugin: String,
+        /// The name asked for.
+        tool: String,
+        /// The names the plugin does describe, sorted.
+        available: Vec<String>,
+    },
+
+    /// The arguments were refused before the plugin ran.
+    #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {}", join_violations(violations))]
+    InvalidArguments {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool.
+        tool: String,
+        /// Every problem found, each with the JSON pointer of the offending value.
+        violations: Vec<Violation>,
+    },
+
+    /// The plugin's code failed: it trapped, returned an Extism error, exited,
+    /// or hit a limit.
+    #[error("plugin `{plugin}` failed in {operation}: {fault}")]
+    PluginFailed {
+        /// The plugin's name.
+        plugin: String,
+        /// What was running: `describe` or `tool `NAME``.
+        operation: Operation,
+        /// What happened.
+        fault: Fault,
+    },
+
+    /// The plugin returned output that is not a valid answer.
+    #[error("plugin `{plugin}` returned invalid output from {operation}: {problem}")]
+    InvalidOutput {
+        /// The plugin's name.
+        plugin: String,
+        /// What was running.
+        operation: Operation,
+        /// What is wrong with the output.
+        problem: OutputProblem,
+    },
+
+    /// The host itself failed (a worker thread died, for example). Not the
+    /// plugin's fault and not the caller's.
+    #[error("host error: {0}")]
+    Host(String),
+}
+
+impl Error {
+    /// The tool name was not one the plugin describes.
+    pub fn is_unknown_tool(&self) -> bool {
+        matches!(self, Error::UnknownTool { .. })
+    }
+
+    /// The arguments were refused (the caller's fault).
+    pub fn is_invalid_arguments(&self) -> bool {
+        matches!(self, Error::InvalidArguments { .. })
+    }
+
+    /// The plugin returned output that is not a valid answer.
+    pub fn is_invalid_output(&self) -> bool {
+        matches!(self, Error::InvalidOutput { .. })
+    }
+
+    /// The plugin could not be loaded.
+    pub fn is_load(&self) -> bool {
+        matches!(self, Error::Read { .. } | Error::Load { .. })
+    }
+
+    /// The caller is at fault: unknown tool or invalid arguments.
+    pub fn is_caller_error(&self) -> bool {
+        self.is_unknown_tool() || self.is_invalid_arguments()
+    }
+
+    /// The plugin is at fault: it failed to load, failed while running, or
+    /// returned invalid output.
+    pub fn is_plugin_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Read { .. }
+                | Error::Load { .. }
+                | Error::PluginFailed { .. }
+                | Error::InvalidOutput { .. }
+        )
+    }
+
+    /// The fault, when the plugin's code failed.
+    pub fn fault(&self) -> Option<&Fault> {
+        match self {
+            Error::PluginFailed { fault, .. } => Some(fault),
+            _ => None,
+        }
+    }
+
+    /// The plugin trapped (a Wasm trap: a Rust panic, `abort`, `unreachable`,
+    /// an out-of-bounds access, ...).
+    pub fn is_trap(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::Trap)
+    }
+
+    /// The plugin reported an Extism error (non-zero return with an error
+    /// message).
+    pub fn is_plugin_error_message(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::Error)
+    }
+
+    /// The call ran past its time limit.
+    pub fn is_timeout(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::Timeout)
+    }
+
+    /// The plugin hit its memory limit.
+    pub fn is_memory_limit(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::MemoryLimit)
+    }
+}
+
+/// What a plugin was running when it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// The `describe` export, at load.
+    Describe,
+    /// The `call` export, for this tool.
+    Tool(String),
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Operation::Describe => f.write_str("`describe`"),
+            Operation::Tool(name) => write!(f, "tool `{name}`"),
+        }
+    }
+}
+
+/// How a plugin's code failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// The kind of failure.
+    pub kind: FaultKind,
+    /// What the runtime or the plugin said.
+    pub message: String,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            FaultKind::Trap => write!(f, "the plugin trapped ({})", self.message),
+            FaultKind::Error => write!(f, "the plugin returned an error: {}", self.message),
+            FaultKind::Exit => write!(f, "the plugin exited ({})", self.message),
+            FaultKind::Timeout => write!(f, "the call timed out ({})", self.message),
+            FaultKind::MemoryLimit => write!(f, "the memory limit was hit ({})", self.message),
+            FaultKind::FuelExhausted => write!(f, "the fuel budget ran out ({})", self.message),
+            FaultKind::OutputTooLarge => write!(f, "the output is too large ({})", self.message),
+            FaultKind::Runtime => write!(f, "the runtime failed: {}", self.message),
+        }
+    }
+}
+
+/// The kinds of [`Fault`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// A Wasm trap: panic, abort, `unreachable`, out-of-bounds access...
+    Trap,
+    /// The plugin returned non-zero, usually with an Extism error message.
+    Error,
+    /// The plugin called WASI `proc_exit` with a non-zero code.
+    Exit,
+    /// The call ran past its time limit.
+    Timeout,
+    /// The plugin tried to grow its memory past the limit.
+    MemoryLimit,
+    /// The plugin ran out of its fuel (instruction) budget.
+    FuelExhausted,
+    /// The output was larger than the output size cap; it was not copied.
+    OutputTooLarge,
+    /// The runtime failed around the call (instantiation, memory access).
+    Runtime,
+}
+
+/// What is wrong with a plugin's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputProblem {
+    /// The output is not UTF-8.
+    NotUtf8 {
+        /// Length of the valid UTF-8 prefix in bytes.
+        valid_up_to: usize,
+    },
+    /// The output is not JSON.
+    NotJson {
+        /// What the parser said, with line and column.
+        message: String,
+    },
+    /// The output is JSON but not a valid protocol value (or breaks the tool's
+    /// `outputSchema`).
+    Invalid {
+        /// Every problem found.
+        violations: Vec<Violation>,
+    },
+}
+
+impl fmt::Display for OutputProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutputProblem::NotUtf8 { valid_up_to } => {
+                write!(f, "it is not UTF-8 (invalid byte at offset {valid_up_to})")
+            }
+            OutputProblem::NotJson { message } => write!(f, "it is not JSON ({message})"),
+            OutputProblem::Invalid { violations } => f.write_str(&join_violations(violations)),
+        }
+    }
+}
+
+/// One problem in a JSON value, located by JSON pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON pointer (RFC 6901) of the offending value in the instance; empty
+    /// for the root.
+    pub instance_path: String,
+    /// The schema keyword or protocol rule that failed (`type`, `required`,
+    /// ...).
+    pub keyword: String,
+    /// A readable explanation.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = if self.instance_path.is_empty() { "/" } else { &self.instance_path };
+        write!(f, "at {path}: {} ({})", self.message, self.keyword)
+    }
+}
+
+fn join_violations(violations: &[Violation]) -> String {
+    violations.iter().map(Violation::to_string).collect::<Vec<_>>().join("; ")
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "(none)".to_owned()
+    } else {
+        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    }
+}

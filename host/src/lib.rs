@@ -1,0 +1,37 @@
+//! # toolhost
+//!
+//! A WebAssembly plugin host for AI-agent tools.
+//!
+//! A **plugin** is a Wasm module (built with Extism's plugin kits, or with
+//! `toolhost-plugin-sdk`) that exports `describe`, returning its tools, and
+//! `call`, running one. This crate loads such plugins, keeps their tool list,
+//! and calls tools from async Rust:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolhost::Error> {
+//! let plugin = toolhost::Plugin::load("target/plugins/calculator.wasm").await?;
+//! for tool in plugin.tools() {
+//!     println!("{}: {}", tool.name, tool.description.as_deref().unwrap_or(""));
+//! }
+//! let result = plugin.call_tool("add", serde_json::json!({"a": 2, "b": 3})).await?;
+//! assert!(!result.is_error());
+//! # Ok(()) }
+//! ```
+//!
+//! Every failure is a typed [`Error`]: the caller's (unknown tool, invalid
+//! arguments), the plugin's (trap, Extism error, limit, invalid output) or the
+//! host's. A tool error is not an `Error`: it is a normal
+//! [`CallToolResult`] with `isError: true`.
+//!
+//! Plugins run with WASI on and nothing granted: no files, no network, no
+//! environment variables; every call is bounded by [`Limits`].
+
+#![deny(missing_docs)]
+
+mod error;
+mod plugin;
+
+pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+pub use plugin::{Limits, Plugin, PluginBuilder};
+pub use toolhost_protocol as protocol;
+pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

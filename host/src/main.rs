@@ -1,0 +1,169 @@
+//! `toolhost`: describe and call the tools of Wasm plugins from the command line.
+//!
+//! Exit codes: 0 success; 1 the tool returned `isError: true`; 2 usage error,
+//! unknown tool or arguments rejected; 3 the plugin failed (it could not be
+//! loaded, trapped, returned an Extism error, hit a limit or returned invalid
+//! output).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use toolhost::{Error, Plugin};
+
+/// Run WebAssembly tool plugins: describe them, call their tools.
+#[derive(Debug, Parser)]
+#[command(name = "toolhost", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the plugin's tools (its ListToolsResult) as JSON.
+    Describe {
+        /// The plugin's .wasm file.
+        plugin: PathBuf,
+    },
+    /// Call one tool and print its CallToolResult as JSON.
+    Call {
+        /// The plugin's .wasm file.
+        plugin: PathBuf,
+        /// The tool to call.
+        tool: String,
+        /// The arguments as a JSON object; `-` reads them from stdin. Omitted: `{}`.
+        #[arg(value_name = "ARGS_JSON", conflicts_with = "args_file")]
+        args: Option<String>,
+        /// Read the arguments from a file (`-` for stdin).
+        #[arg(long, value_name = "FILE")]
+        args_file: Option<PathBuf>,
+    },
+}
+
+/// Exit codes, a contract with scripts.
+mod exit {
+    pub const TOOL_ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const PLUGIN_FAILED: u8 = 3;
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        let code = match &error {
+            Error::Read { .. } => exit::USAGE,
+            e if e.is_caller_error() => exit::USAGE,
+            _ => exit::PLUGIN_FAILED,
+        };
+        Failure { code, error: error.into() }
+    }
+}
+
+fn usage(error: anyhow::Error) -> Failure {
+    Failure { code: exit::USAGE, error }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::PLUGIN_FAILED);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure { code, error }) => {
+            eprintln!("error: {error}");
+            if let Some(toolhost_error) = error.downcast_ref::<Error>() {
+                print_details(toolhost_error);
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Lists violations one per line under the one-sentence error.
+fn print_details(error: &Error) {
+    let violations = match error {
+        Error::InvalidArguments { violations, .. } => violations,
+        Error::InvalidOutput { problem: toolhost::OutputProblem::Invalid { violations }, .. } => {
+            violations
+        }
+        _ => return,
+    };
+    if violations.len() > 1 {
+        for violation in violations {
+            eprintln!("  {violation}");
+        }
+    }
+}
+
+fn init_logging() {
+    // Logs go to stderr; `TOOLHOST_LOG` (e.g. `debug`, `extism=trace`) widens them.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("toolhost=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
+        Command::Describe { plugin } => {
+            let plugin = Plugin::load(&plugin).await?;
+            print_json(plugin.describe())?;
+            Ok(0)
+        }
+        Command::Call { plugin, tool, args, args_file } => {
+            let arguments = read_arguments(args.as_deref(), args_file.as_deref()).map_err(usage)?;
+            let plugin = Plugin::load(&plugin).await?;
+            let result = plugin.call_tool(&tool, arguments).await?;
+            print_json(&result)?;
+            Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })
+        }
+    }
+}
+
+/// The call's arguments: inline JSON, a file, or stdin (`-`); none means `{}`.
+fn read_arguments(inline: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<Value> {
+    let from_stdin = || -> anyhow::Result<(String, String)> {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the arguments from stdin")?;
+        Ok((text, "stdin".to_owned()))
+    };
+    let (text, origin) = match (inline, file) {
+        (Some("-"), _) => from_stdin()?,
+        (Some(json), _) => (json.to_owned(), "ARGS_JSON".to_owned()),
+        (None, Some(path)) if path.as_os_str() == "-" => from_stdin()?,
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the arguments file {}", path.display()))?;
+            (text, path.display().to_string())
+        }
+        (None, None) => return Ok(Value::Object(Default::default())),
+    };
+    serde_json::from_str(&text).with_context(|| format!("the arguments in {origin} are not valid JSON"))
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, value)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| writeln!(stdout).map_err(anyhow::Error::from))
+        .map_err(|error| Failure { code: exit::PLUGIN_FAILED, error: error.context("cannot write the output") })
+}

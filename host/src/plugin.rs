@@ -1,0 +1,471 @@
+//! Loading a plugin and calling its tools.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use toolhost_protocol::{
+    CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool, exports,
+};
+
+use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+
+/// Resource limits applied to every call of a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time one call (or `describe`) may take. `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Most linear memory one instance may have, in bytes (rounded down to
+    /// whole 64 KiB Wasm pages). `None`: no limit beyond the 4 GiB of wasm32.
+    pub memory_max_bytes: Option<u64>,
+    /// Largest request the host sends to `call`, in bytes.
+    pub max_input_bytes: usize,
+    /// Largest output the host accepts from a call, in bytes.
+    pub max_output_bytes: usize,
+}
+
+impl Limits {
+    /// The default time limit per call: 30 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default memory cap per instance: 256 MiB.
+    pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 256 * 1024 * 1024;
+    /// The default input and output size cap: 16 MiB.
+    pub const DEFAULT_MAX_IO_BYTES: usize = 16 * 1024 * 1024;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Some(Self::DEFAULT_TIMEOUT),
+            memory_max_bytes: Some(Self::DEFAULT_MEMORY_MAX_BYTES),
+            max_input_bytes: Self::DEFAULT_MAX_IO_BYTES,
+            max_output_bytes: Self::DEFAULT_MAX_IO_BYTES,
+        }
+    }
+}
+
+const WASM_PAGE_BYTES: u64 = 64 * 1024;
+
+/// Where a plugin's Wasm comes from.
+#[derive(Debug, Clone)]
+enum Source {
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+/// Configures and loads a [`Plugin`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), toolhost::Error> {
+/// use std::time::Duration;
+/// let plugin = toolhost::Plugin::builder_from_file("target/plugins/calculator.wasm")
+///     .with_timeout(Duration::from_secs(5))
+///     .build()
+///     .await?;
+/// let result = plugin.call_tool("add", serde_json::json!({"a": 2, "b": 3})).await?;
+/// assert_eq!(result.texts().next(), Some("5"));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PluginBuilder {
+    source: Source,
+    name: Option<String>,
+    limits: Limits,
+    max_idle_instances: usize,
+}
+
+impl PluginBuilder {
+    fn new(source: Source) -> Self {
+        PluginBuilder {
+            source,
+            name: None,
+            limits: Limits::default(),
+            max_idle_instances: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+
+    /// The name used in errors and logs. Defaults to the file's stem, or
+    /// `plugin` for bytes.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// All limits at once.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Wall-clock limit per call; `None` for none.
+    pub fn with_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.limits.timeout = timeout.into();
+        self
+    }
+
+    /// Memory cap per instance in bytes; `None` for none.
+    pub fn with_memory_max_bytes(mut self, bytes: impl Into<Option<u64>>) -> Self {
+        self.limits.memory_max_bytes = bytes.into();
+        self
+    }
+
+    /// How many ready instances to keep between calls (at least one is
+    /// created for `describe`). Defaults to the number of cores.
+    pub fn with_max_idle_instances(mut self, n: usize) -> Self {
+        self.max_idle_instances = n;
+        self
+    }
+
+    /// Compile the plugin, call `describe` and keep its tools.
+    ///
+    /// Compilation runs on a blocking thread, never on a tokio worker.
+    pub async fn build(self) -> Result<Plugin, Error> {
+        tokio::task::spawn_blocking(move || self.build_blocking())
+            .await
+            .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))?
+    }
+
+    fn build_blocking(self) -> Result<Plugin, Error> {
+        let (name, wasm) = match &self.source {
+            Source::File(path) => {
+                let bytes = std::fs::read(path).map_err(|source| Error::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (self.name.clone().or(stem).unwrap_or_else(|| "plugin".to_owned()), bytes)
+            }
+            Source::Bytes(bytes) => (
+                self.name.clone().unwrap_or_else(|| "plugin".to_owned()),
+                bytes.to_vec(),
+            ),
+        };
+        let load_error = |message: String, source: Option<extism::Error>| Error::Load {
+            plugin: name.clone(),
+            message,
+            source: source.map(|e| e.into_boxed_dyn_error()),
+        };
+
+        let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)]);
+        if let Some(timeout) = self.limits.timeout {
+            manifest = manifest.with_timeout(timeout);
+        }
+        if let Some(bytes) = self.limits.memory_max_bytes {
+            let pages = u32::try_from(bytes / WASM_PAGE_BYTES).unwrap_or(u32::MAX);
+            manifest = manifest.with_memory_max(pages);
+        }
+        let compiled = extism::PluginBuilder::new(manifest)
+            .with_wasi(true)
+            .compile()
+            .map_err(|e| load_error(format!("it is not a valid Wasm module ({e})"), Some(e)))?;
+        let mut instance = extism::Plugin::new_from_compiled(&compiled)
+            .map_err(|e| load_error(format!("it cannot be instantiated ({e})"), Some(e)))?;
+        for export in [exports::DESCRIBE, exports::CALL] {
+            if !instance.function_exists(export) {
+                return Err(load_error(
+                    format!(
+                        "it does not export `{export}` (a toolhost plugin exports `describe` and `call`)"
+                    ),
+                    None,
+                ));
+            }
+        }
+
+        let output = run_export(&mut instance, exports::DESCRIBE, b"", &self.limits)
+            .map_err(|fault| Error::PluginFailed {
+                plugin: name.clone(),
+                operation: Operation::Describe,
+                fault,
+            })?;
+        let described: ListToolsResult = parse_output(&output).map_err(|problem| {
+            Error::InvalidOutput { plugin: name.clone(), operation: Operation::Describe, problem }
+        })?;
+        let index = described
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| (tool.name.clone(), i))
+            .collect();
+
+        let inner = Inner {
+            name,
+            compiled,
+            described,
+            index,
+            limits: self.limits,
+            idle: Mutex::new(Vec::new()),
+            max_idle: self.max_idle_instances.max(1),
+        };
+        inner.recycle(instance);
+        Ok(Plugin { inner: Arc::new(inner) })
+    }
+}
+
+/// A loaded plugin: its tools, and a pool of instances to call them on.
+///
+/// Cheap to clone (an `Arc`); clones share the compiled module and the pool.
+/// Calls from several tasks run in parallel, each on its own instance.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    compiled: extism::CompiledPlugin,
+    described: ListToolsResult,
+    index: HashMap<String, usize>,
+    limits: Limits,
+    idle: Mutex<Vec<extism::Plugin>>,
+    max_idle: usize,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.inner.name)
+            .field("tools", &self.inner.index.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// Load a plugin from a `.wasm` file with default settings.
+    pub async fn load(path: impl AsRef<Path>) -> Result<Plugin, Error> {
+        Self::builder_from_file(path).build().await
+    }
+
+    /// Configure a plugin loaded from a `.wasm` file.
+    pub fn builder_from_file(path: impl AsRef<Path>) -> PluginBuilder {
+        PluginBuilder::new(Source::File(path.as_ref().to_path_buf()))
+    }
+
+    /// Configure a plugin loaded from Wasm bytes.
+    pub fn builder_from_bytes(wasm: impl Into<Arc<[u8]>>) -> PluginBuilder {
+        PluginBuilder::new(Source::Bytes(wasm.into()))
+    }
+
+    /// The plugin's name, as used in errors.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The tools the plugin described at load, in its order.
+    pub fn tools(&self) -> &[Tool] {
+        &self.inner.described.tools
+    }
+
+    /// The full `describe` output, as the plugin returned it.
+    pub fn describe(&self) -> &ListToolsResult {
+        &self.inner.described
+    }
+
+    /// The tool of that name, if the plugin describes one.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.inner.index.get(name).map(|&i| &self.inner.described.tools[i])
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Call a tool.
+    ///
+    /// `arguments` must be a JSON object, or `null` for none (the same as
+    /// `{}`). A tool the plugin does not describe is refused before the plugin
+    /// runs. A tool error is `Ok` with `isError: true`; everything else that
+    /// goes wrong is a typed [`Error`].
+    ///
+    /// The guest runs on a blocking thread, never on a tokio worker, and on an
+    /// instance of its own: an instance that faults is discarded.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
+        let request = self.prepare_call(name, arguments)?;
+        let inner = Arc::clone(&self.inner);
+        let tool = name.to_owned();
+        tokio::task::spawn_blocking(move || inner.call_blocking(&tool, &request))
+            .await
+            .map_err(|e| Error::Host(format!("the calling thread failed: {e}")))?
+    }
+
+    /// Check the tool name and the arguments, and encode the request.
+    fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
+        if self.tool(name).is_none() {
+            let mut available: Vec<String> = self.inner.index.keys().cloned().collect();
+            available.sort();
+            return Err(Error::UnknownTool {
+                plugin: self.inner.name.clone(),
+                tool: name.to_owned(),
+                available,
+            });
+        }
+        let arguments: JsonObject = match arguments {
+            Value::Null => JsonObject::new(),
+            Value::Object(map) => map,
+            other => {
+                return Err(Error::InvalidArguments {
+                    plugin: self.inner.name.clone(),
+                    tool: name.to_owned(),
+                    violations: vec![Violation {
+                        instance_path: String::new(),
+                        keyword: "type".to_owned(),
+                        message: format!(
+                            "arguments must be a JSON object, not {}",
+                            json_type_name(&other)
+                        ),
+                    }],
+                });
+            }
+        };
+        let request = CallToolRequest::new(name, Some(arguments));
+        let bytes = serde_json::to_vec(&request)
+            .map_err(|e| Error::Host(format!("cannot encode the request: {e}")))?;
+        if bytes.len() > self.inner.limits.max_input_bytes {
+            return Err(Error::InvalidArguments {
+                plugin: self.inner.name.clone(),
+                tool: name.to_owned(),
+                violations: vec![Violation {
+                    instance_path: String::new(),
+                    keyword: "maxInputBytes".to_owned(),
+                    message: format!(
+                        "the request is {} bytes, over the limit of {} bytes",
+                        bytes.len(),
+                        self.inner.limits.max_input_bytes
+                    ),
+                }],
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+impl Inner {
+    fn call_blocking(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
+        let operation = || Operation::Tool(tool.to_owned());
+        let mut instance = self.checkout().map_err(|fault| Error::PluginFailed {
+            plugin: self.name.clone(),
+            operation: operation(),
+            fault,
+        })?;
+        // An instance whose call faulted is dropped here, never recycled.
+        let output = run_export(&mut instance, exports::CALL, request, &self.limits).map_err(
+            |fault| Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault },
+        )?;
+        self.recycle(instance);
+        parse_output(&output).map_err(|problem| Error::InvalidOutput {
+            plugin: self.name.clone(),
+            operation: operation(),
+            problem,
+        })
+    }
+
+    /// An idle instance, or a new one.
+    fn checkout(&self) -> Result<extism::Plugin, Fault> {
+        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        match idle {
+            Some(instance) => Ok(instance),
+            None => extism::Plugin::new_from_compiled(&self.compiled).map_err(|e| Fault {
+                kind: FaultKind::Runtime,
+                message: format!("cannot create an instance: {e}"),
+            }),
+        }
+    }
+
+    /// Return a healthy instance to the pool, or drop it when the pool is full.
+    fn recycle(&self, instance: extism::Plugin) {
+        let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push(instance);
+        }
+    }
+}
+
+/// Run one export and copy its output out of the instance, or say how it
+/// failed.
+fn run_export(
+    instance: &mut extism::Plugin,
+    export: &str,
+    input: &[u8],
+    limits: &Limits,
+) -> Result<Vec<u8>, Fault> {
+    match instance.call::<&[u8], &[u8]>(export, input) {
+        Ok(output) if output.len() > limits.max_output_bytes => Err(Fault {
+            kind: FaultKind::OutputTooLarge,
+            message: format!(
+                "{} bytes of output, over the limit of {} bytes",
+                output.len(),
+                limits.max_output_bytes
+            ),
+        }),
+        Ok(output) => Ok(output.to_vec()),
+        Err(error) => Err(classify(&error, limits)),
+    }
+}
+
+/// Turn an Extism call error into a [`Fault`].
+fn classify(error: &extism::Error, limits: &Limits) -> Fault {
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::Interrupt {
+            return timeout_fault(limits);
+        }
+        return Fault { kind: FaultKind::Trap, message: trap.to_string() };
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return Fault {
+            kind: FaultKind::Exit,
+            message: format!("WASI exit code {}", exit.0),
+        };
+    }
+    // Extism reports these with plain messages.
+    match error.to_string().as_str() {
+        "timeout" => return timeout_fault(limits),
+        "oom" => {
+            let limit = limits
+                .memory_max_bytes
+                .map_or_else(|| "4 GiB".to_owned(), |b| format!("{b} bytes"));
+            return Fault {
+                kind: FaultKind::MemoryLimit,
+                message: format!("the instance tried to grow its memory past {limit}"),
+            };
+        }
+        "plugin ran out of fuel" => {
+            return Fault { kind: FaultKind::FuelExhausted, message: error.to_string() };
+        }
+        _ => {}
+    }
+    Fault { kind: FaultKind::Error, message: error.to_string() }
+}
+
+fn timeout_fault(limits: &Limits) -> Fault {
+    let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
+    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
+}
+
+/// Decode a plugin's JSON output into a protocol type.
+fn parse_output<T: serde::de::DeserializeOwned>(output: &[u8]) -> Result<T, OutputProblem> {
+    let text = std::str::from_utf8(output)
+        .map_err(|e| OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() })?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| OutputProblem::NotJson { message: e.to_string() })?;
+    serde_json::from_value(value).map_err(|e| OutputProblem::Invalid {
+        violations: vec![Violation {
+            instance_path: String::new(),
+            keyword: "protocol".to_owned(),
+            message: e.to_string(),
+        }],
+    })
+}
+
+/// The JSON Schema name of a value's type.
+pub(crate) fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

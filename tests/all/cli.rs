@@ -1,0 +1,127 @@
+//! The `toolhost` command line: output, exit codes and messages.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use toolhost_tests::{example, fixture, toolhost};
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(toolhost())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolhost");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(input) = stdin {
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("toolhost output")
+}
+
+fn json_stdout(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path(p: std::path::PathBuf) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn describe_prints_the_list_tools_result() {
+    let output = run(&["describe", &path(example("calculator"))], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let described = json_stdout(&output);
+    let names: Vec<&str> = described["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["add", "subtract", "multiply", "divide"]);
+    assert_eq!(described["tools"][0]["inputSchema"]["type"], "object");
+}
+
+#[test]
+fn call_prints_the_result_and_exits_0() {
+    let output = run(&["call", &path(example("calculator")), "add", r#"{"a":2,"b":3}"#], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = json_stdout(&output);
+    assert_eq!(result["content"][0], serde_json::json!({"type": "text", "text": "5"}));
+    assert_eq!(result["structuredContent"]["result"], 5.0);
+}
+
+#[test]
+fn arguments_come_from_a_file_or_stdin() {
+    let dir = std::env::temp_dir().join(format!("toolhost-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("args.json");
+    std::fs::write(&file, r#"{"a": 10, "b": 4}"#).expect("write args");
+    let calculator = path(example("calculator"));
+
+    let from_file = run(&["call", &calculator, "subtract", "--args-file", &path(file)], None);
+    assert_eq!(json_stdout(&from_file)["content"][0]["text"], "6");
+    let from_stdin = run(&["call", &calculator, "multiply", "-"], Some(r#"{"a": 10, "b": 4}"#));
+    assert_eq!(json_stdout(&from_stdin)["content"][0]["text"], "40");
+    let from_stdin_flag = run(&["call", &calculator, "divide", "--args-file", "-"], Some(r#"{"a": 10, "b": 4}"#));
+    assert_eq!(json_stdout(&from_stdin_flag)["content"][0]["text"], "2.5");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_tool_error_exits_1_and_still_prints_the_result() {
+    let output = run(&["call", &path(example("calculator")), "divide", r#"{"a":1,"b":0}"#], None);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let result = json_stdout(&output);
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["content"][0]["text"], "cannot divide by zero");
+}
+
+#[test]
+fn an_unknown_tool_exits_2_naming_it_and_the_tools_that_exist() {
+    let output = run(&["call", &path(example("calculator")), "modulo", "{}"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    assert!(message.contains("no tool `modulo`"), "{message}");
+    assert!(message.contains("`add`, `divide`, `multiply`, `subtract`"), "{message}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let calculator = path(example("calculator"));
+    let bad_json = run(&["call", &calculator, "add", "{not json"], None);
+    assert_eq!(bad_json.status.code(), Some(2));
+    assert!(stderr(&bad_json).contains("not valid JSON"), "{}", stderr(&bad_json));
+
+    let not_object = run(&["call", &calculator, "add", "[1,2]"], None);
+    assert_eq!(not_object.status.code(), Some(2));
+    assert!(stderr(&not_object).contains("must be a JSON object"), "{}", stderr(&not_object));
+
+    let missing_file = run(&["describe", "/nonexistent/plugin.wasm"], None);
+    assert_eq!(missing_file.status.code(), Some(2));
+    assert!(stderr(&missing_file).contains("cannot read plugin file"), "{}", stderr(&missing_file));
+
+    let no_command = run(&[], None);
+    assert_eq!(no_command.status.code(), Some(2));
+}
+
+#[test]
+fn a_plugin_that_traps_exits_3_and_says_so() {
+    let output = run(&["call", &path(fixture("hostile")), "panic"], None);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    assert!(message.contains("plugin `hostile` failed in tool `panic`: the plugin trapped"), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+}
+
+#[test]
+fn invalid_plugin_output_exits_3() {
+    let output = run(&["call", &path(fixture("hostile")), "not_json"], None);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(stderr(&output).contains("returned invalid output"), "{}", stderr(&output));
+}
