@@ -410,7 +410,14 @@ fn classify(error: &extism::Error, limits: &Limits) -> Fault {
         if *trap == wasmtime::Trap::Interrupt {
             return timeout_fault(limits);
         }
-        return Fault { kind: FaultKind::Trap, message: trap.to_string() };
+        let message = match trap {
+            // What a Rust panic or `abort` compiles to on Wasm.
+            wasmtime::Trap::UnreachableCodeReached => {
+                "`unreachable` executed: the plugin panicked or aborted".to_owned()
+            }
+            other => other.to_string(),
+        };
+        return Fault { kind: FaultKind::Trap, message };
     }
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return Fault {
