@@ -44,6 +44,16 @@ pub enum Error {
         source: Option<BoxError>,
     },
 
+    /// The plugin's `describe` output breaks the protocol or the tool rules:
+    /// bad names, duplicates, schemas that do not compile, bad metadata.
+    #[error("plugin `{plugin}` describes its tools wrongly ({} problem{}): {}", problems.len(), if problems.len() == 1 { "" } else { "s" }, join(problems))]
+    InvalidPlugin {
+        /// The plugin's name.
+        plugin: String,
+        /// Every problem found.
+        problems: Vec<crate::validate::LoadProblem>,
+    },
+
     /// The plugin does not describe a tool of that name; the call was refused
     /// before the plugin ran.
     #[error("plugin `{plugin}` has no tool `{tool}`; its tools are: {}", list_or_none(available))]
@@ -97,6 +107,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// The plugin's `describe` output has problems (every one is listed).
+    pub fn is_invalid_plugin(&self) -> bool {
+        matches!(self, Error::InvalidPlugin { .. })
+    }
+
     /// The tool name was not one the plugin describes.
     pub fn is_unknown_tool(&self) -> bool {
         matches!(self, Error::UnknownTool { .. })
@@ -114,7 +129,7 @@ impl Error {
 
     /// The plugin could not be loaded.
     pub fn is_load(&self) -> bool {
-        matches!(self, Error::Read { .. } | Error::Load { .. })
+        matches!(self, Error::Read { .. } | Error::Load { .. } | Error::InvalidPlugin { .. })
     }
 
     /// The caller is at fault: unknown tool or invalid arguments.
@@ -129,6 +144,7 @@ impl Error {
             self,
             Error::Read { .. }
                 | Error::Load { .. }
+                | Error::InvalidPlugin { .. }
                 | Error::PluginFailed { .. }
                 | Error::InvalidOutput { .. }
         )
@@ -284,7 +300,11 @@ impl fmt::Display for Violation {
 }
 
 fn join_violations(violations: &[Violation]) -> String {
-    violations.iter().map(Violation::to_string).collect::<Vec<_>>().join("; ")
+    join(violations)
+}
+
+fn join<T: fmt::Display>(items: &[T]) -> String {
+    items.iter().map(T::to_string).collect::<Vec<_>>().join("; ")
 }
 
 fn list_or_none(names: &[String]) -> String {

@@ -30,8 +30,10 @@
 
 mod error;
 mod plugin;
+mod validate;
 
 pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
 pub use plugin::{Limits, Plugin, PluginBuilder};
+pub use validate::{LoadProblem, ValidationOptions};
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

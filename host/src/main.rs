@@ -85,28 +85,44 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure { code, error }) => {
-            eprintln!("error: {error}");
-            if let Some(toolhost_error) = error.downcast_ref::<Error>() {
-                print_details(toolhost_error);
+            match error.downcast_ref::<Error>() {
+                Some(toolhost_error) => report(toolhost_error),
+                None => eprintln!("error: {error:#}"),
             }
             ExitCode::from(code)
         }
     }
 }
 
-/// Lists violations one per line under the one-sentence error.
-fn print_details(error: &Error) {
-    let violations = match error {
-        Error::InvalidArguments { violations, .. } => violations,
-        Error::InvalidOutput { problem: toolhost::OutputProblem::Invalid { violations }, .. } => {
-            violations
-        }
-        _ => return,
+/// One sentence on stderr; where the error lists problems, one per line
+/// below it.
+fn report(error: &Error) {
+    let (header, lines): (String, Vec<String>) = match error {
+        Error::InvalidArguments { plugin, tool, violations } => (
+            format!("invalid arguments for tool `{tool}` of plugin `{plugin}`; the plugin did not run:"),
+            violations.iter().map(ToString::to_string).collect(),
+        ),
+        Error::InvalidOutput {
+            plugin,
+            operation,
+            problem: toolhost::OutputProblem::Invalid { violations },
+        } => (
+            format!("plugin `{plugin}` returned invalid output from {operation}:"),
+            violations.iter().map(ToString::to_string).collect(),
+        ),
+        Error::InvalidPlugin { plugin, problems } => (
+            format!(
+                "plugin `{plugin}` describes its tools wrongly ({} problem{}):",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            ),
+            problems.iter().map(ToString::to_string).collect(),
+        ),
+        other => (other.to_string(), Vec::new()),
     };
-    if violations.len() > 1 {
-        for violation in violations {
-            eprintln!("  {violation}");
-        }
+    eprintln!("error: {header}");
+    for line in lines {
+        eprintln!("  {line}");
     }
 }
 

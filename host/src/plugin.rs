@@ -11,6 +11,7 @@ use toolhost_protocol::{
 };
 
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
 
 /// Resource limits applied to every call of a plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +74,8 @@ pub struct PluginBuilder {
     source: Source,
     name: Option<String>,
     limits: Limits,
+    validation: ValidationOptions,
+    config: Vec<(String, String)>,
     max_idle_instances: usize,
 }
 
@@ -82,8 +85,22 @@ impl PluginBuilder {
             source,
             name: None,
             limits: Limits::default(),
+            validation: ValidationOptions::default(),
+            config: Vec::new(),
             max_idle_instances: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
+    }
+
+    /// How strictly to validate the plugin's tools, arguments and results.
+    pub fn with_validation(mut self, validation: ValidationOptions) -> Self {
+        self.validation = validation;
+        self
+    }
+
+    /// A config key the plugin can read through Extism's config mechanism.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.push((key.into(), value.into()));
+        self
     }
 
     /// The name used in errors and logs. Defaults to the file's stem, or
@@ -148,7 +165,8 @@ impl PluginBuilder {
             source: source.map(|e| e.into_boxed_dyn_error()),
         };
 
-        let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)]);
+        let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
+            .with_config(self.config.iter().cloned());
         if let Some(timeout) = self.limits.timeout {
             manifest = manifest.with_timeout(timeout);
         }
@@ -179,9 +197,27 @@ impl PluginBuilder {
                 operation: Operation::Describe,
                 fault,
             })?;
-        let described: ListToolsResult = parse_output(&output).map_err(|problem| {
-            Error::InvalidOutput { plugin: name.clone(), operation: Operation::Describe, problem }
+        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
+            plugin: name.clone(),
+            operation: Operation::Describe,
+            problem,
         })?;
+        let checked = validate::check_describe(&raw, &self.validation);
+        if !checked.problems.is_empty() && (checked.fatal || !self.validation.lenient) {
+            return Err(Error::InvalidPlugin { plugin: name, problems: checked.problems });
+        }
+        for warning in &checked.problems {
+            tracing::warn!(plugin = %name, "tool left out: {warning}");
+        }
+        let mut extra = match raw {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        extra.remove("tools");
+        let described = ListToolsResult {
+            tools: checked.tools.iter().map(|t| t.tool.clone()).collect(),
+            extra,
+        };
         let index = described
             .tools
             .iter()
@@ -193,8 +229,11 @@ impl PluginBuilder {
             name,
             compiled,
             described,
+            checked: checked.tools,
+            warnings: checked.problems,
             index,
             limits: self.limits,
+            validation: self.validation,
             idle: Mutex::new(Vec::new()),
             max_idle: self.max_idle_instances.max(1),
         };
@@ -216,8 +255,11 @@ struct Inner {
     name: String,
     compiled: extism::CompiledPlugin,
     described: ListToolsResult,
+    checked: Vec<CheckedTool>,
+    warnings: Vec<LoadProblem>,
     index: HashMap<String, usize>,
     limits: Limits,
+    validation: ValidationOptions,
     idle: Mutex<Vec<extism::Plugin>>,
     max_idle: usize,
 }
@@ -267,6 +309,17 @@ impl Plugin {
         self.inner.index.get(name).map(|&i| &self.inner.described.tools[i])
     }
 
+    /// The stable id of a tool: `namespace:name[:version]` when the tool
+    /// declares a namespace, else its name.
+    pub fn tool_id(&self, name: &str) -> Option<&str> {
+        self.inner.index.get(name).map(|&i| self.inner.checked[i].id.as_str())
+    }
+
+    /// Problems of tools that were left out in lenient mode (empty otherwise).
+    pub fn warnings(&self) -> &[LoadProblem] {
+        &self.inner.warnings
+    }
+
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
@@ -292,7 +345,7 @@ impl Plugin {
 
     /// Check the tool name and the arguments, and encode the request.
     fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
-        if self.tool(name).is_none() {
+        let Some(&index) = self.inner.index.get(name) else {
             let mut available: Vec<String> = self.inner.index.keys().cloned().collect();
             available.sort();
             return Err(Error::UnknownTool {
@@ -300,42 +353,46 @@ impl Plugin {
                 tool: name.to_owned(),
                 available,
             });
-        }
-        let arguments: JsonObject = match arguments {
-            Value::Null => JsonObject::new(),
-            Value::Object(map) => map,
+        };
+        let invalid = |violations| Error::InvalidArguments {
+            plugin: self.inner.name.clone(),
+            tool: name.to_owned(),
+            violations,
+        };
+        let arguments = match arguments {
+            Value::Null => Value::Object(JsonObject::new()),
+            object @ Value::Object(_) => object,
             other => {
-                return Err(Error::InvalidArguments {
-                    plugin: self.inner.name.clone(),
-                    tool: name.to_owned(),
-                    violations: vec![Violation {
-                        instance_path: String::new(),
-                        keyword: "type".to_owned(),
-                        message: format!(
-                            "arguments must be a JSON object, not {}",
-                            json_type_name(&other)
-                        ),
-                    }],
-                });
+                return Err(invalid(vec![Violation {
+                    instance_path: String::new(),
+                    keyword: "type".to_owned(),
+                    message: format!(
+                        "arguments must be a JSON object, not {}",
+                        json_type_name(&other)
+                    ),
+                }]));
             }
         };
+        if self.inner.validation.arguments {
+            let violations = validate::violations(&self.inner.checked[index].input, &arguments);
+            if !violations.is_empty() {
+                return Err(invalid(violations));
+            }
+        }
+        let Value::Object(arguments) = arguments else { unreachable!("checked above") };
         let request = CallToolRequest::new(name, Some(arguments));
         let bytes = serde_json::to_vec(&request)
             .map_err(|e| Error::Host(format!("cannot encode the request: {e}")))?;
         if bytes.len() > self.inner.limits.max_input_bytes {
-            return Err(Error::InvalidArguments {
-                plugin: self.inner.name.clone(),
-                tool: name.to_owned(),
-                violations: vec![Violation {
-                    instance_path: String::new(),
-                    keyword: "maxInputBytes".to_owned(),
-                    message: format!(
-                        "the request is {} bytes, over the limit of {} bytes",
-                        bytes.len(),
-                        self.inner.limits.max_input_bytes
-                    ),
-                }],
-            });
+            return Err(invalid(vec![Violation {
+                instance_path: String::new(),
+                keyword: "maxInputBytes".to_owned(),
+                message: format!(
+                    "the request is {} bytes, over the limit of {} bytes",
+                    bytes.len(),
+                    self.inner.limits.max_input_bytes
+                ),
+            }]));
         }
         Ok(bytes)
     }
@@ -354,11 +411,20 @@ impl Inner {
             |fault| Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault },
         )?;
         self.recycle(instance);
-        parse_output(&output).map_err(|problem| Error::InvalidOutput {
+        let invalid = |problem| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: operation(),
             problem,
-        })
+        };
+        let raw = parse_json(&output).map_err(invalid)?;
+        if !self.validation.results {
+            return serde_json::from_value(raw).map_err(|e| {
+                invalid(OutputProblem::Invalid { violations: vec![protocol_violation(&e)] })
+            });
+        }
+        let output_validator = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
+        validate::check_result(raw, output_validator)
+            .map_err(|violations| invalid(OutputProblem::Invalid { violations }))
     }
 
     /// An idle instance, or a new one.
@@ -450,19 +516,20 @@ fn timeout_fault(limits: &Limits) -> Fault {
     Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
 }
 
-/// Decode a plugin's JSON output into a protocol type.
-fn parse_output<T: serde::de::DeserializeOwned>(output: &[u8]) -> Result<T, OutputProblem> {
+/// Decode a plugin's output as JSON.
+fn parse_json(output: &[u8]) -> Result<Value, OutputProblem> {
     let text = std::str::from_utf8(output)
         .map_err(|e| OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() })?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| OutputProblem::NotJson { message: e.to_string() })?;
-    serde_json::from_value(value).map_err(|e| OutputProblem::Invalid {
-        violations: vec![Violation {
-            instance_path: String::new(),
-            keyword: "protocol".to_owned(),
-            message: e.to_string(),
-        }],
-    })
+    serde_json::from_str(text).map_err(|e| OutputProblem::NotJson { message: e.to_string() })
+}
+
+/// A JSON value that does not deserialize into the protocol type.
+pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {
+    Violation {
+        instance_path: String::new(),
+        keyword: "protocol".to_owned(),
+        message: error.to_string(),
+    }
 }
 
 /// The JSON Schema name of a value's type.

@@ -2,11 +2,21 @@
 //! and on a plugin written with extism-pdk only.
 
 use serde_json::{Value, json};
-use toolhost::{Content, Error, Plugin};
+use toolhost::{Content, Error, Plugin, ValidationOptions};
 use toolhost_tests::{example, fixture};
 
 async fn load(path: std::path::PathBuf) -> Plugin {
     Plugin::load(&path).await.unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+/// Loaded with argument and result validation off, to see what the plugin
+/// itself does with input the host would refuse.
+async fn load_unvalidated(path: std::path::PathBuf) -> Plugin {
+    Plugin::builder_from_file(&path)
+        .with_validation(ValidationOptions::off())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
 }
 
 fn only_text(result: &toolhost::CallToolResult) -> &str {
@@ -57,7 +67,7 @@ async fn division_by_zero_is_a_tool_error_not_a_host_error() {
 
 #[tokio::test]
 async fn arguments_the_sdk_cannot_deserialize_are_a_tool_error_naming_the_problem() {
-    let plugin = load(example("calculator")).await;
+    let plugin = load_unvalidated(example("calculator")).await;
     let result = plugin.call_tool("add", json!({"a": "two", "b": 3})).await.expect("a result");
     assert!(result.is_error());
     let text = only_text(&result);
@@ -106,7 +116,11 @@ async fn clock_returns_an_rfc3339_timestamp() {
     assert_eq!(structured["timestamp"], timestamp);
     assert!(structured["unix_seconds"].as_i64().is_some_and(|s| s > 1_700_000_000));
 
-    let refused = plugin.call_tool("now", json!({"zone": "UTC"})).await.expect("a result");
+    let refused = plugin.call_tool("now", json!({"zone": "UTC"})).await.unwrap_err();
+    assert!(refused.is_invalid_arguments(), "{refused:?}");
+    // Without the host's check, the SDK refuses them itself.
+    let unvalidated = load_unvalidated(example("clock")).await;
+    let refused = unvalidated.call_tool("now", json!({"zone": "UTC"})).await.expect("a result");
     assert!(refused.is_error() && only_text(&refused).contains("takes no arguments"), "{refused:?}");
 }
 
@@ -156,7 +170,12 @@ async fn a_plugin_written_with_extism_pdk_only_runs_unchanged() {
     let vowels = plugin.call_tool("count_vowels", json!({"text": "Extism plugins"})).await.expect("count");
     assert_eq!(only_text(&vowels), "4");
 
-    let missing = plugin.call_tool("greet", json!({})).await.expect("a result");
+    // The host refuses arguments that break the plugin's schema...
+    let refused = plugin.call_tool("greet", json!({})).await.unwrap_err();
+    assert!(refused.is_invalid_arguments(), "{refused:?}");
+    // ...and the plugin's own `isError` answer is a normal result.
+    let unvalidated = load_unvalidated(fixture("raw-servlet")).await;
+    let missing = unvalidated.call_tool("greet", json!({})).await.expect("a result");
     assert!(missing.is_error());
     assert_eq!(only_text(&missing), "missing argument: name");
 }

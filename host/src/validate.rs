@@ -1,0 +1,452 @@
+//! Validation of everything that crosses the plugin boundary.
+//!
+//! - At load: the `describe` output against the protocol and the tool rules
+//!   of `tool-schemas.md` (names, duplicates, schemas that compile, metadata).
+//! - Before a call: the arguments against the tool's `inputSchema`.
+//! - After a call: the result against the protocol, and `structuredContent`
+//!   against the tool's `outputSchema`.
+//!
+//! Every validator is compiled once, at load; a call only runs them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::OnceLock;
+
+use jsonschema::{Draft, ValidationError, Validator};
+use serde_json::Value;
+use toolhost_protocol::{CallToolResult, JsonObject, Tool, schema};
+
+use crate::error::Violation;
+
+/// How strictly a plugin is validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationOptions {
+    /// Check each call's arguments against the tool's `inputSchema` before the
+    /// plugin runs. Default: on.
+    pub arguments: bool,
+    /// Check each result against the protocol and the tool's `outputSchema`.
+    /// Default: on.
+    pub results: bool,
+    /// Enforce `format` (`date-time`, `email`, ...) instead of treating it as
+    /// an annotation. Default: off, as JSON Schema 2020-12 says.
+    pub enforce_formats: bool,
+    /// Load the valid tools of a plugin whose `describe` output has problems,
+    /// reporting the problems as warnings, instead of refusing the plugin.
+    /// Default: off.
+    pub lenient: bool,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions { arguments: true, results: true, enforce_formats: false, lenient: false }
+    }
+}
+
+impl ValidationOptions {
+    /// No validation at all: arguments and results pass through unchecked
+    /// (the describe output is still checked at load). For benchmarks and
+    /// trusted plugins.
+    pub fn off() -> Self {
+        ValidationOptions { arguments: false, results: false, ..Self::default() }
+    }
+}
+
+/// One problem in a plugin's `describe` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadProblem {
+    /// The tool it concerns (its name, or `#N` when the name is unusable);
+    /// `None` for the document as a whole.
+    pub tool: Option<String>,
+    /// JSON pointer of the offending value in the `describe` output.
+    pub pointer: String,
+    /// The rule or schema keyword that failed.
+    pub rule: String,
+    /// A readable explanation.
+    pub message: String,
+}
+
+impl fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(tool) = &self.tool {
+            write!(f, "tool `{tool}`: ")?;
+        }
+        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        write!(f, "at {pointer}: {} ({})", self.message, self.rule)
+    }
+}
+
+/// A tool that passed validation, with its compiled validators.
+pub(crate) struct CheckedTool {
+    pub tool: Tool,
+    pub id: String,
+    pub input: Validator,
+    pub output: Option<Validator>,
+}
+
+/// The outcome of checking a `describe` output.
+pub(crate) struct CheckedDescribe {
+    pub tools: Vec<CheckedTool>,
+    pub problems: Vec<LoadProblem>,
+    /// Problems that concern the document as a whole: no tool can be loaded.
+    pub fatal: bool,
+}
+
+struct Protocol {
+    list_tools_result: Validator,
+    call_tool_result: Validator,
+}
+
+fn protocol() -> &'static Protocol {
+    static PROTOCOL: OnceLock<Protocol> = OnceLock::new();
+    PROTOCOL.get_or_init(|| {
+        let compile = |text: &str| {
+            let value: Value = serde_json::from_str(text).expect("the shipped protocol schema is JSON");
+            jsonschema::options()
+                .with_draft(Draft::Draft202012)
+                .build(&value)
+                .expect("the shipped protocol schema compiles")
+        };
+        Protocol {
+            list_tools_result: compile(schema::LIST_TOOLS_RESULT),
+            call_tool_result: compile(schema::CALL_TOOL_RESULT),
+        }
+    })
+}
+
+/// Refuses every external `$ref`: toolhost never fetches schemas.
+struct RefuseExternal;
+
+impl jsonschema::Retrieve for RefuseExternal {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!("external $ref to `{uri}` refused: toolhost never fetches schemas").into())
+    }
+}
+
+const DRAFT_2020_12: &[&str] = &[
+    "https://json-schema.org/draft/2020-12/schema",
+    "http://json-schema.org/draft/2020-12/schema",
+];
+const DRAFT_07: &[&str] =
+    &["http://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema"];
+
+/// The dialect a schema declares: 2020-12 when `$schema` is absent.
+fn dialect(schema: &JsonObject) -> Result<Draft, String> {
+    match schema.get("$schema") {
+        None => Ok(Draft::Draft202012),
+        Some(Value::String(uri)) => {
+            let uri = uri.trim_end_matches('#');
+            if DRAFT_2020_12.contains(&uri) {
+                Ok(Draft::Draft202012)
+            } else if DRAFT_07.contains(&uri) {
+                Ok(Draft::Draft7)
+            } else {
+                Err(format!(
+                    "unsupported JSON Schema dialect `{uri}`; toolhost supports 2020-12 (the default) and draft-07"
+                ))
+            }
+        }
+        Some(other) => Err(format!("`$schema` must be a URI string, not {other}")),
+    }
+}
+
+/// Compile a tool's schema, or say why it does not compile.
+pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Result<Validator, String> {
+    let draft = dialect(schema)?;
+    jsonschema::options()
+        .with_draft(draft)
+        .with_retriever(RefuseExternal)
+        .should_validate_formats(enforce_formats)
+        .build(&Value::Object(schema.clone()))
+        .map_err(|error| {
+            let path = error.instance_path().as_str();
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("{error} (at {path} in the schema)")
+            }
+        })
+}
+
+/// Check a `describe` output, compiling the validators of every valid tool.
+pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> CheckedDescribe {
+    let mut problems = Vec::new();
+    let raw_tools = raw.get("tools").and_then(Value::as_array);
+    let tool_label = |index: usize| -> String {
+        raw_tools
+            .and_then(|tools| tools.get(index))
+            .and_then(|tool| tool.get("name"))
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty())
+            .map_or_else(|| format!("#{index}"), str::to_owned)
+    };
+
+    // 1. The protocol, for the whole document at once.
+    let mut bad_tools = vec![false; raw_tools.map_or(0, Vec::len)];
+    let mut fatal = false;
+    for violation in violations(&protocol().list_tools_result, raw) {
+        let index = tool_index(&violation.instance_path);
+        match index {
+            Some(i) => bad_tools[i] = true,
+            None => fatal = true,
+        }
+        problems.push(LoadProblem {
+            tool: index.map(tool_label),
+            pointer: violation.instance_path,
+            rule: violation.keyword,
+            message: violation.message,
+        });
+    }
+    let Some(raw_tools) = raw_tools.filter(|_| !fatal) else {
+        return CheckedDescribe { tools: Vec::new(), problems, fatal: true };
+    };
+
+    // 2. Each tool that follows the protocol: duplicates, schemas, metadata.
+    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    let mut tools = Vec::new();
+    for (index, raw_tool) in raw_tools.iter().enumerate() {
+        if bad_tools[index] {
+            continue;
+        }
+        let label = tool_label(index);
+        let at = |suffix: &str| format!("/tools/{index}{suffix}");
+        let mut tool_problems = Vec::new();
+        let mut problem = |pointer: String, rule: &str, message: String| {
+            tool_problems.push(LoadProblem {
+                tool: Some(label.clone()),
+                pointer,
+                rule: rule.to_owned(),
+                message,
+            });
+        };
+        let mut tool: Tool = match serde_json::from_value(raw_tool.clone()) {
+            Ok(tool) => tool,
+            Err(error) => {
+                problem(at(""), "protocol", error.to_string());
+                problems.extend(tool_problems);
+                continue;
+            }
+        };
+        if let Some(first) = first_seen.insert(raw_tool["name"].as_str().unwrap_or_default(), index) {
+            problem(
+                at("/name"),
+                "unique-name",
+                format!("duplicate tool name `{}` (first at /tools/{first})", tool.name),
+            );
+        }
+        let input = compile_schema(&tool.input_schema, options.enforce_formats)
+            .map_err(|message| problem(at("/inputSchema"), "schema", message))
+            .ok();
+        let output = match &tool.output_schema {
+            Some(schema) => compile_schema(schema, options.enforce_formats)
+                .map(Some)
+                .map_err(|message| problem(at("/outputSchema"), "schema", message))
+                .ok(),
+            None => Some(None),
+        };
+        let id = match normalize_metadata(&mut tool) {
+            Ok(id) => Some(id),
+            Err((field, rule, message)) => {
+                problem(at(&format!("/{field}")), rule, message);
+                None
+            }
+        };
+        let ok = tool_problems.is_empty();
+        problems.extend(tool_problems);
+        if let (true, Some(input), Some(output), Some(id)) = (ok, input, output, id) {
+            tools.push(CheckedTool { tool, id, input, output });
+        }
+    }
+    CheckedDescribe { tools, problems, fatal: false }
+}
+
+/// The tool index of a pointer under `/tools/N`.
+fn tool_index(pointer: &str) -> Option<usize> {
+    let rest = pointer.strip_prefix("/tools/")?;
+    rest.split('/').next()?.parse().ok()
+}
+
+/// Validate the optional metadata (`version`, `namespace`, `tags`), normalise
+/// it in place, and return the tool's stable id (`namespace:name[:version]`,
+/// or the name).
+fn normalize_metadata(tool: &mut Tool) -> Result<String, (&'static str, &'static str, String)> {
+    let version = match tool.extra.get("version").and_then(Value::as_str) {
+        Some(raw) => {
+            let version = normalize_version(raw).ok_or_else(|| {
+                ("version", "semver", format!("`{raw}` is not a semantic version x.y.z"))
+            })?;
+            tool.extra.insert("version".to_owned(), Value::String(version.clone()));
+            Some(version)
+        }
+        None => None,
+    };
+    if let Some(Value::Array(tags)) = tool.extra.get("tags") {
+        let tags = normalize_tags(tags.iter().filter_map(Value::as_str));
+        tool.extra.insert("tags".to_owned(), Value::from(tags));
+    }
+    let id = match (tool.extra.get("namespace").and_then(Value::as_str), version) {
+        (Some(namespace), Some(version)) => format!("{namespace}:{}:{version}", tool.name),
+        (Some(namespace), None) => format!("{namespace}:{}", tool.name),
+        (None, _) => tool.name.clone(),
+    };
+    Ok(id)
+}
+
+/// `x.y.z` with non-negative integers; a leading `v` is accepted and dropped.
+pub(crate) fn normalize_version(raw: &str) -> Option<String> {
+    let version = raw.strip_prefix('v').unwrap_or(raw);
+    let parts: Vec<&str> = version.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    (parts.len() == 3 && parts.iter().all(numeric)).then(|| version.to_owned())
+}
+
+/// Tags for stable search: lowercased and trimmed, whitespace runs to `-`,
+/// only `[a-z0-9-_.]` kept, at most 64 characters, empty ones dropped,
+/// duplicates removed in order, at most 20.
+pub(crate) fn normalize_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    const MAX_LEN: usize = 64;
+    const MAX_COUNT: usize = 20;
+    let mut out: Vec<String> = Vec::new();
+    for tag in tags {
+        let lowered = tag.trim().to_lowercase();
+        let dashed = lowered.split_whitespace().collect::<Vec<_>>().join("-");
+        let kept: String = dashed
+            .chars()
+            .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
+            .take(MAX_LEN)
+            .collect();
+        if !kept.is_empty() && !out.contains(&kept) {
+            out.push(kept);
+        }
+        if out.len() == MAX_COUNT {
+            break;
+        }
+    }
+    out
+}
+
+/// Every violation of `instance` against `validator`. The fast `is_valid`
+/// check runs first; errors are only collected for invalid instances.
+pub(crate) fn violations(validator: &Validator, instance: &Value) -> Vec<Violation> {
+    if validator.is_valid(instance) {
+        return Vec::new();
+    }
+    validator.iter_errors(instance).map(|error| to_violation(&error)).collect()
+}
+
+fn to_violation(error: &ValidationError<'_>) -> Violation {
+    let mut instance_path = error.instance_path().as_str().to_owned();
+    // Point at the missing property itself, not at its parent object.
+    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
+        if let Some(name) = property.as_str() {
+            instance_path.push('/');
+            instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
+        }
+    }
+    Violation {
+        instance_path,
+        keyword: error.kind().keyword().to_owned(),
+        message: error.to_string(),
+    }
+}
+
+/// Check a call's result: the protocol, then the tool's `outputSchema`.
+pub(crate) fn check_result(
+    raw: Value,
+    output: Option<&Validator>,
+) -> Result<CallToolResult, Vec<Violation>> {
+    let problems = violations(&protocol().call_tool_result, &raw);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let result: CallToolResult = serde_json::from_value(raw).map_err(|error| {
+        vec![Violation {
+            instance_path: String::new(),
+            keyword: "protocol".to_owned(),
+            message: error.to_string(),
+        }]
+    })?;
+    // A tool error is passed through; it is not judged against the output schema.
+    if let (Some(output), false) = (output, result.is_error()) {
+        match &result.structured_content {
+            None => {
+                return Err(vec![Violation {
+                    instance_path: "/structuredContent".to_owned(),
+                    keyword: "outputSchema".to_owned(),
+                    message: "the tool declares an outputSchema, so a successful result must carry structuredContent".to_owned(),
+                }]);
+            }
+            Some(structured) => {
+                let problems: Vec<Violation> = violations(output, structured)
+                    .into_iter()
+                    .map(|mut v| {
+                        v.instance_path.insert_str(0, "/structuredContent");
+                        v
+                    })
+                    .collect();
+                if !problems.is_empty() {
+                    return Err(problems);
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn versions() {
+        assert_eq!(normalize_version("1.2.3").as_deref(), Some("1.2.3"));
+        assert_eq!(normalize_version("v10.0.7").as_deref(), Some("10.0.7"));
+        for bad in ["1.2", "1.2.3.4", "a.b.c", "1..3", "vv1.2.3", "", "1.2.3-beta"] {
+            assert_eq!(normalize_version(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn tags_are_normalised_as_tool_schemas_md_says() {
+        let long = "x".repeat(70);
+        let tags = normalize_tags(["  Data  Science ", "data-science", "C++ & Rust!", "ünïcode", "", &long, "a_b.c"]);
+        assert_eq!(tags, ["data-science", "c--rust", "ncode", &"x".repeat(64), "a_b.c"]);
+        let many: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+        assert_eq!(normalize_tags(many.iter().map(String::as_str)).len(), 20);
+    }
+
+    #[test]
+    fn dialects() {
+        let obj = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(dialect(&obj(json!({}))), Ok(Draft::Draft202012));
+        assert_eq!(dialect(&obj(json!({"$schema": "http://json-schema.org/draft-07/schema#"}))), Ok(Draft::Draft7));
+        assert!(dialect(&obj(json!({"$schema": "http://json-schema.org/draft-04/schema#"}))).unwrap_err().contains("draft-04"));
+    }
+
+    #[test]
+    fn required_points_at_the_missing_property() {
+        let validator = compile_schema(
+            json!({"type": "object", "required": ["a/b"], "properties": {"x": {"type": "string"}}}).as_object().unwrap(),
+            false,
+        )
+        .unwrap();
+        let found = violations(&validator, &json!({"x": 1}));
+        let mut pointers: Vec<&str> = found.iter().map(|v| v.instance_path.as_str()).collect();
+        pointers.sort();
+        assert_eq!(pointers, ["/a~1b", "/x"]);
+    }
+
+    #[test]
+    fn formats_are_annotations_unless_enforced() {
+        let schema = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}});
+        let schema = schema.as_object().unwrap();
+        let args = json!({"when": "yesterday"});
+        assert!(violations(&compile_schema(schema, false).unwrap(), &args).is_empty());
+        let enforced = violations(&compile_schema(schema, true).unwrap(), &args);
+        assert_eq!(enforced.len(), 1);
+        assert_eq!((enforced[0].instance_path.as_str(), enforced[0].keyword.as_str()), ("/when", "format"));
+    }
+}
