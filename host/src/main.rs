@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use toolhost::{Error, Plugin};
+use toolhost::{Error, Plugin, ValidationOptions};
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
@@ -28,6 +28,8 @@ enum Command {
     Describe {
         /// The plugin's .wasm file.
         plugin: PathBuf,
+        #[command(flatten)]
+        options: PluginOptions,
     },
     /// Call one tool and print its CallToolResult as JSON.
     Call {
@@ -41,7 +43,51 @@ enum Command {
         /// Read the arguments from a file (`-` for stdin).
         #[arg(long, value_name = "FILE")]
         args_file: Option<PathBuf>,
+        #[command(flatten)]
+        options: PluginOptions,
     },
+}
+
+/// How a plugin is loaded.
+#[derive(Debug, Args)]
+struct PluginOptions {
+    /// A config value the plugin can read (repeatable).
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    config: Vec<(String, String)>,
+    /// Load the valid tools of a plugin whose describe output has problems,
+    /// and print the problems as warnings, instead of refusing the plugin.
+    #[arg(long)]
+    lenient: bool,
+    /// Enforce `format` (date-time, email, ...) in schemas instead of treating
+    /// it as an annotation.
+    #[arg(long)]
+    enforce_formats: bool,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got `{text}`")),
+    }
+}
+
+impl PluginOptions {
+    async fn load(self, path: &std::path::Path) -> Result<Plugin, Error> {
+        let validation = ValidationOptions {
+            lenient: self.lenient,
+            enforce_formats: self.enforce_formats,
+            ..ValidationOptions::default()
+        };
+        let mut builder = Plugin::builder_from_file(path).with_validation(validation);
+        for (key, value) in self.config {
+            builder = builder.with_config(key, value);
+        }
+        let plugin = builder.build().await?;
+        for warning in plugin.warnings() {
+            eprintln!("warning: left out {warning}");
+        }
+        Ok(plugin)
+    }
 }
 
 /// Exit codes, a contract with scripts.
@@ -127,9 +173,11 @@ fn report(error: &Error) {
 }
 
 fn init_logging() {
-    // Logs go to stderr; `TOOLHOST_LOG` (e.g. `debug`, `extism=trace`) widens them.
+    // Logs go to stderr, off unless `TOOLHOST_LOG` (e.g. `debug`,
+    // `toolhost=debug,extism=trace`) asks for them: what the user must see,
+    // the CLI prints itself.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("toolhost=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -138,14 +186,14 @@ fn init_logging() {
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
-        Command::Describe { plugin } => {
-            let plugin = Plugin::load(&plugin).await?;
+        Command::Describe { plugin, options } => {
+            let plugin = options.load(&plugin).await?;
             print_json(plugin.describe())?;
             Ok(0)
         }
-        Command::Call { plugin, tool, args, args_file } => {
+        Command::Call { plugin, tool, args, args_file, options } => {
             let arguments = read_arguments(args.as_deref(), args_file.as_deref()).map_err(usage)?;
-            let plugin = Plugin::load(&plugin).await?;
+            let plugin = options.load(&plugin).await?;
             let result = plugin.call_tool(&tool, arguments).await?;
             print_json(&result)?;
             Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })

@@ -343,8 +343,11 @@ impl Plugin {
             .map_err(|e| Error::Host(format!("the calling thread failed: {e}")))?
     }
 
-    /// Check the tool name and the arguments, and encode the request.
-    fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
+    /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
+    /// before the plugin runs, without calling it: the tool must exist, the
+    /// arguments must be an object (or `null`) valid against its
+    /// `inputSchema`. Returns the arguments as an object.
+    pub fn validate_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
         let Some(&index) = self.inner.index.get(name) else {
             let mut available: Vec<String> = self.inner.index.keys().cloned().collect();
             available.sort();
@@ -379,7 +382,26 @@ impl Plugin {
                 return Err(invalid(violations));
             }
         }
-        let Value::Object(arguments) = arguments else { unreachable!("checked above") };
+        match arguments {
+            Value::Object(map) => Ok(map),
+            _ => unreachable!("only objects get here"),
+        }
+    }
+
+    /// Check a result as [`call_tool`](Self::call_tool) checks what a tool
+    /// returns: against the protocol and the tool's `outputSchema`.
+    pub fn validate_result(&self, name: &str, result: Value) -> Result<CallToolResult, Error> {
+        self.inner.check_output(name, result)
+    }
+
+    /// Check the tool name and the arguments, and encode the request.
+    fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
+        let arguments = self.validate_arguments(name, arguments)?;
+        let invalid = |violations| Error::InvalidArguments {
+            plugin: self.inner.name.clone(),
+            tool: name.to_owned(),
+            violations,
+        };
         let request = CallToolRequest::new(name, Some(arguments));
         let bytes = serde_json::to_vec(&request)
             .map_err(|e| Error::Host(format!("cannot encode the request: {e}")))?;
@@ -411,20 +433,26 @@ impl Inner {
             |fault| Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault },
         )?;
         self.recycle(instance);
-        let invalid = |problem| Error::InvalidOutput {
+        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: operation(),
             problem,
+        })?;
+        self.check_output(tool, raw)
+    }
+
+    /// Check a tool's output as the options say.
+    fn check_output(&self, tool: &str, raw: Value) -> Result<CallToolResult, Error> {
+        let invalid = |violations| Error::InvalidOutput {
+            plugin: self.name.clone(),
+            operation: Operation::Tool(tool.to_owned()),
+            problem: OutputProblem::Invalid { violations },
         };
-        let raw = parse_json(&output).map_err(invalid)?;
         if !self.validation.results {
-            return serde_json::from_value(raw).map_err(|e| {
-                invalid(OutputProblem::Invalid { violations: vec![protocol_violation(&e)] })
-            });
+            return serde_json::from_value(raw).map_err(|e| invalid(vec![protocol_violation(&e)]));
         }
         let output_validator = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
-        validate::check_result(raw, output_validator)
-            .map_err(|violations| invalid(OutputProblem::Invalid { violations }))
+        validate::check_result(raw, output_validator).map_err(invalid)
     }
 
     /// An idle instance, or a new one.

@@ -158,15 +158,19 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
     jsonschema::options()
         .with_draft(draft)
         .with_retriever(RefuseExternal)
+        // A base URI, so that relative references resolve to something the
+        // retriever can refuse by name.
+        .with_base_uri("toolhost:///")
         .should_validate_formats(enforce_formats)
         .build(&Value::Object(schema.clone()))
         .map_err(|error| {
-            let path = error.instance_path().as_str();
-            if path.is_empty() {
-                error.to_string()
-            } else {
-                format!("{error} (at {path} in the schema)")
+            let message = error.to_string();
+            // The retriever's own sentence says it best.
+            if let Some(start) = message.find("external $ref to `") {
+                return message[start..].to_owned();
             }
+            let path = error.instance_path().as_str();
+            if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") }
         })
 }
 
@@ -203,8 +207,23 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         return CheckedDescribe { tools: Vec::new(), problems, fatal: true };
     };
 
-    // 2. Each tool that follows the protocol: duplicates, schemas, metadata.
+    // 2. Duplicate names, among all tools.
     let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    for (index, raw_tool) in raw_tools.iter().enumerate() {
+        let Some(name) = raw_tool.get("name").and_then(Value::as_str) else { continue };
+        if let Some(first) = first_seen.insert(name, index) {
+            first_seen.insert(name, first);
+            bad_tools[index] = true;
+            problems.push(LoadProblem {
+                tool: Some(tool_label(index)),
+                pointer: format!("/tools/{index}/name"),
+                rule: "unique-name".to_owned(),
+                message: format!("duplicate tool name `{name}` (first at /tools/{first})"),
+            });
+        }
+    }
+
+    // 3. Each tool that follows the protocol: schemas, metadata.
     let mut tools = Vec::new();
     for (index, raw_tool) in raw_tools.iter().enumerate() {
         if bad_tools[index] {
@@ -229,13 +248,6 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
                 continue;
             }
         };
-        if let Some(first) = first_seen.insert(raw_tool["name"].as_str().unwrap_or_default(), index) {
-            problem(
-                at("/name"),
-                "unique-name",
-                format!("duplicate tool name `{}` (first at /tools/{first})", tool.name),
-            );
-        }
         let input = compile_schema(&tool.input_schema, options.enforce_formats)
             .map_err(|message| problem(at("/inputSchema"), "schema", message))
             .ok();
@@ -333,7 +345,11 @@ pub(crate) fn violations(validator: &Validator, instance: &Value) -> Vec<Violati
     if validator.is_valid(instance) {
         return Vec::new();
     }
-    validator.iter_errors(instance).map(|error| to_violation(&error)).collect()
+    let mut found: Vec<Violation> =
+        validator.iter_errors(instance).map(|error| to_violation(&error)).collect();
+    // In document order of the instance, whatever order the schema checks in.
+    found.sort_by(|a, b| a.instance_path.cmp(&b.instance_path));
+    found
 }
 
 fn to_violation(error: &ValidationError<'_>) -> Violation {

@@ -125,3 +125,57 @@ fn invalid_plugin_output_exits_3() {
     assert_eq!(output.status.code(), Some(3));
     assert!(stderr(&output).contains("returned invalid output"), "{}", stderr(&output));
 }
+
+#[test]
+fn arguments_that_break_the_schema_exit_2_naming_each_pointer() {
+    let output = run(&["call", &path(example("calculator")), "add", r#"{"a":"two"}"#], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let message = stderr(&output);
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 3, "{message}");
+    assert!(lines[0].contains("invalid arguments for tool `add`") && lines[0].contains("did not run"), "{message}");
+    assert!(lines[1].contains("at /a:") && lines[1].contains("(type)"), "{message}");
+    assert!(lines[2].contains("at /b:") && lines[2].contains("(required)"), "{message}");
+}
+
+fn scripted_tool(output_schema: &str) -> String {
+    format!(
+        r#"describe={{"tools":[{{"name":"t","description":"d","inputSchema":{{"type":"object"}},"outputSchema":{output_schema}}}]}}"#
+    )
+}
+
+#[test]
+fn output_that_breaks_the_output_schema_exits_3_with_the_pointer() {
+    let describe = scripted_tool(r#"{"type":"object","properties":{"count":{"type":"integer"}}}"#);
+    let result = r#"result={"content":[],"structuredContent":{"count":"many"}}"#;
+    let output = run(&["call", "--config", &describe, "--config", result, &path(fixture("scripted")), "t"], None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.starts_with("error: plugin `scripted` returned invalid output from tool `t`:"), "{message}");
+    assert!(message.contains("at /structuredContent/count: \"many\" is not of type \"integer\" (type)"), "{message}");
+}
+
+#[test]
+fn a_describe_with_three_problems_lists_all_three() {
+    let describe = r#"describe={"tools":[
+        {"name":"bad name","description":"d","inputSchema":{"type":"object"}},
+        {"name":"t","description":"d","inputSchema":{"type":"string"}},
+        {"name":"u","description":"d","inputSchema":{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}}
+    ]}"#;
+    let output = run(&["describe", "--config", describe, &path(fixture("scripted"))], None);
+    assert_eq!(output.status.code(), Some(3));
+    let message = stderr(&output);
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines[0], "error: plugin `scripted` describes its tools wrongly (3 problems):", "{message}");
+    assert_eq!(lines.len(), 4, "{message}");
+    assert!(lines[1].contains("tool `bad name`: at /tools/0/name"), "{message}");
+    assert!(lines[2].contains("tool `t`: at /tools/1/inputSchema/type"), "{message}");
+    assert!(lines[3].contains("tool `u`: at /tools/2/inputSchema: external $ref to `https://example.com/a.json` refused"), "{message}");
+
+    // --lenient loads what is valid and warns about the rest.
+    let lenient = run(&["describe", "--lenient", "--config", describe, &path(fixture("scripted"))], None);
+    assert_eq!(lenient.status.code(), Some(0), "{}", stderr(&lenient));
+    assert_eq!(json_stdout(&lenient)["tools"], serde_json::json!([]));
+    assert_eq!(stderr(&lenient).lines().filter(|l| l.starts_with("warning: ")).count(), 3);
+}

@@ -4,3 +4,4 @@
 mod cli;
 mod faults;
 mod plugins;
+mod validation;

@@ -1,0 +1,338 @@
+//! Validation at the plugin boundary: the describe output at load, the
+//! arguments before each call, the result after it. The broken plugins are
+//! the `scripted` fixture fed with broken JSON from here.
+
+use serde_json::{Value, json};
+use toolhost::{Error, LoadProblem, OutputProblem, Plugin, ValidationOptions, Violation};
+use toolhost_tests::{example, fixture};
+
+/// Load the scripted fixture with this describe output (and call result).
+async fn scripted(describe: &Value, result: Option<&Value>, validation: ValidationOptions) -> Result<Plugin, Error> {
+    let mut builder = Plugin::builder_from_file(fixture("scripted"))
+        .with_validation(validation)
+        .with_config("describe", describe.to_string());
+    if let Some(result) = result {
+        builder = builder.with_config("result", result.to_string());
+    }
+    builder.build().await
+}
+
+fn load_problems(error: Error) -> Vec<LoadProblem> {
+    match error {
+        Error::InvalidPlugin { problems, .. } => problems,
+        other => panic!("expected an invalid plugin, got {other:?}"),
+    }
+}
+
+/// (tool, pointer, rule) of each problem, for exact comparison.
+fn summary(problems: &[LoadProblem]) -> Vec<(Option<&str>, &str, &str)> {
+    problems.iter().map(|p| (p.tool.as_deref(), p.pointer.as_str(), p.rule.as_str())).collect()
+}
+
+fn tool(name: &str, input_schema: Value) -> Value {
+    json!({"name": name, "description": "A tool.", "inputSchema": input_schema})
+}
+
+fn object() -> Value {
+    json!({"type": "object"})
+}
+
+async fn refused(describe: Value) -> Vec<LoadProblem> {
+    load_problems(scripted(&describe, None, ValidationOptions::default()).await.expect_err("must be refused"))
+}
+
+#[tokio::test]
+async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set() {
+    let long = "n".repeat(129);
+    let problems = refused(json!({"tools": [
+        tool("ok.name-1_2", object()),
+        tool("bad name!", object()),
+        tool("", object()),
+        tool(&long, object()),
+    ]}))
+    .await;
+    assert_eq!(
+        summary(&problems),
+        [
+            (Some("bad name!"), "/tools/1/name", "pattern"),
+            (Some("#2"), "/tools/2/name", "minLength"),
+            (Some(long.as_str()), "/tools/3/name", "maxLength"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn duplicate_names_are_refused() {
+    let problems = refused(json!({"tools": [tool("a", object()), tool("b", object()), tool("a", object())]})).await;
+    assert_eq!(summary(&problems), [(Some("a"), "/tools/2/name", "unique-name")]);
+    assert!(problems[0].message.contains("first at /tools/0"), "{}", problems[0].message);
+}
+
+#[tokio::test]
+async fn input_schemas_must_be_objects_with_an_object_root() {
+    let problems = refused(json!({"tools": [
+        tool("string_root", json!({"type": "string"})),
+        tool("not_an_object", json!("object")),
+        {"name": "missing", "description": "No schema."},
+        {"name": "bad_output", "description": "x", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}},
+    ]}))
+    .await;
+    assert_eq!(
+        summary(&problems),
+        [
+            (Some("string_root"), "/tools/0/inputSchema/type", "const"),
+            (Some("not_an_object"), "/tools/1/inputSchema", "type"),
+            (Some("missing"), "/tools/2/inputSchema", "required"),
+            (Some("bad_output"), "/tools/3/outputSchema", "anyOf"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn schemas_must_compile() {
+    let problems = refused(json!({"tools": [
+        tool("typo", json!({"type": "object", "properties": {"a": {"type": "strnig"}}})),
+        tool("bad_pattern", json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}})),
+    ]}))
+    .await;
+    assert_eq!(
+        summary(&problems),
+        [(Some("typo"), "/tools/0/inputSchema", "schema"), (Some("bad_pattern"), "/tools/1/inputSchema", "schema")]
+    );
+    assert!(problems[0].message.contains("strnig"), "{}", problems[0].message);
+}
+
+#[tokio::test]
+async fn external_refs_are_refused_never_fetched() {
+    for target in ["https://example.com/schema.json", "file:///etc/passwd", "other.json"] {
+        let schema = json!({"type": "object", "properties": {"a": {"$ref": target}}});
+        let problems = refused(json!({"tools": [tool("ext", schema)]})).await;
+        assert_eq!(summary(&problems), [(Some("ext"), "/tools/0/inputSchema", "schema")], "{target}");
+        assert!(problems[0].message.contains("refused"), "{target}: {}", problems[0].message);
+    }
+}
+
+#[tokio::test]
+async fn local_refs_work_in_2020_12() {
+    let schema = json!({
+        "type": "object",
+        "$defs": {"positive": {"type": "integer", "minimum": 1}},
+        "properties": {"n": {"$ref": "#/$defs/positive"}},
+        "required": ["n"]
+    });
+    let plugin = scripted(&json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    plugin.validate_arguments("t", json!({"n": 3})).expect("valid");
+    let error = plugin.validate_arguments("t", json!({"n": 0})).unwrap_err();
+    assert_eq!(pointers(&error), [("/n", "minimum")]);
+}
+
+#[tokio::test]
+async fn draft_07_is_honoured_when_declared() {
+    // Tuple `items` is draft-07; 2020-12 spells it `prefixItems`.
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"word": {"type": "string"}},
+        "properties": {"pair": {"type": "array", "items": [{"$ref": "#/definitions/word"}, {"type": "integer"}]}}
+    });
+    let plugin = scripted(&json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    plugin.validate_arguments("t", json!({"pair": ["a", 1]})).expect("valid");
+    let error = plugin.validate_arguments("t", json!({"pair": [1, "b"]})).unwrap_err();
+    assert_eq!(pointers(&error), [("/pair/0", "type"), ("/pair/1", "type")]);
+}
+
+#[tokio::test]
+async fn other_dialects_are_a_clear_error() {
+    let schema = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"});
+    let problems = refused(json!({"tools": [tool("old", schema)]})).await;
+    assert_eq!(summary(&problems), [(Some("old"), "/tools/0/inputSchema", "schema")]);
+    assert!(problems[0].message.contains("unsupported JSON Schema dialect"), "{}", problems[0].message);
+}
+
+#[tokio::test]
+async fn metadata_versions_namespaces_and_tags() {
+    let mut with_meta = tool("search", object());
+    with_meta["namespace"] = json!("web");
+    with_meta["version"] = json!("v1.2.3");
+    with_meta["tags"] = json!(["  Web Search ", "web-search", "HTTP(S)"]);
+    let mut bare = tool("plain", object());
+    bare["namespace"] = json!("web");
+    let plugin = scripted(&json!({"tools": [with_meta, bare, tool("none", object())]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
+    assert_eq!(plugin.tool_id("search"), Some("web:search:1.2.3"));
+    assert_eq!(plugin.tool_id("plain"), Some("web:plain"));
+    assert_eq!(plugin.tool_id("none"), Some("none"));
+    let search = plugin.tool("search").expect("search");
+    assert_eq!(search.extra["version"], "1.2.3");
+    assert_eq!(search.extra["tags"], json!(["web-search", "https"]));
+
+    let mut bad = tool("bad", object());
+    bad["version"] = json!("1.2");
+    let mut colon = tool("colon", object());
+    colon["namespace"] = json!("a:b");
+    let problems = refused(json!({"tools": [bad, colon]})).await;
+    assert_eq!(
+        summary(&problems),
+        [(Some("colon"), "/tools/1/namespace", "pattern"), (Some("bad"), "/tools/0/version", "semver")]
+    );
+}
+
+#[tokio::test]
+async fn a_describe_with_three_problems_reports_all_three() {
+    let problems = refused(json!({"tools": [
+        tool("fine", object()),
+        tool("has space", object()),
+        tool("fine", object()),
+        tool("ext", json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x"}}})),
+    ]}))
+    .await;
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(
+        summary(&problems),
+        [
+            (Some("has space"), "/tools/1/name", "pattern"),
+            (Some("fine"), "/tools/2/name", "unique-name"),
+            (Some("ext"), "/tools/3/inputSchema", "schema"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn lenient_mode_loads_the_valid_tools_and_warns_about_the_rest() {
+    let describe = json!({"tools": [tool("good", object()), tool("bad name", object())]});
+    let lenient = ValidationOptions { lenient: true, ..ValidationOptions::default() };
+    let plugin = scripted(&describe, None, lenient).await.expect("lenient load");
+    let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(summary(plugin.warnings()), [(Some("bad name"), "/tools/1/name", "pattern")]);
+
+    // A document that is wrong as a whole cannot be loaded leniently.
+    let error = scripted(&json!({"tool": []}), None, ValidationOptions { lenient: true, ..Default::default() })
+        .await
+        .unwrap_err();
+    assert_eq!(summary(&load_problems(error)), [(None, "/tools", "required")]);
+}
+
+fn pointers(error: &Error) -> Vec<(&str, &str)> {
+    let violations: &[Violation] = match error {
+        Error::InvalidArguments { violations, .. } => violations,
+        Error::InvalidOutput { problem: OutputProblem::Invalid { violations }, .. } => violations,
+        other => panic!("expected violations, got {other:?}"),
+    };
+    violations.iter().map(|v| (v.instance_path.as_str(), v.keyword.as_str())).collect()
+}
+
+#[tokio::test]
+async fn arguments_are_checked_before_the_plugin_runs() {
+    let plugin = Plugin::load(example("calculator")).await.expect("load");
+    let error = plugin.call_tool("add", json!({"a": "two"})).await.unwrap_err();
+    assert!(error.is_invalid_arguments(), "{error:?}");
+    assert_eq!(pointers(&error), [("/a", "type"), ("/b", "required")]);
+    let message = error.to_string();
+    assert!(message.contains("\"two\" is not of type \"number\""), "{message}");
+
+    // Missing and null arguments mean `{}`.
+    for none in [Value::Null, json!({})] {
+        assert_eq!(pointers(&plugin.call_tool("add", none).await.unwrap_err()), [("/a", "required"), ("/b", "required")]);
+    }
+}
+
+#[tokio::test]
+async fn the_plugin_does_not_run_when_arguments_are_refused() {
+    // `hostile.panic` would trap if it ran; a schema it fails keeps it from running.
+    let describe = json!({"tools": [tool("t", json!({"type": "object", "required": ["x"]}))]});
+    let result = json!({"content": [{"type": "text", "text": "ran"}]});
+    let plugin = scripted(&describe, Some(&result), ValidationOptions::default()).await.expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert_eq!(pointers(&error), [("/x", "required")]);
+    let ran = plugin.call_tool("t", json!({"x": 1})).await.expect("runs");
+    assert_eq!(ran.texts().next(), Some("ran"));
+}
+
+#[tokio::test]
+async fn formats_are_annotations_by_default_and_enforced_on_request() {
+    let schema = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}});
+    let describe = json!({"tools": [tool("t", schema)]});
+    let args = json!({"when": "next tuesday"});
+    let plugin = scripted(&describe, None, ValidationOptions::default()).await.expect("load");
+    plugin.validate_arguments("t", args.clone()).expect("format is an annotation");
+    let strict = ValidationOptions { enforce_formats: true, ..Default::default() };
+    let plugin = scripted(&describe, None, strict).await.expect("load");
+    assert_eq!(pointers(&plugin.validate_arguments("t", args).unwrap_err()), [("/when", "format")]);
+}
+
+/// Call tool `t` of a scripted plugin that returns `result`.
+async fn call_returning(result: Value, output_schema: Option<Value>) -> Result<toolhost::CallToolResult, Error> {
+    let mut t = tool("t", object());
+    if let Some(schema) = output_schema {
+        t["outputSchema"] = schema;
+    }
+    let plugin = scripted(&json!({"tools": [t]}), Some(&result), ValidationOptions::default()).await.expect("load");
+    plugin.call_tool("t", json!({})).await
+}
+
+#[tokio::test]
+async fn results_must_follow_the_protocol() {
+    let cases = [
+        (json!({"contents": []}), vec![("/content", "required")]),
+        (json!({"content": [{"type": "video", "url": "x"}]}), vec![("/content/0/type", "enum")]),
+        (json!({"content": [{"type": "text"}]}), vec![("/content/0/text", "required")]),
+        (json!({"content": [{"type": "text", "text": 5}]}), vec![("/content/0/text", "type")]),
+        (json!({"content": [{"type": "image", "data": "AAAA"}]}), vec![("/content/0/mimeType", "required")]),
+        (json!({"content": [{"type": "audio", "data": "not base64!", "mimeType": "audio/wav"}]}), vec![("/content/0/data", "pattern")]),
+        (json!({"content": [{"type": "image", "data": "AAA", "mimeType": "image/png"}]}), vec![("/content/0/data", "pattern")]),
+        (json!({"content": [{"type": "resource", "resource": {"text": "t"}}]}), vec![("/content/0/resource/uri", "required")]),
+        (json!({"content": [{"type": "resource", "resource": {"uri": "file:///x"}}]}), vec![("/content/0/resource", "anyOf")]),
+        (json!({"content": [{"type": "resource", "resource": {"uri": "file:///x", "blob": "%%"}}]}), vec![("/content/0/resource/blob", "pattern")]),
+        (json!({"content": [{"type": "resource_link", "uri": "file:///x"}]}), vec![("/content/0/name", "required")]),
+        (json!({"content": [], "isError": "yes"}), vec![("/isError", "type")]),
+    ];
+    for (result, expected) in cases {
+        let error = call_returning(result.clone(), None).await.expect_err(&result.to_string());
+        assert!(error.is_invalid_output(), "{result}: {error:?}");
+        assert_eq!(pointers(&error), expected, "{result}");
+    }
+}
+
+#[tokio::test]
+async fn valid_results_of_every_content_type_pass() {
+    let result = json!({"content": [
+        {"type": "text", "text": "t", "annotations": null, "mimeType": null},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"type": "audio", "data": "", "mimeType": "audio/wav"},
+        {"type": "resource", "resource": {"uri": "file:///a", "text": "a"}},
+        {"type": "resource", "resource": {"uri": "file:///b", "blob": "YWI=", "mimeType": "application/octet-stream"}},
+        {"type": "resource_link", "uri": "file:///c", "name": "c"}
+    ], "isError": false});
+    let ok = call_returning(result, None).await.expect("valid");
+    assert_eq!(ok.content.len(), 6);
+}
+
+#[tokio::test]
+async fn structured_content_must_match_the_output_schema() {
+    let schema = json!({"type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"]});
+    let good = json!({"content": [], "structuredContent": {"result": 1}});
+    call_returning(good, Some(schema.clone())).await.expect("valid");
+
+    let wrong = json!({"content": [], "structuredContent": {"result": "one"}});
+    let error = call_returning(wrong, Some(schema.clone())).await.unwrap_err();
+    assert_eq!(pointers(&error), [("/structuredContent/result", "type")]);
+
+    let missing = json!({"content": [{"type": "text", "text": "1"}]});
+    let error = call_returning(missing, Some(schema.clone())).await.unwrap_err();
+    assert_eq!(pointers(&error), [("/structuredContent", "outputSchema")]);
+
+    // A tool error is passed through, not judged against the output schema.
+    let tool_error = json!({"content": [{"type": "text", "text": "no"}], "isError": true});
+    assert!(call_returning(tool_error, Some(schema)).await.expect("passed through").is_error());
+}
+
+#[tokio::test]
+async fn with_validation_off_results_pass_unchecked() {
+    let describe = json!({"tools": [tool("t", json!({"type": "object", "required": ["x"]}))]});
+    let result = json!({"content": [{"type": "image", "data": "not base64", "mimeType": "image/png"}]});
+    let plugin = scripted(&describe, Some(&result), ValidationOptions::off()).await.expect("load");
+    let passed = plugin.call_tool("t", json!({})).await.expect("unchecked");
+    assert_eq!(passed.content.len(), 1);
+}
