@@ -4,4 +4,5 @@
 mod cli;
 mod faults;
 mod plugins;
+mod properties;
 mod validation;
