@@ -31,6 +31,17 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// The plugin's policy cannot be honoured (a granted directory that does
+    /// not exist, a zero limit, ...). Nothing was run.
+    #[error("plugin `{plugin}`: {source}")]
+    Policy {
+        /// The plugin's name.
+        plugin: String,
+        /// What is wrong.
+        #[source]
+        source: crate::sandbox::PolicyError,
+    },
+
     /// The plugin could not be compiled or instantiated, or does not have the
     /// interface (`describe` and `call` exports).
     #[error("plugin `{plugin}` cannot be loaded: {message}")]

@@ -30,10 +30,14 @@
 
 mod error;
 mod plugin;
+mod sandbox;
 mod validate;
 
 pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
-pub use plugin::{Limits, Plugin, PluginBuilder};
+pub use plugin::{Plugin, PluginBuilder};
+pub use sandbox::{
+    Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size,
+};
 pub use validate::{LoadProblem, ValidationOptions};
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

@@ -11,43 +11,8 @@ use toolhost_protocol::{
 };
 
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+use crate::sandbox::{Access, Limits, PathGrant, Policy, WASM_PAGE_BYTES};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
-
-/// Resource limits applied to every call of a plugin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall-clock time one call (or `describe`) may take. `None`: no limit.
-    pub timeout: Option<Duration>,
-    /// Most linear memory one instance may have, in bytes (rounded down to
-    /// whole 64 KiB Wasm pages). `None`: no limit beyond the 4 GiB of wasm32.
-    pub memory_max_bytes: Option<u64>,
-    /// Largest request the host sends to `call`, in bytes.
-    pub max_input_bytes: usize,
-    /// Largest output the host accepts from a call, in bytes.
-    pub max_output_bytes: usize,
-}
-
-impl Limits {
-    /// The default time limit per call: 30 s.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-    /// The default memory cap per instance: 256 MiB.
-    pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 256 * 1024 * 1024;
-    /// The default input and output size cap: 16 MiB.
-    pub const DEFAULT_MAX_IO_BYTES: usize = 16 * 1024 * 1024;
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            timeout: Some(Self::DEFAULT_TIMEOUT),
-            memory_max_bytes: Some(Self::DEFAULT_MEMORY_MAX_BYTES),
-            max_input_bytes: Self::DEFAULT_MAX_IO_BYTES,
-            max_output_bytes: Self::DEFAULT_MAX_IO_BYTES,
-        }
-    }
-}
-
-const WASM_PAGE_BYTES: u64 = 64 * 1024;
 
 /// Where a plugin's Wasm comes from.
 #[derive(Debug, Clone)]
@@ -73,9 +38,8 @@ enum Source {
 pub struct PluginBuilder {
     source: Source,
     name: Option<String>,
-    limits: Limits,
+    policy: Policy,
     validation: ValidationOptions,
-    config: Vec<(String, String)>,
     max_idle_instances: usize,
 }
 
@@ -84,9 +48,8 @@ impl PluginBuilder {
         PluginBuilder {
             source,
             name: None,
-            limits: Limits::default(),
+            policy: Policy::default(),
             validation: ValidationOptions::default(),
-            config: Vec::new(),
             max_idle_instances: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
@@ -97,9 +60,28 @@ impl PluginBuilder {
         self
     }
 
-    /// A config key the plugin can read through Extism's config mechanism.
+    /// Everything the plugin is granted, and its limits, at once.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A config value the plugin can read through Extism's config mechanism.
     pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.config.push((key.into(), value.into()));
+        self.policy.config.insert(key.into(), value.into());
+        self
+    }
+
+    /// Make a host directory visible to the plugin.
+    pub fn with_allowed_path(mut self, grant: PathGrant) -> Self {
+        self.policy.allowed_paths.push(grant);
+        self
+    }
+
+    /// Let the plugin send HTTP requests to hosts matching this pattern
+    /// (`api.example.com`, `*.example.com`).
+    pub fn with_allowed_host(mut self, pattern: impl Into<String>) -> Self {
+        self.policy.allowed_hosts.push(pattern.into());
         self
     }
 
@@ -112,19 +94,25 @@ impl PluginBuilder {
 
     /// All limits at once.
     pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.policy.limits = limits;
         self
     }
 
     /// Wall-clock limit per call; `None` for none.
     pub fn with_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
-        self.limits.timeout = timeout.into();
+        self.policy.limits.timeout = timeout.into();
         self
     }
 
     /// Memory cap per instance in bytes; `None` for none.
     pub fn with_memory_max_bytes(mut self, bytes: impl Into<Option<u64>>) -> Self {
-        self.limits.memory_max_bytes = bytes.into();
+        self.policy.limits.memory_max_bytes = bytes.into();
+        self
+    }
+
+    /// Instruction (fuel) budget per call; `None` for none.
+    pub fn with_fuel_limit(mut self, fuel: impl Into<Option<u64>>) -> Self {
+        self.policy.limits.fuel = fuel.into();
         self
     }
 
@@ -165,21 +153,17 @@ impl PluginBuilder {
             source: source.map(|e| e.into_boxed_dyn_error()),
         };
 
-        let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
-            .with_config(self.config.iter().cloned());
-        if let Some(timeout) = self.limits.timeout {
-            manifest = manifest.with_timeout(timeout);
-        }
-        if let Some(bytes) = self.limits.memory_max_bytes {
-            let pages = u32::try_from(bytes / WASM_PAGE_BYTES).unwrap_or(u32::MAX);
-            manifest = manifest.with_memory_max(pages);
-        }
-        let compiled = extism::PluginBuilder::new(manifest)
-            .with_wasi(true)
-            .compile()
-            .map_err(|e| load_error(format!("it is not a valid Wasm module ({e})"), Some(e)))?;
-        let mut instance = extism::Plugin::new_from_compiled(&compiled)
-            .map_err(|e| load_error(format!("it cannot be instantiated ({e})"), Some(e)))?;
+        self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
+        let manifest = manifest(wasm, &self.policy);
+        let limits = self.policy.limits.clone();
+        let mut instance = new_instance(&manifest, &limits).map_err(|e| {
+            let message = if e.downcast_ref::<wasmtime::Trap>().is_some() {
+                format!("its initialisation trapped ({e})")
+            } else {
+                format!("it is not a valid Wasm module or cannot be instantiated ({e})")
+            };
+            load_error(message, Some(e))
+        })?;
         for export in [exports::DESCRIBE, exports::CALL] {
             if !instance.function_exists(export) {
                 return Err(load_error(
@@ -191,7 +175,7 @@ impl PluginBuilder {
             }
         }
 
-        let output = run_export(&mut instance, exports::DESCRIBE, b"", &self.limits)
+        let output = run_export(&mut instance, exports::DESCRIBE, b"", &limits)
             .map_err(|fault| Error::PluginFailed {
                 plugin: name.clone(),
                 operation: Operation::Describe,
@@ -227,12 +211,12 @@ impl PluginBuilder {
 
         let inner = Inner {
             name,
-            compiled,
+            manifest,
             described,
             checked: checked.tools,
             warnings: checked.problems,
             index,
-            limits: self.limits,
+            limits,
             validation: self.validation,
             idle: Mutex::new(Vec::new()),
             max_idle: self.max_idle_instances.max(1),
@@ -253,7 +237,8 @@ pub struct Plugin {
 
 struct Inner {
     name: String,
-    compiled: extism::CompiledPlugin,
+    /// What every instance is made from.
+    manifest: extism::Manifest,
     described: ListToolsResult,
     checked: Vec<CheckedTool>,
     warnings: Vec<LoadProblem>,
@@ -460,7 +445,7 @@ impl Inner {
         let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
         match idle {
             Some(instance) => Ok(instance),
-            None => extism::Plugin::new_from_compiled(&self.compiled).map_err(|e| Fault {
+            None => new_instance(&self.manifest, &self.limits).map_err(|e| Fault {
                 kind: FaultKind::Runtime,
                 message: format!("cannot create an instance: {e}"),
             }),
@@ -474,6 +459,45 @@ impl Inner {
             idle.push(instance);
         }
     }
+}
+
+/// The Extism manifest for a plugin under a policy.
+fn manifest(wasm: Vec<u8>, policy: &Policy) -> extism::Manifest {
+    let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
+        .with_config(policy.config.clone().into_iter())
+        .with_allowed_hosts(policy.allowed_hosts.clone().into_iter());
+    for grant in &policy.allowed_paths {
+        // Extism marks read-only grants with a `ro:` prefix on the host path.
+        let host = grant.host.to_string_lossy();
+        let host = match grant.access {
+            Access::ReadOnly => format!("ro:{host}"),
+            Access::ReadWrite => host.into_owned(),
+        };
+        manifest = manifest.with_allowed_path(host, grant.guest_path());
+    }
+    if let Some(timeout) = policy.limits.timeout {
+        manifest = manifest.with_timeout(timeout);
+    }
+    if let Some(bytes) = policy.limits.memory_max_bytes {
+        let pages = u32::try_from(bytes / WASM_PAGE_BYTES).unwrap_or(u32::MAX);
+        manifest = manifest.with_memory_max(pages);
+    }
+    manifest
+}
+
+/// A new instance, on an engine of its own.
+///
+/// Extism enforces timeouts by bumping the epoch of an instance's engine, and
+/// every running call on that engine traps when it moves. Instances sharing an
+/// engine would all be stopped when one of them times out, so each gets its
+/// own; wasmtime's compilation cache makes all but the first compilation a
+/// cache hit.
+fn new_instance(manifest: &extism::Manifest, limits: &Limits) -> Result<extism::Plugin, extism::Error> {
+    let mut builder = extism::PluginBuilder::new(manifest.clone()).with_wasi(true);
+    if let Some(fuel) = limits.fuel {
+        builder = builder.with_fuel_limit(fuel);
+    }
+    extism::Plugin::new_from_compiled(&builder.compile()?)
 }
 
 /// Run one export and copy its output out of the instance, or say how it

@@ -1,0 +1,440 @@
+//! What a plugin may touch and how much it may use: nothing unless granted.
+//!
+//! A [`Policy`] is plain data (serde): the configuration file format and the
+//! CLI flags (`--allow-path`, `--allow-host`, `--config`, `--timeout`,
+//! `--memory-limit`) both produce one. Invalid values are errors when the
+//! policy is read, never a silent "no limit".
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Everything a plugin is granted. The default grants nothing: no
+/// directories, no network, no config, and the default [`Limits`].
+///
+/// The plugin never sees the host's environment variables; values reach it
+/// only as `config` entries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Policy {
+    /// Directories the plugin may see, each at a path of its own.
+    pub allowed_paths: Vec<PathGrant>,
+    /// Host names the plugin may send HTTP requests to: exact
+    /// (`api.example.com`) or with wildcards (`*.example.com`). Requests to
+    /// any other host are refused by the host.
+    pub allowed_hosts: Vec<String>,
+    /// Key/value pairs the plugin reads through Extism's config mechanism.
+    pub config: BTreeMap<String, String>,
+    /// Bounds on every call.
+    pub limits: Limits,
+}
+
+/// A directory of the host made visible to the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PathGrant {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the plugin sees it (absolute); defaults to the host path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<PathBuf>,
+    /// Read-only (the default) or read-write.
+    #[serde(default)]
+    pub access: Access,
+}
+
+impl PathGrant {
+    /// Where the plugin sees the directory.
+    pub fn guest_path(&self) -> &Path {
+        self.guest.as_deref().unwrap_or(&self.host)
+    }
+
+    /// Check that the grant can be honoured: the host directory exists and
+    /// the guest path is absolute.
+    pub fn check(&self) -> Result<(), PolicyError> {
+        let invalid = |reason: String| PolicyError::Path { grant: self.to_string(), reason };
+        match std::fs::metadata(&self.host) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(invalid("the host path is not a directory".to_owned())),
+            Err(e) => return Err(invalid(format!("the host directory cannot be opened ({e})"))),
+        }
+        if !self.guest_path().is_absolute() {
+            return Err(invalid("the guest path must be absolute".to_owned()));
+        }
+        if self.guest_path().to_str().is_none() || self.host.to_str().is_none() {
+            return Err(invalid("paths must be UTF-8".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for PathGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.host.display(), self.guest_path().display(), self.access)
+    }
+}
+
+/// `HOST[:GUEST][:ro|rw]`, as the CLI's `--allow-path` takes it.
+impl FromStr for PathGrant {
+    type Err = PolicyError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: &str| PolicyError::Path { grant: text.to_owned(), reason: reason.to_owned() };
+        let mut parts: Vec<&str> = text.split(':').collect();
+        let access = match parts.last() {
+            Some(&"ro") if parts.len() > 1 => {
+                parts.pop();
+                Access::ReadOnly
+            }
+            Some(&"rw") if parts.len() > 1 => {
+                parts.pop();
+                Access::ReadWrite
+            }
+            _ => Access::default(),
+        };
+        let (host, guest) = match parts.as_slice() {
+            [host] => (*host, None),
+            [host, guest] => (*host, Some(PathBuf::from(guest))),
+            _ => return Err(invalid("expected HOST[:GUEST][:ro|rw]")),
+        };
+        if host.is_empty() || guest.as_ref().is_some_and(|g| g.as_os_str().is_empty()) {
+            return Err(invalid("expected HOST[:GUEST][:ro|rw] with non-empty paths"));
+        }
+        Ok(PathGrant { host: PathBuf::from(host), guest, access })
+    }
+}
+
+/// How a granted directory may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Access {
+    /// Read files and list directories.
+    #[default]
+    #[serde(rename = "ro")]
+    ReadOnly,
+    /// Also create, write and delete.
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::ReadOnly => "ro",
+            Access::ReadWrite => "rw",
+        })
+    }
+}
+
+/// Resource limits applied to every call of a plugin.
+///
+/// In files, durations are strings like `"500ms"` or `"30s"` and sizes like
+/// `"64MiB"` or `"16MB"`; `null` means no limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock time one call (or `describe`) may take. `None`: no limit.
+    #[serde(with = "duration_text")]
+    pub timeout: Option<Duration>,
+    /// Most linear memory one instance may have, in bytes (rounded down to
+    /// whole 64 KiB Wasm pages). `None`: no limit beyond the 4 GiB of wasm32.
+    #[serde(rename = "memoryLimit", with = "size_text")]
+    pub memory_max_bytes: Option<u64>,
+    /// Largest request the host sends to `call`, in bytes.
+    #[serde(rename = "maxInputSize", with = "size_text::required")]
+    pub max_input_bytes: usize,
+    /// Largest output the host accepts from a call, in bytes.
+    #[serde(rename = "maxOutputSize", with = "size_text::required")]
+    pub max_output_bytes: usize,
+    /// Instruction budget per call (wasmtime fuel); `None`: no budget.
+    /// Costs some speed when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+}
+
+impl Limits {
+    /// The default time limit per call: 30 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default memory cap per instance: 256 MiB.
+    pub const DEFAULT_MEMORY_MAX_BYTES: u64 = 256 * 1024 * 1024;
+    /// The default input and output size cap: 16 MiB.
+    pub const DEFAULT_MAX_IO_BYTES: usize = 16 * 1024 * 1024;
+
+    /// Check that the limits can be honoured.
+    pub fn check(&self) -> Result<(), PolicyError> {
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(PolicyError::Limit("the timeout must be longer than zero".to_owned()));
+        }
+        if self.memory_max_bytes.is_some_and(|b| b < WASM_PAGE_BYTES) {
+            return Err(PolicyError::Limit(format!(
+                "the memory limit must be at least one Wasm page ({WASM_PAGE_BYTES} bytes)"
+            )));
+        }
+        if self.max_output_bytes == 0 || self.max_input_bytes == 0 {
+            return Err(PolicyError::Limit("input and output size limits must be above zero".to_owned()));
+        }
+        if self.fuel == Some(0) {
+            return Err(PolicyError::Limit("a fuel budget must be above zero".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Some(Self::DEFAULT_TIMEOUT),
+            memory_max_bytes: Some(Self::DEFAULT_MEMORY_MAX_BYTES),
+            max_input_bytes: Self::DEFAULT_MAX_IO_BYTES,
+            max_output_bytes: Self::DEFAULT_MAX_IO_BYTES,
+            fuel: None,
+        }
+    }
+}
+
+/// Bytes in a Wasm page.
+pub(crate) const WASM_PAGE_BYTES: u64 = 64 * 1024;
+
+impl Policy {
+    /// Check every grant and limit.
+    pub fn check(&self) -> Result<(), PolicyError> {
+        for grant in &self.allowed_paths {
+            grant.check()?;
+        }
+        for pattern in &self.allowed_hosts {
+            check_host_pattern(pattern)?;
+        }
+        self.limits.check()
+    }
+}
+
+/// A host pattern: a host name, optionally with `*` wildcards
+/// (`*.example.com`); no scheme, port or path.
+pub fn check_host_pattern(pattern: &str) -> Result<(), PolicyError> {
+    let invalid = |reason: &str| PolicyError::Host { pattern: pattern.to_owned(), reason: reason.to_owned() };
+    if pattern.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if pattern.contains("://") || pattern.contains('/') {
+        return Err(invalid("give a host name (like api.example.com), not a URL"));
+    }
+    if !pattern.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*' | '_' | '[' | ']' | ':')) {
+        return Err(invalid("a host name has only letters, digits, `.`, `-` and `*` wildcards"));
+    }
+    Ok(())
+}
+
+/// A policy value that cannot be honoured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A directory grant.
+    #[error("invalid path grant `{grant}`: {reason}")]
+    Path {
+        /// The grant as written.
+        grant: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A host pattern.
+    #[error("invalid host pattern `{pattern}`: {reason}")]
+    Host {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A duration like `500ms`.
+    #[error("invalid duration `{0}`: expected a number with a unit, like 500ms, 10s or 2m")]
+    Duration(String),
+    /// A size like `64MiB`.
+    #[error("invalid size `{0}`: expected a number with an optional unit, like 65536, 64KiB, 16MB or 1GiB")]
+    Size(String),
+    /// A limit that makes no sense.
+    #[error("invalid limit: {0}")]
+    Limit(String),
+}
+
+/// Parse a duration: `500ms`, `10s`, `2m`, `1h`, `1.5s`, `250us`.
+pub fn parse_duration(text: &str) -> Result<Duration, PolicyError> {
+    let error = || PolicyError::Duration(text.to_owned());
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(error)?;
+    let (number, unit) = trimmed.split_at(split);
+    let value: f64 = number.parse().map_err(|_| error())?;
+    let seconds_per_unit = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(error()),
+    };
+    Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| error())
+}
+
+/// Parse a size in bytes: `65536`, `64KiB`, `16MB`, `1GiB` (`K`/`M`/`G` alone
+/// are binary, as in `64M`).
+pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
+    let error = || PolicyError::Size(text.to_owned());
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let value: u64 = number.parse().map_err(|_| error())?;
+    let multiplier: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        _ => return Err(error()),
+    };
+    value.checked_mul(multiplier).ok_or_else(error)
+}
+
+/// A size as text: the largest binary unit that divides it.
+fn format_size(bytes: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if bytes >= size && bytes % size == 0 {
+            return format!("{}{unit}", bytes / size);
+        }
+    }
+    bytes.to_string()
+}
+
+fn format_duration(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        format!("{}s", duration.as_secs())
+    } else if duration.subsec_nanos() % 1_000_000 == 0 {
+        format!("{}ms", duration.as_millis())
+    } else {
+        format!("{}ns", duration.as_nanos())
+    }
+}
+
+mod duration_text {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        value.map(format_duration).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| parse_duration(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+mod size_text {
+    use super::*;
+
+    /// A size given as text (`"64MiB"`) or as a number of bytes.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum SizeValue {
+        Bytes(u64),
+        Text(String),
+    }
+
+    impl SizeValue {
+        fn bytes<E: serde::de::Error>(self) -> Result<u64, E> {
+            match self {
+                SizeValue::Bytes(bytes) => Ok(bytes),
+                SizeValue::Text(text) => parse_size(&text).map_err(E::custom),
+            }
+        }
+    }
+
+    pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        value.map(format_size).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<SizeValue>::deserialize(d)?.map(SizeValue::bytes).transpose()
+    }
+
+    pub mod required {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(value: &usize, s: S) -> Result<S::Ok, S::Error> {
+            format_size(*value as u64).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+            let bytes = SizeValue::deserialize(d)?.bytes()?;
+            usize::try_from(bytes).map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["", "10", "ten s", "5 parsecs", "-1s", "ms"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("16MB"), Ok(16_000_000));
+        assert_eq!(parse_size("65536"), Ok(65536));
+        for bad in ["", "MiB", "12 parsecs", "-1", "99999999999999999999GiB"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn path_grants() {
+        let grant: PathGrant = "/data".parse().unwrap();
+        assert_eq!((grant.guest_path(), grant.access), (Path::new("/data"), Access::ReadOnly));
+        let grant: PathGrant = "/srv/x:/x:rw".parse().unwrap();
+        assert_eq!((grant.host.as_path(), grant.guest_path(), grant.access), (Path::new("/srv/x"), Path::new("/x"), Access::ReadWrite));
+        let grant: PathGrant = "/srv/x:ro".parse().unwrap();
+        assert_eq!((grant.guest_path(), grant.access), (Path::new("/srv/x"), Access::ReadOnly));
+        assert!("a:b:c:d".parse::<PathGrant>().is_err());
+        assert!(":/x".parse::<PathGrant>().is_err());
+        assert!("/nonexistent-dir-for-toolhost".parse::<PathGrant>().unwrap().check().is_err());
+        assert!("/tmp:relative".parse::<PathGrant>().unwrap().check().is_err());
+    }
+
+    #[test]
+    fn policies_round_trip_through_json_with_readable_units() {
+        let policy: Policy = serde_json::from_value(json!({
+            "allowedPaths": [{"host": "/tmp", "guest": "/scratch", "access": "rw"}],
+            "allowedHosts": ["*.example.com"],
+            "config": {"region": "eu"},
+            "limits": {"timeout": "500ms", "memoryLimit": "64MiB", "maxOutputSize": 1048576}
+        }))
+        .unwrap();
+        assert_eq!(policy.limits.timeout, Some(Duration::from_millis(500)));
+        assert_eq!(policy.limits.memory_max_bytes, Some(64 << 20));
+        assert_eq!(policy.limits.max_output_bytes, 1 << 20);
+        assert_eq!(policy.limits.max_input_bytes, Limits::DEFAULT_MAX_IO_BYTES);
+        let text = serde_json::to_value(&policy).unwrap();
+        assert_eq!(text["limits"]["memoryLimit"], "64MiB");
+        assert_eq!(text["limits"]["timeout"], "500ms");
+        assert_eq!(serde_json::from_value::<Policy>(text).unwrap(), policy);
+
+        let error = serde_json::from_value::<Policy>(json!({"limits": {"timeout": "soon"}})).unwrap_err();
+        assert!(error.to_string().contains("invalid duration `soon`"), "{error}");
+        assert!(serde_json::from_value::<Policy>(json!({"allowedHost": []})).is_err());
+    }
+}
