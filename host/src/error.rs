@@ -190,6 +190,21 @@ impl Error {
     pub fn is_memory_limit(&self) -> bool {
         self.fault().is_some_and(|f| f.kind == FaultKind::MemoryLimit)
     }
+
+    /// The plugin's output was over the size cap.
+    pub fn is_output_too_large(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::OutputTooLarge)
+    }
+
+    /// The plugin ran out of its fuel budget.
+    pub fn is_fuel_exhausted(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::FuelExhausted)
+    }
+
+    /// The plugin was refused a capability it was not granted.
+    pub fn is_denied(&self) -> bool {
+        self.fault().is_some_and(|f| f.kind == FaultKind::Denied)
+    }
 }
 
 /// What a plugin was running when it failed.
@@ -229,6 +244,7 @@ impl fmt::Display for Fault {
             FaultKind::MemoryLimit => write!(f, "the memory limit was hit ({})", self.message),
             FaultKind::FuelExhausted => write!(f, "the fuel budget ran out ({})", self.message),
             FaultKind::OutputTooLarge => write!(f, "the output is too large ({})", self.message),
+            FaultKind::Denied => write!(f, "the plugin was refused a capability: {}", self.message),
             FaultKind::Runtime => write!(f, "the runtime failed: {}", self.message),
         }
     }
@@ -252,6 +268,9 @@ pub enum FaultKind {
     FuelExhausted,
     /// The output was larger than the output size cap; it was not copied.
     OutputTooLarge,
+    /// The plugin asked for something it was not granted (an HTTP request to
+    /// a host outside its grants).
+    Denied,
     /// The runtime failed around the call (instantiation, memory access).
     Runtime,
 }

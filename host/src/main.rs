@@ -12,7 +12,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use toolhost::{Error, Plugin, ValidationOptions};
+use std::time::Duration;
+
+use toolhost::{Error, PathGrant, Plugin, Policy, ValidationOptions};
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
@@ -48,12 +50,34 @@ enum Command {
     },
 }
 
-/// How a plugin is loaded.
+/// How a plugin is loaded: what it is granted, its limits, its validation.
+/// Nothing is granted unless a flag says so.
 #[derive(Debug, Args)]
 struct PluginOptions {
-    /// A config value the plugin can read (repeatable).
+    /// A config value the plugin can read (repeatable). The plugin sees no
+    /// host environment variables; pass values this way.
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     config: Vec<(String, String)>,
+    /// Make a host directory visible to the plugin, read-only unless `:rw`
+    /// (repeatable). GUEST defaults to HOST.
+    #[arg(long = "allow-path", value_name = "HOST[:GUEST][:ro|rw]", value_parser = parse_path_grant)]
+    allow_path: Vec<PathGrant>,
+    /// Let the plugin make HTTP requests to hosts matching PATTERN
+    /// (`api.example.com`, `*.example.com`; repeatable). Others are refused.
+    #[arg(long = "allow-host", value_name = "PATTERN", value_parser = parse_host_pattern)]
+    allow_host: Vec<String>,
+    /// Wall-clock limit per call, like `500ms` or `10s` [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Memory cap per plugin instance, like `64MiB` [default: 256MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<u64>,
+    /// Largest output accepted from a call, like `1MiB` [default: 16MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_output_size: Option<u64>,
+    /// Instruction (fuel) budget per call [default: none].
+    #[arg(long, value_name = "UNITS", value_parser = clap::value_parser!(u64).range(1..))]
+    fuel: Option<u64>,
     /// Load the valid tools of a plugin whose describe output has problems,
     /// and print the problems as warnings, instead of refusing the plugin.
     #[arg(long)]
@@ -62,6 +86,29 @@ struct PluginOptions {
     /// it as an annotation.
     #[arg(long)]
     enforce_formats: bool,
+}
+
+fn parse_path_grant(text: &str) -> Result<PathGrant, String> {
+    let grant: PathGrant = text.parse().map_err(|e: toolhost::PolicyError| e.to_string())?;
+    grant.check().map_err(|e| e.to_string())?;
+    Ok(grant)
+}
+
+fn parse_host_pattern(text: &str) -> Result<String, String> {
+    toolhost::check_host_pattern(text).map_err(|e| e.to_string())?;
+    Ok(text.to_owned())
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = toolhost::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration.is_zero() {
+        return Err("the timeout must be longer than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    toolhost::parse_size(text).map_err(|e| e.to_string())
 }
 
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
@@ -78,11 +125,27 @@ impl PluginOptions {
             enforce_formats: self.enforce_formats,
             ..ValidationOptions::default()
         };
-        let mut builder = Plugin::builder_from_file(path).with_validation(validation);
-        for (key, value) in self.config {
-            builder = builder.with_config(key, value);
+        let mut policy = Policy {
+            allowed_paths: self.allow_path,
+            allowed_hosts: self.allow_host,
+            config: self.config.into_iter().collect(),
+            ..Policy::default()
+        };
+        if let Some(timeout) = self.timeout {
+            policy.limits.timeout = Some(timeout);
         }
-        let plugin = builder.build().await?;
+        if let Some(bytes) = self.memory_limit {
+            policy.limits.memory_max_bytes = Some(bytes);
+        }
+        if let Some(bytes) = self.max_output_size {
+            policy.limits.max_output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        policy.limits.fuel = self.fuel;
+        let plugin = Plugin::builder_from_file(path)
+            .with_validation(validation)
+            .with_policy(policy)
+            .build()
+            .await?;
         for warning in plugin.warnings() {
             eprintln!("warning: left out {warning}");
         }
@@ -106,7 +169,7 @@ struct Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let code = match &error {
-            Error::Read { .. } => exit::USAGE,
+            Error::Read { .. } | Error::Policy { .. } => exit::USAGE,
             e if e.is_caller_error() => exit::USAGE,
             _ => exit::PLUGIN_FAILED,
         };

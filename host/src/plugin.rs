@@ -11,7 +11,7 @@ use toolhost_protocol::{
 };
 
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
-use crate::sandbox::{Access, Limits, PathGrant, Policy, WASM_PAGE_BYTES};
+use crate::sandbox::{Access, Limits, PathGrant, Policy, WASM_PAGE_BYTES, format_size};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
 
 /// Where a plugin's Wasm comes from.
@@ -512,9 +512,9 @@ fn run_export(
         Ok(output) if output.len() > limits.max_output_bytes => Err(Fault {
             kind: FaultKind::OutputTooLarge,
             message: format!(
-                "{} bytes of output, over the limit of {} bytes",
+                "{} bytes of output, over the limit of {}",
                 output.len(),
-                limits.max_output_bytes
+                format_size(limits.max_output_bytes as u64)
             ),
         }),
         Ok(output) => Ok(output.to_vec()),
@@ -547,9 +547,7 @@ fn classify(error: &extism::Error, limits: &Limits) -> Fault {
     match error.to_string().as_str() {
         "timeout" => return timeout_fault(limits),
         "oom" => {
-            let limit = limits
-                .memory_max_bytes
-                .map_or_else(|| "4 GiB".to_owned(), |b| format!("{b} bytes"));
+            let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
             return Fault {
                 kind: FaultKind::MemoryLimit,
                 message: format!("the instance tried to grow its memory past {limit}"),
@@ -560,7 +558,22 @@ fn classify(error: &extism::Error, limits: &Limits) -> Fault {
         }
         _ => {}
     }
-    Fault { kind: FaultKind::Error, message: error.to_string() }
+    // A host function's error reaches us wrapped in the Wasm backtrace; its own
+    // sentence is the root cause.
+    let top = error.to_string();
+    let message = if top.starts_with("error while executing at wasm backtrace") {
+        error.root_cause().to_string()
+    } else {
+        top
+    };
+    // Extism refuses HTTP to hosts outside the grant with this sentence.
+    if message.starts_with("HTTP request to ") && message.ends_with(" is not allowed") {
+        return Fault {
+            kind: FaultKind::Denied,
+            message: format!("{message}: its host matches no allowed-host grant"),
+        };
+    }
+    Fault { kind: FaultKind::Error, message }
 }
 
 fn timeout_fault(limits: &Limits) -> Fault {

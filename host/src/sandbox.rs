@@ -299,7 +299,7 @@ pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
 }
 
 /// A size as text: the largest binary unit that divides it.
-fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
         if bytes >= size && bytes % size == 0 {
             return format!("{}{unit}", bytes / size);

@@ -179,3 +179,63 @@ fn a_describe_with_three_problems_lists_all_three() {
     assert_eq!(json_stdout(&lenient)["tools"], serde_json::json!([]));
     assert_eq!(stderr(&lenient).lines().filter(|l| l.starts_with("warning: ")).count(), 3);
 }
+
+#[test]
+fn a_spinning_plugin_is_stopped_at_the_timeout_and_exits_3() {
+    let start = std::time::Instant::now();
+    let output = run(&["call", "--timeout", "500ms", &path(fixture("hostile")), "spin", "{}"], None);
+    let elapsed = start.elapsed();
+    assert_eq!(output.status.code(), Some(3));
+    let message = stderr(&output);
+    assert!(message.contains("plugin `hostile` failed in tool `spin`: the call timed out"), "{message}");
+    assert!(elapsed < std::time::Duration::from_secs(5), "took {elapsed:?}");
+}
+
+#[test]
+fn a_memory_hog_hits_the_limit_and_exits_3() {
+    let output = run(&["call", "--memory-limit", "32MiB", &path(fixture("hostile")), "hog", "{}"], None);
+    assert_eq!(output.status.code(), Some(3));
+    let message = stderr(&output);
+    assert!(message.contains("tool `hog`: the memory limit was hit"), "{message}");
+}
+
+#[test]
+fn grants_come_from_flags_and_bad_values_are_refused_at_start_up() {
+    let dir = std::env::temp_dir().join(format!("toolhost-cli-grant-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("a.txt"), "granted").expect("write");
+    let hostile = path(fixture("hostile"));
+    let grant = format!("{}:/data:ro", dir.display());
+    let inside = run(&["call", "--allow-path", &grant, &hostile, "read_file", r#"{"path":"/data/a.txt"}"#], None);
+    assert_eq!(json_stdout(&inside)["content"][0]["text"], "granted");
+    let outside = run(&["call", &hostile, "read_file", r#"{"path":"/etc/passwd"}"#], None);
+    assert_eq!(outside.status.code(), Some(1), "the plugin's own read error is a tool error");
+    std::fs::remove_dir_all(&dir).ok();
+
+    for bad in [
+        vec!["--timeout", "soon"],
+        vec!["--timeout", "0s"],
+        vec!["--memory-limit", "lots"],
+        vec!["--allow-path", "/nonexistent-toolhost-dir"],
+        vec!["--allow-host", "https://example.com/"],
+        vec!["--config", "novalue"],
+    ] {
+        let mut args = vec!["call"];
+        args.extend(bad.iter().copied());
+        args.extend([hostile.as_str(), "ok"]);
+        let output = run(&args, None);
+        assert_eq!(output.status.code(), Some(2), "{bad:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(bad[1]), "{bad:?}: {}", stderr(&output));
+    }
+    let tiny = run(&["call", "--memory-limit", "1KiB", &hostile, "ok"], None);
+    assert_eq!(tiny.status.code(), Some(2), "{}", stderr(&tiny));
+    assert!(stderr(&tiny).contains("at least one Wasm page"), "{}", stderr(&tiny));
+}
+
+#[test]
+fn http_to_an_ungranted_host_names_the_host() {
+    let output = run(&["call", &path(fixture("hostile")), "http", r#"{"url":"http://127.0.0.1:9/"}"#], None);
+    assert_eq!(output.status.code(), Some(3));
+    let message = stderr(&output);
+    assert!(message.contains("HTTP request to http://127.0.0.1:9/ is not allowed"), "{message}");
+}

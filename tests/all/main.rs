@@ -5,4 +5,5 @@ mod cli;
 mod faults;
 mod plugins;
 mod properties;
+mod sandbox;
 mod validation;

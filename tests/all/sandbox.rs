@@ -1,0 +1,265 @@
+//! The sandbox: nothing unless granted, every call bounded, every fault
+//! isolated. Timings are generous bounds, not benchmarks.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolhost::{FaultKind, PathGrant, Plugin, Policy};
+use toolhost_tests::{example, fixture};
+
+async fn hostile_with(policy: Policy) -> Plugin {
+    Plugin::builder_from_file(fixture("hostile")).with_policy(policy).build().await.expect("load hostile")
+}
+
+fn policy_with_timeout(timeout: Duration) -> Policy {
+    let mut policy = Policy::default();
+    policy.limits.timeout = Some(timeout);
+    policy
+}
+
+fn text_of(result: &toolhost::CallToolResult) -> String {
+    result.texts().collect::<Vec<_>>().join("")
+}
+
+#[tokio::test]
+async fn an_endless_loop_is_stopped_at_the_timeout() {
+    let plugin = hostile_with(policy_with_timeout(Duration::from_millis(300))).await;
+    let start = Instant::now();
+    let error = plugin.call_tool("spin", json!({})).await.unwrap_err();
+    let elapsed = start.elapsed();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("timed out"), "{error}");
+    assert!(elapsed >= Duration::from_millis(300), "stopped early: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "stopped late: {elapsed:?}");
+    // The plugin is still usable.
+    assert_eq!(text_of(&plugin.call_tool("ok", json!({})).await.expect("ok")), "fine");
+}
+
+#[tokio::test]
+async fn unbounded_allocation_hits_the_memory_limit() {
+    let mut policy = Policy::default();
+    policy.limits.memory_max_bytes = Some(32 << 20);
+    let plugin = hostile_with(policy).await;
+    let error = plugin.call_tool("hog", json!({})).await.unwrap_err();
+    assert!(error.is_memory_limit(), "{error:?}");
+    assert!(error.to_string().contains("32MiB"), "{error}");
+    assert_eq!(text_of(&plugin.call_tool("ok", json!({})).await.expect("ok")), "fine");
+}
+
+#[tokio::test]
+async fn output_over_the_cap_is_refused() {
+    // 200 MiB of output needs room for the buffer and its copy.
+    let mut policy = Policy::default();
+    policy.limits.memory_max_bytes = Some(1 << 30);
+    let plugin = hostile_with(policy).await;
+    let error = plugin.call_tool("huge", json!({})).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(error.to_string().contains("209715200 bytes of output, over the limit of 16MiB"), "{error}");
+
+    // Under the default memory cap the same tool is stopped by the memory limit.
+    let error = hostile_with(Policy::default()).await.call_tool("huge", json!({})).await.unwrap_err();
+    assert!(error.is_memory_limit(), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_fuel_budget_stops_a_loop() {
+    let mut policy = policy_with_timeout(Duration::from_secs(30));
+    policy.limits.fuel = Some(10_000_000);
+    let plugin = hostile_with(policy).await;
+    let error = plugin.call_tool("spin", json!({})).await.unwrap_err();
+    assert!(error.is_fuel_exhausted(), "{error:?}");
+    assert_eq!(text_of(&plugin.call_tool("ok", json!({})).await.expect("ok")), "fine");
+}
+
+#[tokio::test]
+async fn no_file_is_visible_unless_granted() {
+    let plugin = hostile_with(Policy::default()).await;
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
+    for path in ["/etc/passwd".to_owned(), format!("{home}/.bashrc"), home.clone(), "/".to_owned()] {
+        let result = plugin.call_tool("read_file", json!({"path": path})).await.expect("a result");
+        assert!(result.is_error(), "{path} was readable: {result:?}");
+        assert!(!text_of(&result).contains("root:"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_granted_directory_is_visible_read_only_unless_rw() {
+    let dir = std::env::temp_dir().join(format!("toolhost-grant-{}", std::process::id()));
+    let outside = std::env::temp_dir().join(format!("toolhost-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::create_dir_all(&outside).expect("dir");
+    std::fs::write(dir.join("note.txt"), "inside").expect("write");
+    std::fs::write(outside.join("secret.txt"), "outside").expect("write");
+
+    let grant: PathGrant = format!("{}:/data", dir.display()).parse().expect("grant");
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_allowed_path(grant).build().await.expect("load");
+    let read = plugin.call_tool("read_file", json!({"path": "/data/note.txt"})).await.expect("read");
+    assert_eq!(text_of(&read), "inside");
+    for path in [format!("{}/secret.txt", outside.display()), "/data/../secret.txt".to_owned(), format!("{}/note.txt", dir.display())] {
+        let result = plugin.call_tool("read_file", json!({"path": path})).await.expect("a result");
+        assert!(result.is_error(), "{path} was readable: {result:?}");
+    }
+    let write = plugin.call_tool("write_file", json!({"path": "/data/new.txt", "text": "x"})).await.expect("a result");
+    assert!(write.is_error(), "a read-only grant allowed a write: {write:?}");
+    assert!(!dir.join("new.txt").exists());
+
+    let rw: PathGrant = format!("{}:/data:rw", dir.display()).parse().expect("grant");
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_allowed_path(rw).build().await.expect("load");
+    let write = plugin.call_tool("write_file", json!({"path": "/data/new.txt", "text": "x"})).await.expect("write");
+    assert!(!write.is_error(), "{write:?}");
+    assert_eq!(std::fs::read_to_string(dir.join("new.txt")).expect("written"), "x");
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(&outside).ok();
+}
+
+#[tokio::test]
+async fn host_environment_variables_are_invisible_and_config_is_the_way_in() {
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_config("greeting", "hi").build().await.expect("load");
+    for name in ["HOME", "PATH", "RUST_BACKTRACE"] {
+        let result = plugin.call_tool("env", json!({"name": name})).await.expect("env");
+        assert_eq!(text_of(&result), "<unset>", "{name} leaked");
+    }
+    // Config reaches a plugin (the scripted fixture answers with its config).
+    let describe = json!({"tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}}]});
+    let scripted = Plugin::builder_from_file(fixture("scripted"))
+        .with_config("describe", describe.to_string())
+        .build()
+        .await
+        .expect("config reaches the plugin");
+    assert_eq!(scripted.tools()[0].name, "t");
+}
+
+/// A one-shot HTTP server on 127.0.0.1 that answers `hello` to each request,
+/// serving at most `requests` requests and stopping by itself.
+fn serve_hello(requests: usize) -> (String, std::thread::JoinHandle<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let url = format!("http://127.0.0.1:{}/", listener.local_addr().expect("addr").port());
+    let handle = std::thread::spawn(move || {
+        let mut served = 0;
+        listener.set_nonblocking(true).expect("nonblocking");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while served < requests && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream.set_nonblocking(false).ok();
+                    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                    let mut buffer = [0u8; 4096];
+                    let _ = stream.read(&mut buffer);
+                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+                    served += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        served
+    });
+    (url, handle)
+}
+
+#[tokio::test]
+async fn http_is_refused_unless_the_host_is_granted() {
+    let (url, server) = serve_hello(1);
+    let refused = hostile_with(Policy::default()).await.call_tool("http", json!({"url": url})).await.unwrap_err();
+    assert!(refused.is_denied(), "{refused:?}");
+    assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
+
+    let other = Plugin::builder_from_file(fixture("hostile")).with_allowed_host("*.example.com").build().await.expect("load");
+    assert!(other.call_tool("http", json!({"url": url})).await.unwrap_err().is_denied());
+
+    let granted = Plugin::builder_from_file(fixture("hostile")).with_allowed_host("127.0.0.1").build().await.expect("load");
+    let result = granted.call_tool("http", json!({"url": url})).await.expect("granted request");
+    assert_eq!(text_of(&result), "hello");
+    assert_eq!(server.join().expect("server"), 1, "exactly the granted request reached the server");
+}
+
+#[tokio::test]
+async fn healthy_calls_complete_while_a_spinning_call_is_being_stopped() {
+    let hostile = hostile_with(policy_with_timeout(Duration::from_secs(2))).await;
+    let calculator = Plugin::load(example("calculator")).await.expect("load");
+    let spinning = {
+        let hostile = hostile.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            (hostile.call_tool("spin", json!({})).await, start.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    for i in 0..20 {
+        let same_plugin = hostile.call_tool("ok", json!({})).await.expect("the same plugin answers");
+        assert_eq!(text_of(&same_plugin), "fine");
+        let other_plugin = calculator.call_tool("add", json!({"a": i, "b": 1})).await.expect("another plugin answers");
+        assert!(!other_plugin.is_error());
+    }
+    let healthy = start.elapsed();
+    assert!(!spinning.is_finished(), "the spinning call ended before the healthy ones ({healthy:?})");
+    let (outcome, spun) = spinning.await.expect("task");
+    assert!(outcome.unwrap_err().is_timeout());
+    assert!(spun < Duration::from_secs(5), "{spun:?}");
+}
+
+#[tokio::test]
+async fn a_timeout_on_one_call_does_not_stop_another_on_the_same_plugin() {
+    let plugin = hostile_with(policy_with_timeout(Duration::from_millis(500))).await;
+    let spin = tokio::spawn({
+        let plugin = plugin.clone();
+        async move { plugin.call_tool("spin", json!({})).await }
+    });
+    // A call that busy-waits past the moment the spinning one times out.
+    let slow = plugin.call_tool("sleep", json!({"ms": 300})).await;
+    let slow2 = tokio::spawn({
+        let plugin = plugin.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            plugin.call_tool("sleep", json!({"ms": 400})).await
+        }
+    });
+    assert_eq!(text_of(&slow.expect("the slow call finishes")), "awake");
+    assert!(spin.await.expect("task").unwrap_err().is_timeout());
+    assert_eq!(text_of(&slow2.await.expect("task").expect("the overlapping call survives the timeout")), "awake");
+}
+
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("resident pages");
+    pages * 4096
+}
+
+#[tokio::test]
+async fn the_host_survives_1000_faulting_calls_with_bounded_memory() {
+    let plugin = hostile_with(Policy::default()).await;
+    let kinds = ["panic", "error", "abort", "non_utf8"];
+    for tool in kinds.iter().cycle().take(50) {
+        assert!(plugin.call_tool(tool, json!({})).await.is_err());
+    }
+    let before = resident_bytes();
+    for (i, tool) in kinds.iter().cycle().take(1000).enumerate() {
+        let error = plugin.call_tool(tool, json!({})).await.expect_err(tool);
+        assert!(error.is_plugin_error(), "call {i}: {error:?}");
+    }
+    let grown = resident_bytes().saturating_sub(before);
+    eprintln!("1000 faulting calls: resident memory grew by {} KiB", grown >> 10);
+    assert!(grown < 64 << 20, "resident memory grew by {} MiB over 1000 faults", grown >> 20);
+    assert_eq!(text_of(&plugin.call_tool("ok", json!({})).await.expect("ok")), "fine");
+}
+
+#[tokio::test]
+async fn each_fault_has_its_own_kind() {
+    let plugin = hostile_with(Policy::default()).await;
+    for (tool, kind) in [
+        ("panic", FaultKind::Trap),
+        ("abort", FaultKind::Trap),
+        ("error", FaultKind::Error),
+        ("exit", FaultKind::Exit),
+    ] {
+        let error = plugin.call_tool(tool, json!({})).await.unwrap_err();
+        assert_eq!(error.fault().map(|f| f.kind), Some(kind), "{tool}: {error}");
+        let message = error.to_string();
+        assert!(message.contains("`hostile`") && message.contains(&format!("tool `{tool}`")), "{message}");
+    }
+    for tool in ["non_utf8", "not_json", "not_a_result"] {
+        assert!(plugin.call_tool(tool, json!({})).await.unwrap_err().is_invalid_output(), "{tool}");
+    }
+}
