@@ -554,7 +554,11 @@ fn classify(error: &extism::Error, limits: &Limits) -> Fault {
             };
         }
         "plugin ran out of fuel" => {
-            return Fault { kind: FaultKind::FuelExhausted, message: error.to_string() };
+            let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
+            return Fault {
+                kind: FaultKind::FuelExhausted,
+                message: format!("the call used up {budget} instruction budget"),
+            };
         }
         _ => {}
     }
