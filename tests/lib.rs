@@ -45,3 +45,15 @@ pub fn toolhost() -> PathBuf {
         })
         .clone()
 }
+
+/// The shipped example configuration (`example-plugins/toolsets.yaml`),
+/// written into `dir` with its plugin paths pointed at the plugins these
+/// tests built. Returns the new file.
+pub fn example_config(dir: &std::path::Path) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("example-plugins/toolsets.yaml")).expect("example config");
+    let plugins = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR"));
+    let path = dir.join("toolsets.yaml");
+    std::fs::write(&path, text.replace("../target/plugins", &plugins.display().to_string())).expect("write config");
+    path
+}

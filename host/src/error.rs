@@ -88,6 +88,18 @@ pub enum Error {
         violations: Vec<Violation>,
     },
 
+    /// The tool needs a secret the host's secret provider does not have; the
+    /// call was refused before the plugin ran.
+    #[error("tool `{tool}` of plugin `{plugin}` needs the secret `{secret}`, which is not available")]
+    MissingSecret {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool.
+        tool: String,
+        /// The id of the missing secret.
+        secret: String,
+    },
+
     /// The plugin's code failed: it trapped, returned an Extism error, exited,
     /// or hit a limit.
     #[error("plugin `{plugin}` failed in {operation}: {fault}")]
@@ -110,6 +122,10 @@ pub enum Error {
         /// What is wrong with the output.
         problem: OutputProblem,
     },
+
+    /// A registry conflict: a duplicate toolset id or tool name collision.
+    #[error(transparent)]
+    Registry(#[from] crate::registry::RegistryError),
 
     /// The host itself failed (a worker thread died, for example). Not the
     /// plugin's fault and not the caller's.
@@ -143,9 +159,16 @@ impl Error {
         matches!(self, Error::Read { .. } | Error::Load { .. } | Error::InvalidPlugin { .. })
     }
 
-    /// The caller is at fault: unknown tool or invalid arguments.
+    /// A secret the tool needs is not available.
+    pub fn is_missing_secret(&self) -> bool {
+        matches!(self, Error::MissingSecret { .. })
+    }
+
+    /// The call was refused before the plugin ran, for the caller or the
+    /// host's configuration to fix: unknown tool, invalid arguments, missing
+    /// secret.
     pub fn is_caller_error(&self) -> bool {
-        self.is_unknown_tool() || self.is_invalid_arguments()
+        self.is_unknown_tool() || self.is_invalid_arguments() || self.is_missing_secret()
     }
 
     /// The plugin is at fault: it failed to load, failed while running, or
@@ -295,6 +318,12 @@ pub enum OutputProblem {
         /// Every problem found.
         violations: Vec<Violation>,
     },
+    /// The output contained secrets handed to the plugin, and the policy is
+    /// to refuse such results.
+    SecretLeak {
+        /// The ids of the secrets found (never their values).
+        secrets: Vec<String>,
+    },
 }
 
 impl fmt::Display for OutputProblem {
@@ -305,6 +334,9 @@ impl fmt::Display for OutputProblem {
             }
             OutputProblem::NotJson { message } => write!(f, "it is not JSON ({message})"),
             OutputProblem::Invalid { violations } => f.write_str(&join_violations(violations)),
+            OutputProblem::SecretLeak { secrets } => {
+                write!(f, "it contains the value of secret {}, refused by policy", secrets.join(", "))
+            }
         }
     }
 }

@@ -28,9 +28,13 @@
 
 #![deny(missing_docs)]
 
+mod config;
 mod error;
+mod filter;
 mod plugin;
+mod registry;
 mod sandbox;
+mod secrets;
 mod validate;
 
 pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
@@ -39,5 +43,18 @@ pub use sandbox::{
     Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size,
 };
 pub use validate::{LoadProblem, ValidationOptions};
+pub use config::{
+    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, SecretOutput, ToolOverride, ToolSettings,
+    ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
+};
+pub use registry::{
+    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool,
+    Registry, RegistryError, ToolsetFailure,
+};
+pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
+pub use secrets::{
+    EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,
+    SecretRequirement,
+};
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

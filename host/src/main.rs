@@ -1,20 +1,24 @@
 //! `toolhost`: describe and call the tools of Wasm plugins from the command line.
 //!
-//! Exit codes: 0 success; 1 the tool returned `isError: true`; 2 usage error,
-//! unknown tool or arguments rejected; 3 the plugin failed (it could not be
+//! Exit codes: 0 success; 1 the tool returned `isError: true` (a call that was
+//! not approved too); 2 usage error, invalid configuration, unknown tool,
+//! arguments rejected or a missing secret; 3 the plugin failed (it could not be
 //! loaded, trapped, returned an Extism error, hit a limit or returned invalid
 //! output).
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use std::time::Duration;
-
-use toolhost::{Error, PathGrant, Plugin, Policy, ValidationOptions};
+use toolhost::{
+    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error,
+    FileSecretProvider, PathGrant, Plugin, Policy, Registry, SecretProvider, ValidationOptions,
+};
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
@@ -34,20 +38,57 @@ enum Command {
         options: PluginOptions,
     },
     /// Call one tool and print its CallToolResult as JSON.
+    ///
+    /// `toolhost call PLUGIN.wasm TOOL [ARGS_JSON]` calls a plugin's tool;
+    /// `toolhost call --config TOOLSETS_FILE NAMESPACED_TOOL [ARGS_JSON]`
+    /// calls a tool of a toolsets configuration. ARGS_JSON is a JSON object
+    /// (`-` reads it from stdin); omitted, it is `{}`.
     Call {
-        /// The plugin's .wasm file.
-        plugin: PathBuf,
-        /// The tool to call.
-        tool: String,
-        /// The arguments as a JSON object; `-` reads them from stdin. Omitted: `{}`.
-        #[arg(value_name = "ARGS_JSON", conflicts_with = "args_file")]
-        args: Option<String>,
+        /// PLUGIN.wasm TOOL [ARGS_JSON], or NAMESPACED_TOOL [ARGS_JSON] with a
+        /// toolsets file.
+        #[arg(value_name = "PLUGIN TOOL [ARGS_JSON]", num_args = 1..=3, required = true)]
+        targets: Vec<String>,
         /// Read the arguments from a file (`-` for stdin).
         #[arg(long, value_name = "FILE")]
         args_file: Option<PathBuf>,
+        /// Approve every call that requires approval, without asking.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        secrets: SecretOptions,
         #[command(flatten)]
         options: PluginOptions,
     },
+    /// List the tools of a toolsets configuration: namespaced name, whether it
+    /// is enabled, whether it requires approval, and where it comes from.
+    Tools {
+        /// The toolsets file (JSON, YAML or TOML).
+        #[arg(long = "config", value_name = "FILE")]
+        config: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        secrets: SecretOptions,
+    },
+}
+
+/// Where secrets come from.
+#[derive(Debug, Args)]
+struct SecretOptions {
+    /// Read secrets from files in DIR (the secret NAME is the file DIR/NAME)
+    /// instead of from environment variables of the same name.
+    #[arg(long, value_name = "DIR")]
+    secrets_dir: Option<PathBuf>,
+}
+
+impl SecretOptions {
+    fn provider(&self) -> Arc<dyn SecretProvider> {
+        match &self.secrets_dir {
+            Some(dir) => Arc::new(FileSecretProvider::new(dir)),
+            None => Arc::new(EnvSecretProvider::new()),
+        }
+    }
 }
 
 /// How a plugin is loaded: what it is granted, its limits, its validation.
@@ -55,9 +96,10 @@ enum Command {
 #[derive(Debug, Args)]
 struct PluginOptions {
     /// A config value the plugin can read (repeatable). The plugin sees no
-    /// host environment variables; pass values this way.
-    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
-    config: Vec<(String, String)>,
+    /// host environment variables; pass values this way. For `call`, a value
+    /// without `=` is a toolsets file instead.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    config: Vec<String>,
     /// Make a host directory visible to the plugin, read-only unless `:rw`
     /// (repeatable). GUEST defaults to HOST.
     #[arg(long = "allow-path", value_name = "HOST[:GUEST][:ro|rw]", value_parser = parse_path_grant)]
@@ -111,15 +153,37 @@ fn parse_size(text: &str) -> Result<u64, String> {
     toolhost::parse_size(text).map_err(|e| e.to_string())
 }
 
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
-        _ => Err(format!("expected KEY=VALUE, got `{text}`")),
+/// Split `--config` values into plugin config pairs and, where allowed, one
+/// toolsets file (a value without `=`).
+fn split_config(values: &[String], file_allowed: bool) -> anyhow::Result<(Vec<(String, String)>, Option<PathBuf>)> {
+    let mut pairs = Vec::new();
+    let mut file = None;
+    for value in values {
+        match value.split_once('=') {
+            Some((key, v)) if !key.is_empty() => pairs.push((key.to_owned(), v.to_owned())),
+            Some(_) => anyhow::bail!("invalid --config `{value}`: expected KEY=VALUE with a non-empty KEY"),
+            None if file_allowed && file.is_none() => file = Some(PathBuf::from(value)),
+            None if file_allowed => anyhow::bail!("give one toolsets file with --config, not several"),
+            None => anyhow::bail!("invalid --config `{value}`: expected KEY=VALUE"),
+        }
     }
+    Ok((pairs, file))
 }
 
 impl PluginOptions {
-    async fn load(self, path: &std::path::Path) -> Result<Plugin, Error> {
+    /// Whether any flag that configures a single plugin was given.
+    fn configures_a_plugin(&self) -> bool {
+        !self.allow_path.is_empty()
+            || !self.allow_host.is_empty()
+            || self.timeout.is_some()
+            || self.memory_limit.is_some()
+            || self.max_output_size.is_some()
+            || self.fuel.is_some()
+            || self.lenient
+            || self.enforce_formats
+    }
+
+    async fn load(self, path: &Path, config: Vec<(String, String)>) -> Result<Plugin, Error> {
         let validation = ValidationOptions {
             lenient: self.lenient,
             enforce_formats: self.enforce_formats,
@@ -128,7 +192,7 @@ impl PluginOptions {
         let mut policy = Policy {
             allowed_paths: self.allow_path,
             allowed_hosts: self.allow_host,
-            config: self.config.into_iter().collect(),
+            config: config.into_iter().collect(),
             ..Policy::default()
         };
         if let Some(timeout) = self.timeout {
@@ -169,7 +233,7 @@ struct Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         let code = match &error {
-            Error::Read { .. } | Error::Policy { .. } => exit::USAGE,
+            Error::Read { .. } | Error::Policy { .. } | Error::Registry(_) => exit::USAGE,
             e if e.is_caller_error() => exit::USAGE,
             _ => exit::PLUGIN_FAILED,
         };
@@ -194,9 +258,15 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure { code, error }) => {
-            match error.downcast_ref::<Error>() {
-                Some(toolhost_error) => report(toolhost_error),
-                None => eprintln!("error: {error:#}"),
+            if let Some(toolhost_error) = error.downcast_ref::<Error>() {
+                report(toolhost_error);
+            } else if let Some(config) = error.downcast_ref::<toolhost::ConfigError>() {
+                eprintln!("error: invalid configuration {}:", config.file.display());
+                for problem in &config.problems {
+                    eprintln!("  {problem}");
+                }
+            } else {
+                eprintln!("error: {error:#}");
             }
             ExitCode::from(code)
         }
@@ -218,6 +288,13 @@ fn report(error: &Error) {
         } => (
             format!("plugin `{plugin}` returned invalid output from {operation}:"),
             violations.iter().map(ToString::to_string).collect(),
+        ),
+        Error::UnknownTool { plugin, tool, available } if plugin == "registry" => (
+            format!(
+                "no tool `{tool}` is available in this configuration; the tools are: {}",
+                if available.is_empty() { "(none)".to_owned() } else { available.join(", ") }
+            ),
+            Vec::new(),
         ),
         Error::InvalidPlugin { plugin, problems } => (
             format!(
@@ -250,17 +327,157 @@ fn init_logging() {
 async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Describe { plugin, options } => {
-            let plugin = options.load(&plugin).await?;
+            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
+            let plugin = options.load(&plugin, pairs).await?;
             print_json(plugin.describe())?;
             Ok(0)
         }
-        Command::Call { plugin, tool, args, args_file, options } => {
-            let arguments = read_arguments(args.as_deref(), args_file.as_deref()).map_err(usage)?;
-            let plugin = options.load(&plugin).await?;
-            let result = plugin.call_tool(&tool, arguments).await?;
+        Command::Call { targets, args_file, yes, secrets, options } => {
+            let (pairs, toolsets) = split_config(&options.config, true).map_err(usage)?;
+            let result = match toolsets {
+                Some(file) => {
+                    if options.configures_a_plugin() || !pairs.is_empty() {
+                        return Err(usage(anyhow::anyhow!(
+                            "with a toolsets file, grants, limits and config come from the file, not from flags"
+                        )));
+                    }
+                    let (tool, args) = match targets.as_slice() {
+                        [tool] => (tool, None),
+                        [tool, args] => (tool, Some(args.as_str())),
+                        _ => {
+                            return Err(usage(anyhow::anyhow!(
+                                "with --config FILE, give NAMESPACED_TOOL [ARGS_JSON]"
+                            )));
+                        }
+                    };
+                    let registry = load_registry(&file, &secrets).await?;
+                    let arguments = read_arguments(args, args_file.as_deref()).map_err(usage)?;
+                    let approver: Box<dyn Approver> =
+                        if yes { Box::new(ApproveAll) } else { Box::new(TerminalApprover) };
+                    registry.call_tool(tool, arguments, approver.as_ref()).await?
+                }
+                None => {
+                    let (plugin, tool, args) = match targets.as_slice() {
+                        [plugin, tool] => (plugin, tool, None),
+                        [plugin, tool, args] => (plugin, tool, Some(args.as_str())),
+                        _ => {
+                            return Err(usage(anyhow::anyhow!(
+                                "give PLUGIN.wasm TOOL [ARGS_JSON] (or --config TOOLSETS_FILE NAMESPACED_TOOL [ARGS_JSON])"
+                            )));
+                        }
+                    };
+                    let arguments = read_arguments(args, args_file.as_deref()).map_err(usage)?;
+                    let plugin = options
+                        .load(Path::new(plugin), pairs)
+                        .await?;
+                    plugin.call_tool(tool, arguments).await?
+                }
+            };
             print_json(&result)?;
             Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })
         }
+        Command::Tools { config, json, secrets } => {
+            let registry = load_registry(&config, &secrets).await?;
+            let tools = registry.all_tools();
+            if json {
+                let rows: Vec<Value> = tools
+                    .iter()
+                    .map(|t| {
+                        serde_json::json!({
+                            "name": t.name,
+                            "toolset": t.toolset,
+                            "tool": t.tool.name,
+                            "source": t.source,
+                            "enabled": t.enabled,
+                            "disabledReason": t.disabled_reason,
+                            "requiresApproval": t.requires_approval,
+                            "title": t.tool.title,
+                            "description": t.tool.description,
+                        })
+                    })
+                    .collect();
+                print_json(&rows)?;
+            } else {
+                print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Load every toolset of a file; report the ones that fail and go on.
+async fn load_registry(file: &Path, secrets: &SecretOptions) -> Result<Registry, Failure> {
+    let provider = secrets.provider();
+    let parsed = toolhost::load_toolsets(file, provider.as_ref())
+        .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
+    let registry = Registry::new(provider);
+    let report = registry.load_all(parsed.toolsets).await;
+    for failure in &report.failures {
+        eprintln!("warning: {} was not loaded: {}", failure.source, failure.error);
+    }
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(registry)
+}
+
+fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = tools
+        .iter()
+        .map(|t| {
+            let enabled = match &t.disabled_reason {
+                None => "yes".to_owned(),
+                Some(reason) => format!("no ({reason})"),
+            };
+            let approval = if t.requires_approval { "yes" } else { "no" }.to_owned();
+            [t.name.clone(), enabled, approval, t.source.clone()]
+        })
+        .collect();
+    let header = ["TOOL", "ENABLED", "APPROVAL", "SOURCE"].map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    for row in std::iter::once(&header).chain(&rows) {
+        let line = format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}",
+            row[0], row[1], row[2], row[3],
+            w0 = widths[0], w1 = widths[1], w2 = widths[2]
+        );
+        writeln!(stdout, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// Asks on the terminal; refuses clearly when there is none.
+struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
+        let name = request.tool.name.clone();
+        let arguments = request.arguments.to_string();
+        let destructive = request.annotations().and_then(|a| a.destructive_hint).unwrap_or(false);
+        Box::pin(async move {
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+                return Approval::Denied(format!(
+                    "`{name}` requires approval and there is no terminal to ask on; pass --yes to approve it"
+                ));
+            }
+            let asked = tokio::task::spawn_blocking(move || {
+                let warning = if destructive { " (it may be destructive)" } else { "" };
+                eprint!("Run `{name}`{warning} with {arguments}? [y/N] ");
+                let mut answer = String::new();
+                std::io::stdin().read_line(&mut answer).map(|_| answer)
+            })
+            .await;
+            match asked {
+                Ok(Ok(answer)) if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") => Approval::Approved,
+                _ => Approval::Denied("the user declined".to_owned()),
+            }
+        })
     }
 }
 

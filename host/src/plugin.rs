@@ -1,6 +1,6 @@
 //! Loading a plugin and calling its tools.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +11,9 @@ use toolhost_protocol::{
 };
 
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+use crate::config::SecretOutput;
 use crate::sandbox::{Access, Limits, PathGrant, Policy, WASM_PAGE_BYTES, format_size};
+use crate::secrets::{HandedSecrets, NoSecrets, SecretProvider};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
 
 /// Where a plugin's Wasm comes from.
@@ -34,13 +36,28 @@ enum Source {
 /// assert_eq!(result.texts().next(), Some("5"));
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PluginBuilder {
     source: Source,
     name: Option<String>,
     policy: Policy,
     validation: ValidationOptions,
+    secrets: Arc<dyn SecretProvider>,
+    secret_output: SecretOutput,
     max_idle_instances: usize,
+}
+
+impl std::fmt::Debug for PluginBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginBuilder")
+            .field("source", &self.source)
+            .field("name", &self.name)
+            .field("policy", &self.policy)
+            .field("validation", &self.validation)
+            .field("secrets", &self.secrets.describe())
+            .field("secret_output", &self.secret_output)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PluginBuilder {
@@ -50,6 +67,8 @@ impl PluginBuilder {
             name: None,
             policy: Policy::default(),
             validation: ValidationOptions::default(),
+            secrets: Arc::new(NoSecrets),
+            secret_output: SecretOutput::default(),
             max_idle_instances: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
@@ -57,6 +76,21 @@ impl PluginBuilder {
     /// How strictly to validate the plugin's tools, arguments and results.
     pub fn with_validation(mut self, validation: ValidationOptions) -> Self {
         self.validation = validation;
+        self
+    }
+
+    /// Where the secrets the plugin's tools declare (`requirements.secrets`)
+    /// come from. The plugin gets exactly those, as config values keyed by
+    /// the secret's id; by default it gets none.
+    pub fn with_secret_provider(mut self, secrets: Arc<dyn SecretProvider>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// What to do with a result that contains a secret handed to the plugin:
+    /// redact it (the default) or refuse the result.
+    pub fn with_secret_output(mut self, policy: SecretOutput) -> Self {
+        self.secret_output = policy;
         self
     }
 
@@ -209,9 +243,38 @@ impl PluginBuilder {
             .map(|(i, tool)| (tool.name.clone(), i))
             .collect();
 
+        // The secrets the tools declare, and nothing else, go to the call
+        // instances as config values. `describe` ran without them.
+        let mut handed = HandedSecrets::default();
+        let mut missing_secrets = BTreeSet::new();
+        let declared: BTreeSet<&str> = checked
+            .tools
+            .iter()
+            .flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str()))
+            .collect();
+        let mut call_manifest = manifest;
+        for id in declared {
+            match self.secrets.secret(id) {
+                Ok(Some(value)) => {
+                    call_manifest.config.insert(id.to_owned(), value.clone());
+                    handed.push(id.to_owned(), value);
+                }
+                Ok(None) => {
+                    missing_secrets.insert(id.to_owned());
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %name, secret = id, "cannot look the secret up: {error}");
+                    missing_secrets.insert(id.to_owned());
+                }
+            }
+        }
+
         let inner = Inner {
             name,
-            manifest,
+            manifest: call_manifest,
+            handed,
+            missing_secrets,
+            secret_output: self.secret_output,
             described,
             checked: checked.tools,
             warnings: checked.problems,
@@ -221,7 +284,9 @@ impl PluginBuilder {
             idle: Mutex::new(Vec::new()),
             max_idle: self.max_idle_instances.max(1),
         };
-        inner.recycle(instance);
+        if inner.handed.is_empty() {
+            inner.recycle(instance);
+        }
         Ok(Plugin { inner: Arc::new(inner) })
     }
 }
@@ -237,8 +302,13 @@ pub struct Plugin {
 
 struct Inner {
     name: String,
-    /// What every instance is made from.
+    /// What every call instance is made from.
     manifest: extism::Manifest,
+    /// The secrets in `manifest`'s config, to keep them out of results.
+    handed: HandedSecrets,
+    /// Secrets a tool declares that the provider does not have.
+    missing_secrets: BTreeSet<String>,
+    secret_output: SecretOutput,
     described: ListToolsResult,
     checked: Vec<CheckedTool>,
     warnings: Vec<LoadProblem>,
@@ -379,9 +449,34 @@ impl Plugin {
         self.inner.check_output(name, result)
     }
 
-    /// Check the tool name and the arguments, and encode the request.
+    /// The secrets a tool declares that the host could not provide.
+    pub fn missing_secrets(&self, name: &str) -> Vec<&str> {
+        self.inner
+            .index
+            .get(name)
+            .map(|&i| {
+                self.inner.checked[i]
+                    .requirements
+                    .secrets
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .filter(|id| self.inner.missing_secrets.contains(*id))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Check the tool name, its secrets and the arguments, and encode the
+    /// request.
     fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
         let arguments = self.validate_arguments(name, arguments)?;
+        if let Some(secret) = self.missing_secrets(name).first() {
+            return Err(Error::MissingSecret {
+                plugin: self.inner.name.clone(),
+                tool: name.to_owned(),
+                secret: (*secret).to_owned(),
+            });
+        }
         let invalid = |violations| Error::InvalidArguments {
             plugin: self.inner.name.clone(),
             tool: name.to_owned(),
@@ -407,6 +502,52 @@ impl Plugin {
 
 impl Inner {
     fn call_blocking(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
+        match self.call_unscrubbed(tool, request) {
+            Ok(mut result) => {
+                let found = self.handed.redact_result(&mut result);
+                if found.is_empty() {
+                    return Ok(result);
+                }
+                tracing::warn!(plugin = %self.name, tool, secrets = ?found, "the result contained secrets handed to the plugin");
+                match self.secret_output {
+                    SecretOutput::Redact => Ok(result),
+                    SecretOutput::Refuse => Err(Error::InvalidOutput {
+                        plugin: self.name.clone(),
+                        operation: Operation::Tool(tool.to_owned()),
+                        problem: OutputProblem::SecretLeak { secrets: found },
+                    }),
+                }
+            }
+            Err(error) => Err(self.scrub(error)),
+        }
+    }
+
+    /// An error with every handed-out secret value replaced: a plugin's
+    /// error message or a violation may quote what it returned.
+    fn scrub(&self, mut error: Error) -> Error {
+        if self.handed.is_empty() {
+            return error;
+        }
+        let mut found = Vec::new();
+        match &mut error {
+            Error::PluginFailed { fault, .. } => self.handed.redact_str(&mut fault.message, &mut found),
+            Error::InvalidOutput { problem: OutputProblem::Invalid { violations }, .. } => {
+                for violation in violations {
+                    self.handed.redact_str(&mut violation.message, &mut found);
+                }
+            }
+            Error::InvalidOutput { problem: OutputProblem::NotJson { message }, .. } => {
+                self.handed.redact_str(message, &mut found);
+            }
+            _ => {}
+        }
+        if !found.is_empty() {
+            tracing::warn!(plugin = %self.name, secrets = ?found, "an error quoted secrets handed to the plugin");
+        }
+        error
+    }
+
+    fn call_unscrubbed(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
         let operation = || Operation::Tool(tool.to_owned());
         let mut instance = self.checkout().map_err(|fault| Error::PluginFailed {
             plugin: self.name.clone(),

@@ -18,7 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///
 /// The plugin never sees the host's environment variables; values reach it
 /// only as `config` entries.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct Policy {
     /// Directories the plugin may see, each at a path of its own.
@@ -31,6 +31,18 @@ pub struct Policy {
     pub config: BTreeMap<String, String>,
     /// Bounds on every call.
     pub limits: Limits,
+}
+
+/// Config values may hold secrets: `Debug` shows their keys only.
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("allowed_paths", &self.allowed_paths)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("config_keys", &self.config.keys().collect::<Vec<_>>())
+            .field("limits", &self.limits)
+            .finish()
+    }
 }
 
 /// A directory of the host made visible to the plugin.

@@ -79,6 +79,7 @@ impl fmt::Display for LoadProblem {
 pub(crate) struct CheckedTool {
     pub tool: Tool,
     pub id: String,
+    pub requirements: crate::secrets::Requirements,
     pub input: Validator,
     pub output: Option<Validator>,
 }
@@ -265,10 +266,22 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
                 None
             }
         };
+        let requirements = crate::secrets::Requirements::of(&tool)
+            .map_err(|message| {
+                let field = if tool.meta.as_ref().is_some_and(|m| m.contains_key("requirements")) {
+                    "/_meta/requirements"
+                } else {
+                    "/requirements"
+                };
+                problem(at(field), "requirements", message)
+            })
+            .ok();
         let ok = tool_problems.is_empty();
         problems.extend(tool_problems);
-        if let (true, Some(input), Some(output), Some(id)) = (ok, input, output, id) {
-            tools.push(CheckedTool { tool, id, input, output });
+        if let (true, Some(input), Some(output), Some(id), Some(requirements)) =
+            (ok, input, output, id, requirements)
+        {
+            tools.push(CheckedTool { tool, id, requirements, input, output });
         }
     }
     CheckedDescribe { tools, problems, fatal: false }

@@ -65,7 +65,7 @@ pub use toolhost_protocol::{
 pub mod prelude {
     pub use crate::{
         CallToolResult, Content, Deserialize, JsonSchema, Serialize, Structured, ToolError,
-        audio, image, plugin, resource_blob, resource_text, text, tool,
+        audio, config, image, plugin, resource_blob, resource_text, secret, text, tool,
     };
 }
 
@@ -213,6 +213,25 @@ impl<T: Serialize + JsonSchema> ToolOutput for Structured<T> {
     }
 }
 
+/// The value of a secret the tool declared with `#[tool(secrets = [...])]`.
+/// The host hands declared secrets to the plugin as config values; a missing
+/// one is an error saying which.
+pub fn secret(id: &str) -> Result<String, ToolError> {
+    match extism_pdk::config::get(id) {
+        Ok(Some(value)) => Ok(value),
+        Ok(None) => Err(ToolError::new(format!(
+            "the secret `{id}` was not provided by the host (declare it with #[tool(secrets = [\"{id}\"])])"
+        ))),
+        Err(error) => Err(ToolError::new(format!("cannot read the secret `{id}`: {error}"))),
+    }
+}
+
+/// A config value the host granted the plugin (`--config KEY=VALUE`, or
+/// `server.config` in a toolsets file), if there is one.
+pub fn config(key: &str) -> Option<String> {
+    extism_pdk::config::get(key).ok().flatten()
+}
+
 /// A text content item.
 pub fn text(text: impl Into<String>) -> Content {
     Content::text(text)
@@ -284,6 +303,7 @@ pub mod __private {
         pub destructive: Option<bool>,
         pub idempotent: Option<bool>,
         pub open_world: Option<bool>,
+        pub secrets: &'static [&'static str],
     }
 
     fn definition(attrs: &Attributes, input_schema: JsonObject, output_schema: Option<JsonObject>) -> Tool {
@@ -299,6 +319,13 @@ pub mod __private {
         };
         if annotations != ToolAnnotations::default() {
             tool.annotations = Some(annotations);
+        }
+        if !attrs.secrets.is_empty() {
+            let secrets: Vec<Value> = attrs.secrets.iter().map(|id| json!({ "id": id })).collect();
+            let meta = json!({ "requirements": { "secrets": secrets } });
+            if let Value::Object(meta) = meta {
+                tool.meta = Some(meta);
+            }
         }
         tool
     }

@@ -239,3 +239,83 @@ fn http_to_an_ungranted_host_names_the_host() {
     let message = stderr(&output);
     assert!(message.contains("HTTP request to http://127.0.0.1:9/ is not allowed"), "{message}");
 }
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolhost-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn tools_lists_the_effective_tools_of_a_configuration() {
+    let dir = scratch("tools");
+    let config = path(toolhost_tests::example_config(&dir));
+    let table = run(&["tools", "--config", &config], None);
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    let text = String::from_utf8_lossy(&table.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("TOOL") && lines[0].contains("ENABLED") && lines[0].contains("APPROVAL") && lines[0].contains("SOURCE"), "{text}");
+    assert_eq!(lines.len(), 13, "{text}");
+    assert!(lines.iter().any(|l| l.starts_with("calc__divide ") && l.contains(" yes ") && l.contains("#/toolsets/0")), "{text}");
+    assert!(lines.iter().any(|l| l.starts_with("text__reverse ") && l.contains("no (matched by excludeTools)")), "{text}");
+
+    let json = run(&["tools", "--config", &config, "--json"], None);
+    let rows = json_stdout(&json);
+    let enabled: Vec<&str> = rows.as_array().expect("rows").iter().filter(|r| r["enabled"] == true).filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(enabled, ["calc__add", "calc__divide", "calc__multiply", "calc__subtract", "text__change_case", "text__slugify", "text__word_count", "words__word_count"]);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn approval_is_refused_without_a_terminal_and_given_with_yes() {
+    let dir = scratch("approve");
+    let config = path(toolhost_tests::example_config(&dir));
+    let refused = run(&["call", "--config", &config, "calc__divide", r#"{"a":1,"b":4}"#], None);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let text = json_stdout(&refused)["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.contains("was not approved") && text.contains("no terminal") && text.contains("--yes"), "{text}");
+
+    let approved = run(&["call", "--yes", "--config", &config, "calc__divide", r#"{"a":1,"b":4}"#], None);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    assert_eq!(json_stdout(&approved)["content"][0]["text"], "0.25");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_tool_that_needs_a_missing_secret_is_refused_naming_it() {
+    let dir = scratch("secret");
+    let config = dir.join("t.json");
+    let doc = serde_json::json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri", "server": {"url": path(fixture("sdk-secrets"))}}]});
+    std::fs::write(&config, doc.to_string()).expect("config");
+    let store = dir.join("secrets");
+    std::fs::create_dir_all(&store).expect("store");
+    std::fs::write(store.join("SERVICE_TOKEN"), "abc").expect("secret");
+    let config = path(config);
+    let store = path(store);
+
+    let missing = run(&["call", "--config", &config, "--secrets-dir", &store, "svc__needs_missing"], None);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("needs the secret `NOBODY_HAS_THIS`, which is not available"), "{}", stderr(&missing));
+
+    let present = run(&["call", "--config", &config, "--secrets-dir", &store, "svc__token_length"], None);
+    assert_eq!(json_stdout(&present)["content"][0]["text"], "the token has 3 characters", "{}", stderr(&present));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn an_invalid_configuration_names_the_file_the_pointer_and_the_problem() {
+    let dir = scratch("badconfig");
+    let config = dir.join("bad.yaml");
+    std::fs::write(&config, "schema: s\ntoolsets:\n  - id: calc\n    kind: uri\n    server:\n      url: x.wasm\n      limits: { memoryLimit: lots }\n").expect("config");
+    let output = run(&["tools", "--config", &path(config.clone())], None);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.starts_with(&format!("error: invalid configuration {}:", config.display())), "{message}");
+    assert!(message.contains("at /toolsets/0/server: invalid size `lots`"), "{message}");
+
+    std::fs::write(&config, "schema: s\ntoolsets: [ {id: 1").expect("config");
+    let output = run(&["tools", "--config", &path(config)], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("not valid YAML"), "{}", stderr(&output));
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -6,4 +6,5 @@ mod faults;
 mod plugins;
 mod properties;
 mod sandbox;
+mod toolsets;
 mod validation;

@@ -23,7 +23,10 @@ use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, LitBool, LitStr, Meta, Path, Return
 /// - `title = "..."`: display name;
 /// - `description = "..."`: instead of the doc comment;
 /// - `read_only`, `destructive`, `idempotent`, `open_world` (or `= false`):
-///   the tool's annotation hints.
+///   the tool's annotation hints;
+/// - `secrets = ["API_KEY", ...]`: secrets the tool needs, declared as
+///   `_meta.requirements.secrets`; the host hands exactly these to the plugin
+///   (read them with `toolhost_plugin_sdk::secret`).
 ///
 /// ```ignore
 /// /// Add two numbers.
@@ -57,6 +60,7 @@ pub fn plugin(input: TokenStream) -> TokenStream {
 
 #[derive(Default)]
 struct ToolOptions {
+    secrets: Vec<LitStr>,
     name: Option<LitStr>,
     title: Option<LitStr>,
     description: Option<LitStr>,
@@ -86,10 +90,21 @@ fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
             "destructive" => options.destructive = Some(flag(&meta)?),
             "idempotent" => options.idempotent = Some(flag(&meta)?),
             "open_world" => options.open_world = Some(flag(&meta)?),
+            "secrets" => {
+                let list: syn::ExprArray = meta.value()?.parse()?;
+                for element in list.elems {
+                    match element {
+                        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => options.secrets.push(s),
+                        other => {
+                            return Err(syn::Error::new(other.span(), "secrets are listed as string literals: secrets = [\"API_KEY\"]"));
+                        }
+                    }
+                }
+            }
             _ => {
                 return Err(meta.error(
                     "unknown tool option; expected one of: name, title, description, \
-                     read_only, destructive, idempotent, open_world",
+                     read_only, destructive, idempotent, open_world, secrets",
                 ));
             }
         }
@@ -158,6 +173,7 @@ fn expand_tool(
         option_bool(&options.idempotent),
         option_bool(&options.open_world),
     );
+    let secrets = &options.secrets;
     let output = match &sig.output {
         ReturnType::Default => quote!(()),
         ReturnType::Type(_, ty) => quote!(#ty),
@@ -221,6 +237,7 @@ fn expand_tool(
                 destructive: #destructive,
                 idempotent: #idempotent,
                 open_world: #open_world,
+                secrets: &[#(#secrets),*],
             };
             fn __toolhost_definition() -> #sdk::Tool {
                 #definition

@@ -1,0 +1,495 @@
+//! Toolsets configuration files: many plugins, their grants, filters and
+//! approval rules in one document.
+//!
+//! The format is `shared/spec/toolsets.schema.json` (a copy ships in
+//! `host/schema/`), in JSON, YAML (`.yaml`, `.yml`) or TOML (`.toml`). A
+//! toolset of `kind: "uri"` names its plugin in `server.url` (a path, relative
+//! to the file, or a `file://` URL), with its sandbox [`Policy`] beside it in
+//! `server`. Filters and approval rules live in the toolset's `extensions`
+//! (`includeTools`, `excludeTools`, `toolApprovals`). What toolhost requires on
+//! top of the format is itself a schema, `host/schema/toolhost-toolsets.schema.json`.
+//!
+//! Strings in `server` and `headers` may use `${env:NAME}` (the host
+//! environment) and `${secret:NAME}` (a [`SecretProvider`]). A reference that
+//! cannot be resolved is an error naming the reference; resolved values never
+//! appear in errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use jsonschema::Validator;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::filter::{ToolApprovals, ToolFilter};
+use crate::sandbox::Policy;
+use crate::secrets::{SecretError, SecretProvider};
+use crate::validate::{self, ValidationOptions};
+
+/// The separator between a toolset id and a tool name in namespaced names:
+/// `calc__add`. Double underscore, because it is accepted everywhere tool
+/// names go: MCP (`[A-Za-z0-9_.-]`), OpenAI function calling
+/// (`^[a-zA-Z0-9_-]{1,64}$`, no `.`) and Anthropic tool use; `.`, `/` and `:`
+/// are refused by some of them. Toolset ids may not contain it.
+pub const NAMESPACE_SEPARATOR: &str = "__";
+
+/// A toolsets document, read and checked.
+#[derive(Debug, Clone)]
+pub struct ToolsetsFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its toolsets, in the document's order.
+    pub toolsets: Vec<ToolsetConfig>,
+}
+
+/// One toolset of a configuration.
+#[derive(Debug, Clone)]
+pub struct ToolsetConfig {
+    /// Its id; its tools are listed as `<id>__<tool>`.
+    pub id: String,
+    /// `uri` for Wasm plugins; other kinds are reported when loading.
+    pub kind: String,
+    /// Its optional version.
+    pub version: Option<String>,
+    /// Where the plugin comes from (`kind: "uri"`).
+    pub source: Option<PluginSource>,
+    /// What the plugin is granted, and its limits.
+    pub policy: Policy,
+    /// How strictly it is validated.
+    pub validation: ValidationOptions,
+    /// What to do when a result contains a secret handed to the plugin.
+    pub secret_output: SecretOutput,
+    /// Defaults for tools the `tools` list does not name.
+    pub defaults: ToolSettings,
+    /// Per-tool settings, by the plugin's own tool name.
+    pub tools: BTreeMap<String, ToolOverride>,
+    /// Only tools matching this filter are available (all when absent).
+    pub include: Option<ToolFilter>,
+    /// Tools matching this filter are not available.
+    pub exclude: Option<ToolFilter>,
+    /// Rules that mark tools as requiring approval.
+    pub approvals: ToolApprovals,
+    /// The toolset's JSON pointer in its file, for messages.
+    pub pointer: String,
+    /// The file it came from (for messages), if any.
+    pub file: Option<PathBuf>,
+}
+
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PluginSource {
+    /// A `.wasm` file.
+    File(PathBuf),
+    /// A URL of a scheme toolhost cannot load yet (`https://`, `oci://`).
+    Unsupported(String),
+}
+
+/// Whether a tool is available and whether it needs a person's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// Available to callers.
+    pub enabled: bool,
+    /// A person must approve each call.
+    pub requires_approval: bool,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        ToolSettings { enabled: true, requires_approval: false }
+    }
+}
+
+/// A `tools` entry: overrides of the defaults for one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToolOverride {
+    /// Overrides `toolsetDefaults.enabled`.
+    pub enabled: Option<bool>,
+    /// Overrides `toolsetDefaults.requiresApproval`.
+    pub requires_approval: Option<bool>,
+}
+
+/// What the host does when a plugin's result contains the value of a secret
+/// it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretOutput {
+    /// Replace the value with `[redacted secret NAME]` and log that it did.
+    #[default]
+    Redact,
+    /// Refuse the whole result as invalid output.
+    Refuse,
+}
+
+/// A configuration that cannot be used: every problem, with the file and the
+/// JSON pointer of the offending value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", render(file, problems))]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// Every problem found.
+    pub problems: Vec<ConfigProblem>,
+}
+
+/// One problem in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// JSON pointer of the offending value (empty for the document).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        write!(f, "at {pointer}: {}", self.message)
+    }
+}
+
+fn render(file: &Path, problems: &[ConfigProblem]) -> String {
+    let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    format!("invalid configuration {}: {}", file.display(), list.join("; "))
+}
+
+impl ConfigError {
+    fn one(file: &Path, pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.to_path_buf(),
+            problems: vec![ConfigProblem { pointer: pointer.into(), message: message.into() }],
+        }
+    }
+}
+
+fn schemas() -> &'static [Validator; 2] {
+    static SCHEMAS: OnceLock<[Validator; 2]> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let compile = |text: &str| {
+            let value: Value = serde_json::from_str(text).expect("shipped schema is JSON");
+            jsonschema::options().build(&value).expect("shipped schema compiles")
+        };
+        [
+            compile(include_str!("../schema/toolsets.schema.json")),
+            compile(include_str!("../schema/toolhost-toolsets.schema.json")),
+        ]
+    })
+}
+
+/// Read a toolsets file (JSON, YAML or TOML by extension), check it against
+/// the format and toolhost's rules, and resolve `${env:..}` and
+/// `${secret:..}` references.
+pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::one(path, "", format!("cannot read the file ({e})")))?;
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let document: Value = match extension.as_str() {
+        "json" => serde_json::from_str(&text).map_err(|e| format!("it is not valid JSON ({e})")),
+        "yaml" | "yml" => serde_norway::from_str(&text).map_err(|e| format!("it is not valid YAML ({e})")),
+        "toml" => toml::from_str::<Value>(&text).map_err(|e| format!("it is not valid TOML ({e})")),
+        other => Err(format!("unknown format `.{other}`: use .json, .yaml, .yml or .toml")),
+    }
+    .map_err(|message| ConfigError::one(path, "", message))?;
+    parse_toolsets(path, &document, secrets)
+}
+
+/// Check and read an already-parsed toolsets document. `path` names it in
+/// messages and anchors relative plugin paths.
+pub fn parse_toolsets(
+    path: &Path,
+    document: &Value,
+    secrets: &dyn SecretProvider,
+) -> Result<ToolsetsFile, ConfigError> {
+    let mut problems: Vec<ConfigProblem> = schemas()
+        .iter()
+        .flat_map(|schema| validate::violations(schema, document))
+        .map(|v| ConfigProblem { pointer: v.instance_path, message: v.message })
+        .collect();
+    problems.sort_by(|a, b| a.pointer.cmp(&b.pointer));
+    problems.dedup();
+    if !problems.is_empty() {
+        return Err(ConfigError { file: path.to_path_buf(), problems });
+    }
+
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut toolsets = Vec::new();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let raw_toolsets = document.get("toolsets").and_then(Value::as_array).cloned().unwrap_or_default();
+    for (index, raw) in raw_toolsets.into_iter().enumerate() {
+        let pointer = format!("/toolsets/{index}");
+        match parse_toolset(base, &pointer, raw, secrets) {
+            Ok(mut toolset) => {
+                if let Some(first) = seen.insert(toolset.id.clone(), pointer.clone()) {
+                    problems.push(ConfigProblem {
+                        pointer: format!("{pointer}/id"),
+                        message: format!("duplicate toolset id `{}` (first at {first})", toolset.id),
+                    });
+                }
+                toolset.file = Some(path.to_path_buf());
+                toolsets.push(toolset);
+            }
+            Err(mut found) => problems.append(&mut found),
+        }
+    }
+    if problems.is_empty() {
+        Ok(ToolsetsFile { path: path.to_path_buf(), toolsets })
+    } else {
+        Err(ConfigError { file: path.to_path_buf(), problems })
+    }
+}
+
+/// The parts of a toolset entry toolhost reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawToolset {
+    id: String,
+    kind: String,
+    version: Option<String>,
+    #[serde(default)]
+    server: Option<Value>,
+    #[serde(default)]
+    headers: Option<Value>,
+    #[serde(default)]
+    tools: Vec<RawTool>,
+    #[serde(default)]
+    toolset_defaults: RawDefaults,
+    #[serde(default)]
+    extensions: RawExtensions,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTool {
+    name: String,
+    enabled: Option<bool>,
+    requires_approval: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawDefaults {
+    enabled: Option<bool>,
+    requires_approval: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawExtensions {
+    include_tools: Option<ToolFilter>,
+    exclude_tools: Option<ToolFilter>,
+    #[serde(default)]
+    tool_approvals: ToolApprovals,
+}
+
+/// `server` of a `uri` toolset: the plugin and its policy.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawServer {
+    url: String,
+    #[serde(flatten)]
+    policy: Policy,
+    #[serde(default)]
+    validation: RawValidation,
+    #[serde(default)]
+    secret_output: SecretOutput,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawValidation {
+    #[serde(default)]
+    enforce_formats: bool,
+    #[serde(default)]
+    lenient: bool,
+}
+
+fn parse_toolset(
+    base: &Path,
+    pointer: &str,
+    raw: Value,
+    secrets: &dyn SecretProvider,
+) -> Result<ToolsetConfig, Vec<ConfigProblem>> {
+    let problem = |at: &str, message: String| vec![ConfigProblem { pointer: format!("{pointer}{at}"), message }];
+    let raw: RawToolset = serde_json::from_value(raw).map_err(|e| problem("", e.to_string()))?;
+    let mut problems = Vec::new();
+    let mut resolved = Vec::new();
+    if raw.id.contains(NAMESPACE_SEPARATOR) {
+        problems.extend(problem("/id", format!("a toolset id may not contain `{NAMESPACE_SEPARATOR}`")));
+    }
+
+    // Resolve references in `headers` (checked now, used by remote kinds) and `server`.
+    if let Some(mut headers) = raw.headers.clone() {
+        if let Err(found) = resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved) {
+            problems.extend(found);
+        }
+    }
+    let mut source = None;
+    let mut policy = Policy::default();
+    let mut validation = ValidationOptions::default();
+    let mut secret_output = SecretOutput::default();
+    if let Some(mut server) = raw.server.clone() {
+        match resolve_references(&mut server, &format!("{pointer}/server"), secrets, &mut resolved) {
+            Err(found) => problems.extend(found),
+            Ok(()) if raw.kind == "uri" => match serde_json::from_value::<RawServer>(server) {
+                Ok(server) => {
+                    source = Some(plugin_source(base, &server.url));
+                    if let Err(e) = server.policy.check() {
+                        problems.extend(problem("/server", e.to_string()));
+                    }
+                    policy = server.policy;
+                    validation.enforce_formats = server.validation.enforce_formats;
+                    validation.lenient = server.validation.lenient;
+                    secret_output = server.secret_output;
+                }
+                Err(e) => problems.extend(problem("/server", e.to_string())),
+            },
+            Ok(()) => {}
+        }
+    }
+    for (name, filter) in [("includeTools", &raw.extensions.include_tools), ("excludeTools", &raw.extensions.exclude_tools)] {
+        if let Some(Err(message)) = filter.as_ref().map(ToolFilter::check) {
+            problems.extend(problem(&format!("/extensions/{name}"), message));
+        }
+    }
+    if let Some(Err(message)) = raw.extensions.tool_approvals.only.as_ref().map(ToolFilter::check) {
+        problems.extend(problem("/extensions/toolApprovals/only", message));
+    }
+    if !problems.is_empty() {
+        // A parse error may quote a value; secret values never leave.
+        for problem in &mut problems {
+            for (name, value) in &resolved {
+                if !value.is_empty() {
+                    problem.message = problem.message.replace(value.as_str(), &format!("[secret {name}]"));
+                }
+            }
+        }
+        return Err(problems);
+    }
+
+    let defaults = ToolSettings {
+        enabled: raw.toolset_defaults.enabled.unwrap_or(true),
+        requires_approval: raw.toolset_defaults.requires_approval.unwrap_or(false),
+    };
+    let tools = raw
+        .tools
+        .into_iter()
+        .map(|t| (t.name, ToolOverride { enabled: t.enabled, requires_approval: t.requires_approval }))
+        .collect();
+    Ok(ToolsetConfig {
+        id: raw.id,
+        kind: raw.kind,
+        version: raw.version,
+        source,
+        policy,
+        validation,
+        secret_output,
+        defaults,
+        tools,
+        include: raw.extensions.include_tools,
+        exclude: raw.extensions.exclude_tools,
+        approvals: raw.extensions.tool_approvals,
+        pointer: pointer.to_owned(),
+        file: None,
+    })
+}
+
+/// A plugin location: `file://` URL, other URL (not loadable yet), or a path
+/// relative to the configuration file.
+fn plugin_source(base: &Path, url: &str) -> PluginSource {
+    if let Some(path) = url.strip_prefix("file://") {
+        return PluginSource::File(PathBuf::from(path));
+    }
+    if url.contains("://") {
+        return PluginSource::Unsupported(url.to_owned());
+    }
+    PluginSource::File(base.join(url))
+}
+
+/// Replace every `${env:NAME}` and `${secret:NAME}` in the strings of `value`.
+fn resolve_references(
+    value: &mut Value,
+    pointer: &str,
+    secrets: &dyn SecretProvider,
+    resolved: &mut Vec<(String, String)>,
+) -> Result<(), Vec<ConfigProblem>> {
+    let mut problems = Vec::new();
+    walk_strings(value, pointer, &mut |text, at| match substitute(text, secrets, resolved) {
+        Ok(Some(resolved)) => Some(resolved),
+        Ok(None) => None,
+        Err(message) => {
+            problems.push(ConfigProblem { pointer: at.to_owned(), message });
+            None
+        }
+    });
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+fn walk_strings(value: &mut Value, pointer: &str, visit: &mut dyn FnMut(&str, &str) -> Option<String>) {
+    match value {
+        Value::String(text) => {
+            if let Some(new) = visit(text, pointer) {
+                *text = new;
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                walk_strings(item, &format!("{pointer}/{i}"), visit);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                walk_strings(item, &format!("{pointer}/{escaped}"), visit);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The string with its references resolved; `None` when it has none.
+fn substitute(
+    text: &str,
+    secrets: &dyn SecretProvider,
+    resolved: &mut Vec<(String, String)>,
+) -> Result<Option<String>, String> {
+    if !text.contains("${") {
+        return Ok(None);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| format!("unterminated reference in `{text}`"))?;
+        let reference = &after[..end];
+        let (kind, name) = reference
+            .split_once(':')
+            .ok_or_else(|| format!("`${{{reference}}}` is not a reference: use ${{env:NAME}} or ${{secret:NAME}}"))?;
+        let value = match kind {
+            "env" => std::env::var(name)
+                .map_err(|_| format!("`${{env:{name}}}` cannot be resolved: environment variable {name} is not set"))?,
+            "secret" => match secrets.secret(name) {
+                Ok(Some(value)) => {
+                    resolved.push((name.to_owned(), value.clone()));
+                    value
+                }
+                Ok(None) => {
+                    return Err(format!(
+                        "`${{secret:{name}}}` cannot be resolved: the secret provider ({}) has no secret {name}",
+                        secrets.describe()
+                    ));
+                }
+                Err(SecretError(message)) => {
+                    return Err(format!("`${{secret:{name}}}` cannot be resolved: {message}"));
+                }
+            },
+            other => return Err(format!("unknown reference kind `{other}` in `${{{reference}}}`: use env or secret")),
+        };
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(Some(out))
+}

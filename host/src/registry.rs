@@ -1,0 +1,397 @@
+//! Many plugins behind one set of namespaced tool names.
+//!
+//! A [`Registry`] loads the toolsets of a configuration (or toolsets added at
+//! run time), names each tool `<toolset id>__<tool>` ([`NAMESPACE_SEPARATOR`]),
+//! applies each toolset's `enabled` / `requiresApproval` settings, include and
+//! exclude filters and approval rules, and routes calls. A toolset that fails
+//! to load is reported and the others load; toolsets can be added and removed
+//! while calls are in flight (a call holds its toolset until it returns).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+use toolhost_protocol::{CallToolResult, Tool, ToolAnnotations};
+
+use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
+use crate::error::Error;
+use crate::plugin::Plugin;
+use crate::secrets::SecretProvider;
+
+/// A tool as the registry presents it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisteredTool {
+    /// `<toolset>__<tool>`: the name callers use.
+    pub name: String,
+    /// The toolset's id.
+    pub toolset: String,
+    /// Where the toolset came from (`file.yaml#/toolsets/0`, or the plugin path).
+    pub source: String,
+    /// The tool as its plugin describes it (its own name).
+    pub tool: Tool,
+    /// Available to callers (enabled and not filtered out).
+    pub enabled: bool,
+    /// Why it is not available, when it is not.
+    pub disabled_reason: Option<String>,
+    /// A person must approve each call.
+    pub requires_approval: bool,
+}
+
+impl RegisteredTool {
+    /// The tool as callers see it: its namespaced name, everything else as
+    /// the plugin describes it.
+    pub fn exposed(&self) -> Tool {
+        Tool { name: self.name.clone(), ..self.tool.clone() }
+    }
+}
+
+/// A toolset that could not be loaded.
+#[derive(Debug)]
+pub struct ToolsetFailure {
+    /// The toolset's id.
+    pub toolset: String,
+    /// Where it came from.
+    pub source: String,
+    /// Why it failed.
+    pub error: Error,
+}
+
+/// What loading a set of toolsets produced, besides the tools.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Toolsets that did not load.
+    pub failures: Vec<ToolsetFailure>,
+    /// Things worth a look: listed tools the plugin does not have, tools a
+    /// lenient plugin left out.
+    pub warnings: Vec<String>,
+}
+
+/// What an approval hook sees.
+#[derive(Debug)]
+pub struct ApprovalRequest<'a> {
+    /// The tool (namespaced name, annotations, ...).
+    pub tool: &'a RegisteredTool,
+    /// The arguments, already validated against the tool's schema.
+    pub arguments: &'a Value,
+}
+
+impl ApprovalRequest<'_> {
+    /// The tool's behaviour hints, if it declares any.
+    pub fn annotations(&self) -> Option<&ToolAnnotations> {
+        self.tool.tool.annotations.as_ref()
+    }
+}
+
+/// The answer of an approval hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// Run the tool.
+    Approved,
+    /// Do not run it; the reason is shown to the caller.
+    Denied(String),
+}
+
+/// A boxed future, as approval hooks return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Asks someone (a person, a policy engine) whether a tool that requires
+/// approval may run. Supplied by the embedding runtime.
+pub trait Approver: Send + Sync {
+    /// Decide on one call.
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval>;
+}
+
+/// Approves everything (the CLI's `--yes`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproveAll;
+
+impl Approver for ApproveAll {
+    fn approve<'a>(&'a self, _request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
+        Box::pin(async { Approval::Approved })
+    }
+}
+
+/// Denies everything, with a reason.
+#[derive(Debug, Clone)]
+pub struct DenyAll(pub String);
+
+impl Approver for DenyAll {
+    fn approve<'a>(&'a self, _request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
+        let reason = self.0.clone();
+        Box::pin(async move { Approval::Denied(reason) })
+    }
+}
+
+struct LoadedToolset {
+    plugin: Plugin,
+    tools: Vec<RegisteredTool>,
+}
+
+/// Errors of the registry itself (not of a plugin).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools would have the same namespaced name.
+    #[error("tool name collision: `{name}` comes from both {first} and {second}")]
+    Collision {
+        /// The namespaced name.
+        name: String,
+        /// One source.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A toolset of that id is already loaded.
+    #[error("a toolset with id `{0}` is already loaded")]
+    Duplicate(String),
+    /// A toolset id that cannot namespace tool names.
+    #[error("invalid toolset id `{0}`: use letters, digits, `-` and single `_` (`__` separates the id from tool names)")]
+    InvalidId(String),
+}
+
+/// Toolsets and their tools, under namespaced names.
+pub struct Registry {
+    toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
+    secrets: Arc<dyn SecretProvider>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<String> = self.read().keys().cloned().collect();
+        f.debug_struct("Registry").field("toolsets", &ids).finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// An empty registry whose plugins get their declared secrets from
+    /// `secrets`.
+    pub fn new(secrets: Arc<dyn SecretProvider>) -> Self {
+        Registry { toolsets: RwLock::new(BTreeMap::new()), secrets }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<LoadedToolset>>> {
+        self.toolsets.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Load toolsets concurrently. Each one that fails is reported and the
+    /// rest are loaded.
+    pub async fn load_all(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
+        let tasks: Vec<_> = toolsets
+            .into_iter()
+            .map(|config| {
+                let secrets = Arc::clone(&self.secrets);
+                tokio::spawn(async move {
+                    let source = source_of(&config);
+                    let id = config.id.clone();
+                    (id, source, prepare(config, secrets).await)
+                })
+            })
+            .collect();
+        let mut report = LoadReport::default();
+        for task in tasks {
+            let (toolset, source, outcome) = match task.await {
+                Ok(done) => done,
+                Err(e) => {
+                    report.failures.push(ToolsetFailure {
+                        toolset: "?".to_owned(),
+                        source: "?".to_owned(),
+                        error: Error::Host(format!("a loading task failed: {e}")),
+                    });
+                    continue;
+                }
+            };
+            match outcome.and_then(|(loaded, warnings)| {
+                self.insert(loaded).map(|()| warnings).map_err(Error::from)
+            }) {
+                Ok(warnings) => report.warnings.extend(warnings),
+                Err(error) => report.failures.push(ToolsetFailure { toolset, source, error }),
+            }
+        }
+        report
+    }
+
+    /// Load one toolset and add it. Fails on a load error, a duplicate id or
+    /// a name collision; the registry is unchanged then. Returns warnings.
+    pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
+        let (loaded, warnings) = prepare(config, Arc::clone(&self.secrets)).await?;
+        self.insert(loaded)?;
+        Ok(warnings)
+    }
+
+    fn insert(&self, loaded: LoadedToolset) -> Result<(), RegistryError> {
+        let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let id = loaded.plugin.name().to_owned();
+        if !valid_id(&id) {
+            return Err(RegistryError::InvalidId(id));
+        }
+        if toolsets.contains_key(&id) {
+            return Err(RegistryError::Duplicate(id));
+        }
+        let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
+        for tool in toolsets.values().flat_map(|t| &t.tools) {
+            taken.insert(tool.name.as_str(), tool.source.as_str());
+        }
+        for tool in &loaded.tools {
+            if let Some(first) = taken.insert(tool.name.as_str(), tool.source.as_str()) {
+                return Err(RegistryError::Collision {
+                    name: tool.name.clone(),
+                    first: first.to_owned(),
+                    second: tool.source.clone(),
+                });
+            }
+        }
+        toolsets.insert(id, Arc::new(loaded));
+        Ok(())
+    }
+
+    /// Remove a toolset; calls already running on it finish normally.
+    pub fn remove(&self, id: &str) -> bool {
+        self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(id).is_some()
+    }
+
+    /// The ids of the loaded toolsets, sorted.
+    pub fn toolset_ids(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
+    }
+
+    /// Every tool, available or not, sorted by namespaced name.
+    pub fn all_tools(&self) -> Vec<RegisteredTool> {
+        let mut tools: Vec<RegisteredTool> = self.read().values().flat_map(|t| t.tools.clone()).collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    /// The tools callers may see and call (enabled, not filtered out),
+    /// sorted by namespaced name.
+    pub fn tools(&self) -> Vec<RegisteredTool> {
+        self.all_tools().into_iter().filter(|t| t.enabled).collect()
+    }
+
+    /// Look a tool up by namespaced name.
+    pub fn tool(&self, name: &str) -> Option<RegisteredTool> {
+        self.find(name).map(|(_, tool)| tool)
+    }
+
+    fn find(&self, name: &str) -> Option<(Arc<LoadedToolset>, RegisteredTool)> {
+        let (toolset, _) = name.split_once(NAMESPACE_SEPARATOR)?;
+        let loaded = Arc::clone(self.read().get(toolset)?);
+        let tool = loaded.tools.iter().find(|t| t.name == name)?.clone();
+        Some((loaded, tool))
+    }
+
+    /// Call a tool by namespaced name. A tool that is disabled or filtered
+    /// out does not exist for callers. Arguments are validated first; a tool
+    /// that requires approval then goes to `approver`, and a denial is an
+    /// `isError` result saying the call was not approved (the plugin does
+    /// not run).
+    pub async fn call_tool(&self, name: &str, arguments: Value, approver: &dyn Approver) -> Result<CallToolResult, Error> {
+        let found = self.find(name).filter(|(_, tool)| tool.enabled);
+        let Some((loaded, tool)) = found else {
+            return Err(Error::UnknownTool {
+                plugin: "registry".to_owned(),
+                tool: name.to_owned(),
+                available: self.tools().into_iter().map(|t| t.name).collect(),
+            });
+        };
+        let arguments = Value::Object(loaded.plugin.validate_arguments(&tool.tool.name, arguments)?);
+        if tool.requires_approval {
+            let request = ApprovalRequest { tool: &tool, arguments: &arguments };
+            if let Approval::Denied(reason) = approver.approve(request).await {
+                tracing::info!(tool = %name, "call not approved: {reason}");
+                return Ok(CallToolResult::error(format!(
+                    "the call to `{name}` was not approved: {reason}"
+                )));
+            }
+        }
+        loaded.plugin.call_tool(&tool.tool.name, arguments).await
+    }
+}
+
+/// Letters, digits, `-` and single `_`, not at either end.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !id.contains(NAMESPACE_SEPARATOR)
+        && !id.starts_with('_')
+        && !id.ends_with('_')
+}
+
+fn source_of(config: &ToolsetConfig) -> String {
+    match &config.file {
+        Some(file) => format!("toolset `{}` ({}#{})", config.id, file.display(), config.pointer),
+        None => format!("toolset `{}`", config.id),
+    }
+}
+
+/// Load a toolset's plugin and work out its tools' effective settings.
+async fn prepare(
+    config: ToolsetConfig,
+    secrets: Arc<dyn SecretProvider>,
+) -> Result<(LoadedToolset, Vec<String>), Error> {
+    let source = source_of(&config);
+    let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
+    if config.kind != "uri" {
+        return Err(unsupported(format!(
+            "kind `{}` is not supported: toolhost runs Wasm plugins (kind `uri`)",
+            config.kind
+        )));
+    }
+    let path: PathBuf = match &config.source {
+        Some(PluginSource::File(path)) => path.clone(),
+        Some(PluginSource::Unsupported(url)) => {
+            return Err(unsupported(format!("`{url}` cannot be loaded yet: only file paths and file:// URLs")));
+        }
+        None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
+    };
+    let plugin = Plugin::builder_from_file(&path)
+        .with_name(config.id.clone())
+        .with_policy(config.policy.clone())
+        .with_validation(config.validation.clone())
+        .with_secret_provider(secrets)
+        .with_secret_output(config.secret_output)
+        .build()
+        .await?;
+
+    let mut warnings: Vec<String> = plugin
+        .warnings()
+        .iter()
+        .map(|w| format!("{source}: tool left out: {w}"))
+        .collect();
+    for listed in config.tools.keys() {
+        if plugin.tool(listed).is_none() {
+            warnings.push(format!("{source}: the tools list names `{listed}`, which the plugin does not have"));
+        }
+    }
+    let tools = plugin
+        .tools()
+        .iter()
+        .map(|tool| {
+            let listed = config.tools.get(&tool.name).copied().unwrap_or_default();
+            let mut enabled = listed.enabled.unwrap_or(config.defaults.enabled);
+            let mut disabled_reason = (!enabled).then(|| "disabled by configuration".to_owned());
+            if enabled && config.include.as_ref().is_some_and(|f| !f.matches(tool)) {
+                enabled = false;
+                disabled_reason = Some("not matched by includeTools".to_owned());
+            }
+            if enabled && config.exclude.as_ref().is_some_and(|f| f.matches(tool)) {
+                enabled = false;
+                disabled_reason = Some("matched by excludeTools".to_owned());
+            }
+            let requires_approval = listed.requires_approval.unwrap_or(config.defaults.requires_approval)
+                || config.approvals.requires_approval(tool);
+            RegisteredTool {
+                name: format!("{}{NAMESPACE_SEPARATOR}{}", config.id, tool.name),
+                toolset: config.id.clone(),
+                source: source.clone(),
+                tool: tool.clone(),
+                enabled,
+                disabled_reason,
+                requires_approval,
+            }
+        })
+        .collect();
+    Ok((LoadedToolset { plugin, tools }, warnings))
+}

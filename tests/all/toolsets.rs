@@ -1,0 +1,283 @@
+//! Many plugins from one configuration: the toolsets file, namespacing,
+//! filters, approval, secrets, and a registry that changes at run time.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost::{
+    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, Error, FileSecretProvider, NoSecrets,
+    OutputProblem, Registry, SecretProvider, load_toolsets, parse_toolsets,
+};
+use toolhost_tests::{example, example_config, fixture};
+
+/// A scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolhost-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+async fn registry_from(path: &std::path::Path, secrets: Arc<dyn SecretProvider>) -> (Registry, toolhost::LoadReport) {
+    let file = load_toolsets(path, secrets.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+    let registry = Registry::new(secrets);
+    let report = registry.load_all(file.toolsets).await;
+    (registry, report)
+}
+
+#[tokio::test]
+async fn the_example_configuration_lists_exactly_the_expected_tools() {
+    let dir = scratch("example");
+    let (registry, report) = registry_from(&example_config(&dir), Arc::new(NoSecrets)).await;
+    assert!(report.failures.is_empty() && report.warnings.is_empty(), "{report:?}");
+    let available: Vec<(String, bool)> = registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
+    let expected = [
+        ("calc__add", false),
+        ("calc__divide", true),
+        ("calc__multiply", false),
+        ("calc__subtract", false),
+        ("text__change_case", false),
+        ("text__slugify", false),
+        ("text__word_count", false),
+        ("words__word_count", true),
+    ];
+    assert_eq!(available, expected.map(|(n, a)| (n.to_owned(), a)));
+    // Filtered-out tools are known, with the reason, but not available.
+    let all = registry.all_tools();
+    let reverse = all.iter().find(|t| t.name == "text__reverse").expect("listed");
+    assert_eq!(reverse.disabled_reason.as_deref(), Some("matched by excludeTools"));
+    let error = registry.call_tool("text__reverse", json!({"text": "x"}), &ApproveAll).await.unwrap_err();
+    assert!(error.is_unknown_tool(), "{error:?}");
+    // Calls route to the right plugin, under the namespaced name.
+    let sum = registry.call_tool("calc__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
+    assert_eq!(sum.texts().next(), Some("5"));
+    assert_eq!(registry.tool("calc__add").expect("tool").exposed().name, "calc__add");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn yaml_json_and_toml_say_the_same() {
+    let dir = scratch("formats");
+    let calculator = example("calculator").display().to_string();
+    let json_doc = json!({"schema": "s", "toolsets": [{"id": "calc", "kind": "uri", "server": {"url": calculator},
+        "toolsetDefaults": {"requiresApproval": true}, "tools": [{"name": "add", "requiresApproval": false}]}]});
+    std::fs::write(dir.join("t.json"), json_doc.to_string()).expect("json");
+    std::fs::write(dir.join("t.yaml"), serde_norway_yaml(&json_doc)).expect("yaml");
+    std::fs::write(
+        dir.join("t.toml"),
+        format!("schema = \"s\"\n[[toolsets]]\nid = \"calc\"\nkind = \"uri\"\nserver = {{ url = \"{calculator}\" }}\ntoolsetDefaults = {{ requiresApproval = true }}\n[[toolsets.tools]]\nname = \"add\"\nrequiresApproval = false\n"),
+    )
+    .expect("toml");
+    for file in ["t.json", "t.yaml", "t.toml"] {
+        let (registry, report) = registry_from(&dir.join(file), Arc::new(NoSecrets)).await;
+        assert!(report.failures.is_empty(), "{file}: {report:?}");
+        let approval: Vec<(String, bool)> = registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
+        assert_eq!(
+            approval,
+            [("calc__add", false), ("calc__divide", true), ("calc__multiply", true), ("calc__subtract", true)]
+                .map(|(n, a)| (n.to_owned(), a)),
+            "{file}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// YAML for a JSON value (JSON is YAML; this keeps the test free of a YAML writer).
+fn serde_norway_yaml(value: &Value) -> String {
+    format!("# comment\n{}\n", serde_json::to_string_pretty(value).expect("json"))
+}
+
+fn problems(error: toolhost::ConfigError) -> Vec<(String, String)> {
+    error.problems.into_iter().map(|p| (p.pointer, p.message)).collect()
+}
+
+#[test]
+fn invalid_configurations_name_the_file_the_pointer_and_the_problem() {
+    let file = std::path::Path::new("/etc/toolhost/bad.yaml");
+    let check = |doc: Value| problems(parse_toolsets(file, &doc, &NoSecrets).expect_err("invalid"));
+
+    let found = check(json!({"toolsets": [{"id": "x", "kind": "wasm"}]}));
+    assert!(found.iter().any(|(p, m)| p == "/schema" && m.contains("required")), "{found:?}");
+    assert!(found.iter().any(|(p, m)| p == "/toolsets/0/kind" && m.contains("wasm")), "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri"}]}));
+    assert_eq!(found.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["/toolsets/0/server"], "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "limits": {"timeout": "soon"}}}]}));
+    assert!(found.iter().any(|(p, m)| p == "/toolsets/0/server" && m.contains("invalid duration `soon`")), "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "config": {"k": "${env:TOOLHOST_TEST_SURELY_UNSET}"}}}]}));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "/toolsets/0/server/config/k");
+    assert!(found[0].1.contains("${env:TOOLHOST_TEST_SURELY_UNSET}"), "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "tokne": "t"}}]}));
+    assert!(found.iter().any(|(p, m)| p == "/toolsets/0/server" && m.contains("tokne")), "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [
+        {"id": "x", "kind": "uri", "server": {"url": "a.wasm"}},
+        {"id": "x", "kind": "uri", "server": {"url": "b.wasm"}}
+    ]}));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].0 == "/toolsets/1/id" && found[0].1.contains("duplicate toolset id `x` (first at /toolsets/0)"), "{found:?}");
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "a__b", "kind": "uri", "server": {"url": "c.wasm"}}]}));
+    assert_eq!(found.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["/toolsets/0/id"], "{found:?}");
+
+    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm"},
+        "extensions": {"includeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "("}}]}}}]}));
+    assert!(found.iter().any(|(p, m)| p == "/toolsets/0/extensions/includeTools" && m.contains("invalid regex")), "{found:?}");
+
+    let error = parse_toolsets(file, &json!({"toolsets": 1}), &NoSecrets).unwrap_err();
+    assert!(error.to_string().starts_with("invalid configuration /etc/toolhost/bad.yaml: "), "{error}");
+}
+
+#[test]
+fn secret_values_never_appear_in_configuration_errors() {
+    let dir = scratch("secret-errors");
+    std::fs::write(dir.join("TIMEOUT"), "hunter2-timeout").expect("secret");
+    let provider = FileSecretProvider::new(&dir);
+    let doc = json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri",
+        "server": {"url": "a.wasm", "limits": {"timeout": "${secret:TIMEOUT}"}}}]});
+    let error = parse_toolsets(std::path::Path::new("c.json"), &doc, &provider).unwrap_err();
+    let text = error.to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("[secret TIMEOUT]"), "{text}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+fn secrets_config(dir: &std::path::Path, secret_output: &str) -> PathBuf {
+    let doc = json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri",
+        "server": {"url": fixture("sdk-secrets").display().to_string(), "secretOutput": secret_output}}]});
+    let path = dir.join(format!("secrets-{secret_output}.json"));
+    std::fs::write(&path, doc.to_string()).expect("config");
+    path
+}
+
+#[tokio::test]
+async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave() {
+    let dir = scratch("secrets");
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).expect("store");
+    std::fs::write(store.join("SERVICE_TOKEN"), "tok-3f9a7c\n").expect("secret");
+    std::fs::write(store.join("UNDECLARED_SECRET"), "nope").expect("secret");
+    let provider: Arc<dyn SecretProvider> = Arc::new(FileSecretProvider::new(&store));
+
+    let (registry, report) = registry_from(&secrets_config(&dir, "redact"), Arc::clone(&provider)).await;
+    assert!(report.failures.is_empty(), "{report:?}");
+    let length = registry.call_tool("svc__token_length", json!({}), &ApproveAll).await.expect("call");
+    assert_eq!(length.texts().next(), Some("the token has 10 characters"));
+
+    let hidden = registry.call_tool("svc__undeclared_visible", json!({}), &ApproveAll).await.expect("call");
+    assert_eq!(hidden.texts().next(), Some("false"), "a secret no tool declares reached the plugin");
+
+    let missing = registry.call_tool("svc__needs_missing", json!({}), &ApproveAll).await.unwrap_err();
+    assert!(missing.is_missing_secret(), "{missing:?}");
+    assert!(missing.to_string().contains("`NOBODY_HAS_THIS`"), "{missing}");
+
+    let leaked = registry.call_tool("svc__leak_token", json!({"prefix": "x"}), &ApproveAll).await.expect("redacted");
+    let text = serde_json::to_string(&leaked).expect("json");
+    assert!(!text.contains("tok-3f9a7c"), "{text}");
+    assert_eq!(leaked.texts().next(), Some("token: [redacted secret SERVICE_TOKEN]"));
+    assert_eq!(leaked.structured_content, Some(json!({"token": "x[redacted secret SERVICE_TOKEN]"})));
+
+    let (strict, _) = registry_from(&secrets_config(&dir, "refuse"), provider).await;
+    let refused = strict.call_tool("svc__leak_token", json!({"prefix": "x"}), &ApproveAll).await.unwrap_err();
+    match &refused {
+        Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets }, .. } => assert_eq!(secrets, &["SERVICE_TOKEN"]),
+        other => panic!("expected a refused leak, got {other:?}"),
+    }
+    assert!(!refused.to_string().contains("tok-3f9a7c"), "{refused}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Records what it was asked, and answers as told.
+struct Recording {
+    answer: Approval,
+    seen: Mutex<Vec<(String, Value, Option<bool>)>>,
+}
+
+impl Approver for Recording {
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
+        let read_only = request.annotations().and_then(|a| a.read_only_hint);
+        self.seen.lock().expect("lock").push((request.tool.name.clone(), request.arguments.clone(), read_only));
+        let answer = self.answer.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+#[tokio::test]
+async fn approval_is_asked_with_validated_arguments_and_a_denial_never_runs_the_plugin() {
+    let dir = scratch("approval");
+    let (registry, _) = registry_from(&example_config(&dir), Arc::new(NoSecrets)).await;
+
+    let deny = Recording { answer: Approval::Denied("not today".to_owned()), seen: Mutex::new(Vec::new()) };
+    let denied = registry.call_tool("calc__divide", json!({"a": 1, "b": 0}), &deny).await.expect("a result");
+    assert!(denied.is_error());
+    assert_eq!(denied.texts().next(), Some("the call to `calc__divide` was not approved: not today"));
+    assert_eq!(*deny.seen.lock().expect("lock"), [("calc__divide".to_owned(), json!({"a": 1, "b": 0}), Some(true))]);
+
+    // Invalid arguments are refused before anyone is asked.
+    let invalid = registry.call_tool("calc__divide", json!({"a": "x"}), &deny).await.unwrap_err();
+    assert!(invalid.is_invalid_arguments());
+    assert_eq!(deny.seen.lock().expect("lock").len(), 1);
+
+    // Tools that need no approval never reach the hook.
+    let add = registry.call_tool("calc__add", json!({"a": 1, "b": 1}), &DenyAll("no".to_owned())).await.expect("add");
+    assert!(!add.is_error());
+
+    let approve = Recording { answer: Approval::Approved, seen: Mutex::new(Vec::new()) };
+    let divided = registry.call_tool("calc__divide", json!({"a": 1, "b": 4}), &approve).await.expect("divide");
+    assert_eq!(divided.texts().next(), Some("0.25"));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn a_broken_plugin_is_reported_and_the_others_load() {
+    let dir = scratch("broken");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+        {"id": "gone", "kind": "uri", "server": {"url": "does-not-exist.wasm"}},
+        {"id": "remote", "kind": "uri", "server": {"url": "https://example.com/p.wasm"}},
+        {"id": "mcp", "kind": "mcp"},
+        {"id": "calc2", "kind": "uri", "server": {"url": example("calculator").display().to_string()},
+         "tools": [{"name": "modulo", "enabled": false}]}
+    ]});
+    let path = dir.join("t.json");
+    std::fs::write(&path, doc.to_string()).expect("config");
+    let (registry, report) = registry_from(&path, Arc::new(NoSecrets)).await;
+    let failed: Vec<&str> = report.failures.iter().map(|f| f.toolset.as_str()).collect();
+    assert_eq!(failed, ["gone", "remote", "mcp"]);
+    assert!(report.failures[1].error.to_string().contains("cannot be loaded yet"), "{}", report.failures[1].error);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(report.warnings[0].contains("`modulo`"), "{:?}", report.warnings);
+    assert_eq!(registry.toolset_ids(), ["calc", "calc2"]);
+    assert_eq!(registry.tools().len(), 8);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn toolsets_come_and_go_without_disturbing_calls_in_flight() {
+    let dir = scratch("runtime");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "slow", "kind": "uri", "server": {"url": fixture("hostile").display().to_string()}}
+    ]});
+    let path = dir.join("t.json");
+    std::fs::write(&path, doc.to_string()).expect("config");
+    let file = load_toolsets(&path, &NoSecrets).expect("config");
+    let registry = Arc::new(Registry::new(Arc::new(NoSecrets)));
+    registry.add(file.toolsets[0].clone()).await.expect("add");
+    let duplicate = registry.add(file.toolsets[0].clone()).await.unwrap_err();
+    assert!(duplicate.to_string().contains("already loaded"), "{duplicate}");
+
+    let in_flight = {
+        let registry = Arc::clone(&registry);
+        tokio::spawn(async move { registry.call_tool("slow__sleep", json!({"ms": 400}), &ApproveAll).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(registry.remove("slow"));
+    let done = in_flight.await.expect("task").expect("the call in flight finishes");
+    assert_eq!(done.texts().next(), Some("awake"));
+    assert!(registry.call_tool("slow__ok", json!({}), &ApproveAll).await.unwrap_err().is_unknown_tool());
+    std::fs::remove_dir_all(dir).ok();
+}
