@@ -57,3 +57,42 @@ pub fn example_config(dir: &std::path::Path) -> PathBuf {
     std::fs::write(&path, text.replace("../target/plugins", &plugins.display().to_string())).expect("write config");
     path
 }
+
+/// The version of the official MCP Python SDK the serve tests drive the
+/// server with.
+pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// A Python interpreter with the official MCP Python SDK installed: a
+/// virtual environment in the target directory, created (from PyPI) the first
+/// time it is needed.
+pub fn mcp_python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let target = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..");
+            let venv = target.join("mcp-venv");
+            let python = venv.join("bin").join("python");
+            let marker = venv.join("installed.txt");
+            if std::fs::read_to_string(&marker).is_ok_and(|m| m == MCP_PYTHON_SDK) {
+                return python;
+            }
+            let run = |program: &std::path::Path, args: &[&str]| {
+                let status = std::process::Command::new(program)
+                    .args(args)
+                    .status()
+                    .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+                assert!(status.success(), "{} {args:?} failed", program.display());
+            };
+            let venv_text = venv.to_string_lossy().into_owned();
+            run(std::path::Path::new("python3"), &["-m", "venv", "--clear", &venv_text]);
+            run(&python, &["-m", "pip", "install", "--quiet", "--disable-pip-version-check", MCP_PYTHON_SDK]);
+            std::fs::write(&marker, MCP_PYTHON_SDK).expect("write the venv marker");
+            python
+        })
+        .clone()
+}
+
+/// The MCP client script of the serve tests (`tests/mcp/client.py`).
+pub fn mcp_client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("client.py")
+}

@@ -45,7 +45,7 @@ pub struct ToolsetsFile {
 }
 
 /// One toolset of a configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolsetConfig {
     /// Its id; its tools are listed as `<id>__<tool>`.
     pub id: String,

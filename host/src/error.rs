@@ -77,6 +77,16 @@ pub enum Error {
         available: Vec<String>,
     },
 
+    /// No available tool of a registry has that name (it may not exist, be
+    /// disabled or be filtered out); the call was refused.
+    #[error("no tool `{tool}` is available; the tools are: {}", list_or_none(available))]
+    NoSuchTool {
+        /// The name asked for.
+        tool: String,
+        /// The namespaced names that are available, sorted.
+        available: Vec<String>,
+    },
+
     /// The arguments were refused before the plugin ran.
     #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {}", join_violations(violations))]
     InvalidArguments {
@@ -141,7 +151,7 @@ impl Error {
 
     /// The tool name was not one the plugin describes.
     pub fn is_unknown_tool(&self) -> bool {
-        matches!(self, Error::UnknownTool { .. })
+        matches!(self, Error::UnknownTool { .. } | Error::NoSuchTool { .. })
     }
 
     /// The arguments were refused (the caller's fault).
@@ -267,6 +277,7 @@ impl fmt::Display for Fault {
             FaultKind::MemoryLimit => write!(f, "the memory limit was hit ({})", self.message),
             FaultKind::FuelExhausted => write!(f, "the fuel budget ran out ({})", self.message),
             FaultKind::OutputTooLarge => write!(f, "the output is too large ({})", self.message),
+            FaultKind::Cancelled => write!(f, "the call was cancelled ({})", self.message),
             FaultKind::Denied => write!(f, "the plugin was refused a capability: {}", self.message),
             FaultKind::Runtime => write!(f, "the runtime failed: {}", self.message),
         }
@@ -291,6 +302,9 @@ pub enum FaultKind {
     FuelExhausted,
     /// The output was larger than the output size cap; it was not copied.
     OutputTooLarge,
+    /// The caller cancelled the call (dropped its future); the guest was
+    /// stopped.
+    Cancelled,
     /// The plugin asked for something it was not granted (an HTTP request to
     /// a host outside its grants).
     Denied,

@@ -31,6 +31,7 @@
 mod config;
 mod error;
 mod filter;
+mod mcp;
 mod plugin;
 mod registry;
 mod sandbox;
@@ -51,6 +52,7 @@ pub use registry::{
     Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool,
     Registry, RegistryError, ToolsetFailure,
 };
+pub use mcp::{McpServer, ToolSource};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use secrets::{
     EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,

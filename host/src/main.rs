@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use toolhost::{
     Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error,
-    FileSecretProvider, PathGrant, Plugin, Policy, Registry, SecretProvider, ValidationOptions,
+    FileSecretProvider, McpServer, PathGrant, Plugin, Policy, Registry, SecretProvider, ToolSource,
+    ValidationOptions,
 };
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
@@ -52,6 +53,29 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         args_file: Option<PathBuf>,
         /// Approve every call that requires approval, without asking.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        secrets: SecretOptions,
+        #[command(flatten)]
+        options: PluginOptions,
+    },
+    /// Serve the tools of a plugin, or of a toolsets configuration, as an MCP
+    /// server: over stdio (the default) or streamable HTTP (`--http`).
+    ///
+    /// `toolhost serve PLUGIN.wasm` or `toolhost serve --config TOOLSETS_FILE`.
+    /// Logs go to stderr, never into the protocol stream. With a toolsets
+    /// file, changes to it (or to its plugins' files) are picked up and
+    /// announced with `notifications/tools/list_changed`.
+    Serve {
+        /// The plugin's .wasm file (omit it with --config FILE).
+        plugin: Option<PathBuf>,
+        /// Serve streamable HTTP at ADDR (default 127.0.0.1:8000) under
+        /// `/mcp`, instead of stdio.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8000")]
+        http: Option<std::net::SocketAddr>,
+        /// Approve every call that requires approval. Without it such calls
+        /// are refused: a server has no terminal to ask on.
         #[arg(long)]
         yes: bool,
         #[command(flatten)]
@@ -289,13 +313,6 @@ fn report(error: &Error) {
             format!("plugin `{plugin}` returned invalid output from {operation}:"),
             violations.iter().map(ToString::to_string).collect(),
         ),
-        Error::UnknownTool { plugin, tool, available } if plugin == "registry" => (
-            format!(
-                "no tool `{tool}` is available in this configuration; the tools are: {}",
-                if available.is_empty() { "(none)".to_owned() } else { available.join(", ") }
-            ),
-            Vec::new(),
-        ),
         Error::InvalidPlugin { plugin, problems } => (
             format!(
                 "plugin `{plugin}` describes its tools wrongly ({} problem{}):",
@@ -376,6 +393,33 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             print_json(&result)?;
             Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })
         }
+        Command::Serve { plugin, http, yes, secrets, options } => {
+            let (pairs, toolsets) = split_config(&options.config, true).map_err(usage)?;
+            let approver: Arc<dyn Approver> = if yes {
+                Arc::new(ApproveAll)
+            } else {
+                Arc::new(toolhost::DenyAll(
+                    "it requires approval and the server was not started with --yes".to_owned(),
+                ))
+            };
+            let source = match (plugin, toolsets) {
+                (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs).await?),
+                (None, Some(file)) => {
+                    if options.configures_a_plugin() || !pairs.is_empty() {
+                        return Err(usage(anyhow::anyhow!(
+                            "with a toolsets file, grants, limits and config come from the file, not from flags"
+                        )));
+                    }
+                    let registry = Arc::new(load_registry(&file, &secrets).await?);
+                    tokio::spawn(watch_config(file, secrets.provider(), Arc::clone(&registry)));
+                    ToolSource::Registry(registry)
+                }
+                _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
+            };
+            let server = McpServer::new(source, approver);
+            serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+            Ok(0)
+        }
         Command::Tools { config, json, secrets } => {
             let registry = load_registry(&config, &secrets).await?;
             let tools = registry.all_tools();
@@ -401,6 +445,67 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             }
             Ok(0)
+        }
+    }
+}
+
+/// Run the MCP server until the client disconnects (stdio) or the process is
+/// interrupted (HTTP).
+async fn serve(server: McpServer, http: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    match http {
+        None => {
+            let running = server.serve(rmcp::transport::stdio()).await.context("the MCP session failed to start")?;
+            running.waiting().await.context("the MCP session failed")?;
+        }
+        Some(addr) => {
+            use rmcp::transport::streamable_http_server::{
+                StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+            };
+            let service = StreamableHttpService::new(
+                move || Ok(server.clone()),
+                Arc::new(LocalSessionManager::default()),
+                StreamableHttpServerConfig::default(),
+            );
+            let router = axum::Router::new().nest_service("/mcp", service);
+            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            let bound = listener.local_addr().context("no local address")?;
+            eprintln!("toolhost: serving MCP over streamable HTTP at http://{bound}/mcp");
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await
+                .context("the HTTP server failed")?;
+        }
+    }
+    Ok(())
+}
+
+/// Reload the toolsets file when it (or a plugin file) changes.
+async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>, registry: Arc<Registry>) {
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut seen = modified(&file);
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        ticker.tick().await;
+        let now = modified(&file);
+        let config_changed = now != seen;
+        seen = now;
+        match toolhost::load_toolsets(&file, secrets.as_ref()) {
+            Ok(parsed) => {
+                let report = registry.sync(parsed.toolsets).await;
+                for failure in &report.failures {
+                    eprintln!("warning: {} was not loaded: {}", failure.source, failure.error);
+                }
+                for warning in &report.warnings {
+                    eprintln!("warning: {warning}");
+                }
+            }
+            Err(error) if config_changed => {
+                eprintln!("warning: the changed configuration was not applied: {error}");
+            }
+            Err(_) => {}
         }
     }
 }

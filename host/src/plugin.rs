@@ -389,13 +389,19 @@ impl Plugin {
     ///
     /// The guest runs on a blocking thread, never on a tokio worker, and on an
     /// instance of its own: an instance that faults is discarded.
+    ///
+    /// Dropping the returned future (a cancelled request, a `select!` that
+    /// went the other way) stops the guest: its instance is interrupted and
+    /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
         let request = self.prepare_call(name, arguments)?;
         let inner = Arc::clone(&self.inner);
         let tool = name.to_owned();
-        tokio::task::spawn_blocking(move || inner.call_blocking(&tool, &request))
-            .await
-            .map_err(|e| Error::Host(format!("the calling thread failed: {e}")))?
+        let cancel = CancelOnDrop { slot: Arc::default(), armed: true };
+        let slot = Arc::clone(&cancel.slot);
+        let outcome = tokio::task::spawn_blocking(move || inner.call_blocking(&tool, &request, &slot)).await;
+        cancel.disarm();
+        outcome.map_err(|e| Error::Host(format!("the calling thread failed: {e}")))?
     }
 
     /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
@@ -501,8 +507,8 @@ impl Plugin {
 }
 
 impl Inner {
-    fn call_blocking(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
-        match self.call_unscrubbed(tool, request) {
+    fn call_blocking(&self, tool: &str, request: &[u8], cancel: &CancelSlot) -> Result<CallToolResult, Error> {
+        match self.call_unscrubbed(tool, request, cancel) {
             Ok(mut result) => {
                 let found = self.handed.redact_result(&mut result);
                 if found.is_empty() {
@@ -547,17 +553,27 @@ impl Inner {
         error
     }
 
-    fn call_unscrubbed(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
+    fn call_unscrubbed(&self, tool: &str, request: &[u8], cancel: &CancelSlot) -> Result<CallToolResult, Error> {
         let operation = || Operation::Tool(tool.to_owned());
         let mut instance = self.checkout().map_err(|fault| Error::PluginFailed {
             plugin: self.name.clone(),
             operation: operation(),
             fault,
         })?;
+        if !cancel.start(instance.cancel_handle()) {
+            // Cancelled before it started: the healthy instance goes back.
+            self.recycle(instance);
+            return Err(Error::Host("the call was cancelled before it started".to_owned()));
+        }
         // An instance whose call faulted is dropped here, never recycled.
-        let output = run_export(&mut instance, exports::CALL, request, &self.limits).map_err(
-            |fault| Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault },
-        )?;
+        let ran = run_export(&mut instance, exports::CALL, request, &self.limits);
+        let cancelled = cancel.finish();
+        let output = ran.map_err(|mut fault| {
+            if cancelled {
+                fault = Fault { kind: FaultKind::Cancelled, message: "the caller went away".to_owned() };
+            }
+            Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault }
+        })?;
         self.recycle(instance);
         let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
             plugin: self.name.clone(),
@@ -598,6 +614,76 @@ impl Inner {
         let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if idle.len() < self.max_idle {
             idle.push(instance);
+        }
+    }
+}
+
+/// Where a running call's cancel handle lives, shared between the caller's
+/// future and the thread running the guest.
+#[derive(Default)]
+struct CancelSlot {
+    state: Mutex<CancelState>,
+}
+
+#[derive(Default)]
+enum CancelState {
+    #[default]
+    Pending,
+    Running(extism::CancelHandle),
+    Cancelled,
+    Done,
+}
+
+impl CancelSlot {
+    /// The guest is about to run; `false` if the caller already went away.
+    fn start(&self, handle: extism::CancelHandle) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match *state {
+            CancelState::Cancelled => false,
+            _ => {
+                *state = CancelState::Running(handle);
+                true
+            }
+        }
+    }
+
+    /// The guest returned; whether it was cancelled.
+    fn finish(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let cancelled = matches!(*state, CancelState::Cancelled);
+        *state = CancelState::Done;
+        cancelled
+    }
+
+    /// The caller went away: stop the guest if it runs, or keep it from starting.
+    fn cancel(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let CancelState::Running(handle) = &*state {
+            // Bumps the epoch of this instance's own engine: only this call stops.
+            let _ = handle.cancel();
+        }
+        if !matches!(*state, CancelState::Done) {
+            *state = CancelState::Cancelled;
+        }
+    }
+}
+
+/// Cancels the call when dropped before [`disarm`](Self::disarm).
+struct CancelOnDrop {
+    slot: Arc<CancelSlot>,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.slot.cancel();
         }
     }
 }

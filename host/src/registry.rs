@@ -128,6 +128,17 @@ impl Approver for DenyAll {
 struct LoadedToolset {
     plugin: Plugin,
     tools: Vec<RegisteredTool>,
+    /// What it was loaded from, to tell whether a new configuration changes it.
+    config: ToolsetConfig,
+    fingerprint: Option<std::time::SystemTime>,
+}
+
+/// When the plugin file was last modified, if it is a file.
+fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
+    match &config.source {
+        Some(PluginSource::File(path)) => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        _ => None,
+    }
 }
 
 /// Errors of the registry itself (not of a plugin).
@@ -156,6 +167,8 @@ pub enum RegistryError {
 pub struct Registry {
     toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
     secrets: Arc<dyn SecretProvider>,
+    /// Bumped whenever the set of tools changes.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -169,7 +182,56 @@ impl Registry {
     /// An empty registry whose plugins get their declared secrets from
     /// `secrets`.
     pub fn new(secrets: Arc<dyn SecretProvider>) -> Self {
-        Registry { toolsets: RwLock::new(BTreeMap::new()), secrets }
+        Registry { toolsets: RwLock::new(BTreeMap::new()), secrets, changes: tokio::sync::watch::Sender::new(0) }
+    }
+
+    /// Notified whenever toolsets are added or removed (the value counts
+    /// changes).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|count| *count += 1);
+    }
+
+    /// Bring the registry in line with a new configuration: toolsets that
+    /// are gone are removed, new ones are loaded, and ones whose
+    /// configuration or plugin file changed are reloaded (the old version
+    /// keeps serving until the new one is ready; if the new one fails, the
+    /// old one is removed and the failure reported).
+    pub async fn sync(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
+        let wanted: std::collections::BTreeSet<String> = toolsets.iter().map(|t| t.id.clone()).collect();
+        let stale: Vec<String> = self.read().keys().filter(|id| !wanted.contains(*id)).cloned().collect();
+        for id in stale {
+            self.remove(&id);
+        }
+        let changed: Vec<ToolsetConfig> = toolsets
+            .into_iter()
+            .filter(|config| match self.read().get(&config.id) {
+                Some(loaded) => loaded.config != *config || loaded.fingerprint != plugin_mtime(config),
+                None => true,
+            })
+            .collect();
+        let mut report = LoadReport::default();
+        for config in changed {
+            let id = config.id.clone();
+            let source = source_of(&config);
+            match prepare(config, Arc::clone(&self.secrets)).await {
+                Ok((loaded, warnings)) => {
+                    self.remove(&id);
+                    match self.insert(loaded) {
+                        Ok(()) => report.warnings.extend(warnings),
+                        Err(error) => report.failures.push(ToolsetFailure { toolset: id, source, error: error.into() }),
+                    }
+                }
+                Err(error) => {
+                    self.remove(&id);
+                    report.failures.push(ToolsetFailure { toolset: id, source, error });
+                }
+            }
+        }
+        report
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<LoadedToolset>>> {
@@ -244,12 +306,18 @@ impl Registry {
             }
         }
         toolsets.insert(id, Arc::new(loaded));
+        drop(toolsets);
+        self.changed();
         Ok(())
     }
 
     /// Remove a toolset; calls already running on it finish normally.
     pub fn remove(&self, id: &str) -> bool {
-        self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(id).is_some()
+        let removed = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(id).is_some();
+        if removed {
+            self.changed();
+        }
+        removed
     }
 
     /// The ids of the loaded toolsets, sorted.
@@ -290,8 +358,7 @@ impl Registry {
     pub async fn call_tool(&self, name: &str, arguments: Value, approver: &dyn Approver) -> Result<CallToolResult, Error> {
         let found = self.find(name).filter(|(_, tool)| tool.enabled);
         let Some((loaded, tool)) = found else {
-            return Err(Error::UnknownTool {
-                plugin: "registry".to_owned(),
+            return Err(Error::NoSuchTool {
                 tool: name.to_owned(),
                 available: self.tools().into_iter().map(|t| t.name).collect(),
             });
@@ -346,6 +413,7 @@ async fn prepare(
         }
         None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
     };
+    let fingerprint = plugin_mtime(&config);
     let plugin = Plugin::builder_from_file(&path)
         .with_name(config.id.clone())
         .with_policy(config.policy.clone())
@@ -393,5 +461,5 @@ async fn prepare(
             }
         })
         .collect();
-    Ok((LoadedToolset { plugin, tools }, warnings))
+    Ok((LoadedToolset { plugin, tools, config, fingerprint }, warnings))
 }

@@ -6,5 +6,6 @@ mod faults;
 mod plugins;
 mod properties;
 mod sandbox;
+mod serve;
 mod toolsets;
 mod validation;
