@@ -96,3 +96,30 @@ pub fn mcp_python() -> PathBuf {
 pub fn mcp_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("client.py")
 }
+
+/// Run `toolhost` with `args`, feeding it `stdin` (or nothing), and wait for
+/// it.
+pub fn run_toolhost(args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(toolhost())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolhost");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(input) = stdin {
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("toolhost output")
+}
+
+/// A command's standard output, parsed as JSON (a panic that shows it when
+/// it is not).
+pub fn json_stdout(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+}

@@ -28,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+pub mod check;
 mod config;
 mod error;
 mod filter;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
+use toolhost::check::{CheckOptions, CheckReport, check_plugin};
 use toolhost::{
     Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error,
     FileSecretProvider, McpServer, PathGrant, Plugin, Policy, Registry, SecretProvider, ToolSource,
@@ -78,6 +79,32 @@ enum Command {
         /// are refused: a server has no terminal to ask on.
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        secrets: SecretOptions,
+        #[command(flatten)]
+        options: PluginOptions,
+    },
+    /// Check that a plugin conforms: its describe output, and every tool
+    /// called with arguments generated from its inputSchema.
+    ///
+    /// Valid arguments (edge values included) must get a result that is
+    /// valid against the protocol and the tool's outputSchema, within the
+    /// limits, without a trap; invalid arguments (sent past the host's own
+    /// check) must get a result or an error, not a trap. Prints a table and
+    /// exits 1 on any failure (3 when the plugin does not even load).
+    Check {
+        /// The plugin's .wasm file.
+        plugin: PathBuf,
+        /// Seed of the generated arguments: the same seed makes the same
+        /// calls.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Calls with valid arguments per tool (invalid ones: half as many).
+        #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+        samples: u16,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         secrets: SecretOptions,
         #[command(flatten)]
@@ -207,7 +234,13 @@ impl PluginOptions {
             || self.enforce_formats
     }
 
-    async fn load(self, path: &Path, config: Vec<(String, String)>) -> Result<Plugin, Error> {
+    /// Load the plugin; the secrets its tools declare come from `secrets`.
+    async fn load(
+        self,
+        path: &Path,
+        config: Vec<(String, String)>,
+        secrets: Option<&SecretOptions>,
+    ) -> Result<Plugin, Error> {
         let validation = ValidationOptions {
             lenient: self.lenient,
             enforce_formats: self.enforce_formats,
@@ -229,11 +262,11 @@ impl PluginOptions {
             policy.limits.max_output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
         policy.limits.fuel = self.fuel;
-        let plugin = Plugin::builder_from_file(path)
-            .with_validation(validation)
-            .with_policy(policy)
-            .build()
-            .await?;
+        let mut builder = Plugin::builder_from_file(path).with_validation(validation).with_policy(policy);
+        if let Some(secrets) = secrets {
+            builder = builder.with_secret_provider(secrets.provider());
+        }
+        let plugin = builder.build().await?;
         for warning in plugin.warnings() {
             eprintln!("warning: left out {warning}");
         }
@@ -345,7 +378,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Describe { plugin, options } => {
             let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
-            let plugin = options.load(&plugin, pairs).await?;
+            let plugin = options.load(&plugin, pairs, None).await?;
             print_json(plugin.describe())?;
             Ok(0)
         }
@@ -384,9 +417,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                         }
                     };
                     let arguments = read_arguments(args, args_file.as_deref()).map_err(usage)?;
-                    let plugin = options
-                        .load(Path::new(plugin), pairs)
-                        .await?;
+                    let plugin = options.load(Path::new(plugin), pairs, Some(&secrets)).await?;
                     plugin.call_tool(tool, arguments).await?
                 }
             };
@@ -403,7 +434,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 ))
             };
             let source = match (plugin, toolsets) {
-                (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs).await?),
+                (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
                 (None, Some(file)) => {
                     if options.configures_a_plugin() || !pairs.is_empty() {
                         return Err(usage(anyhow::anyhow!(
@@ -419,6 +450,39 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let server = McpServer::new(source, approver);
             serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             Ok(0)
+        }
+        Command::Check { plugin, seed, samples, json, secrets, options } => {
+            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
+            let loaded = match options.load(&plugin, pairs, Some(&secrets)).await {
+                Ok(loaded) => loaded,
+                Err(error) if json => {
+                    let problems: Vec<String> = match &error {
+                        Error::InvalidPlugin { problems, .. } => problems.iter().map(ToString::to_string).collect(),
+                        _ => Vec::new(),
+                    };
+                    print_json(&serde_json::json!({
+                        "plugin": plugin.display().to_string(),
+                        "passed": false,
+                        "error": error.to_string(),
+                        "problems": problems,
+                        "tools": [],
+                    }))?;
+                    return Ok(Failure::from(error).code);
+                }
+                Err(error) => return Err(error.into()),
+            };
+            let check_options = CheckOptions {
+                seed,
+                valid_calls: usize::from(samples),
+                invalid_calls: usize::from(samples).div_ceil(2),
+            };
+            let report = check_plugin(&loaded, &check_options).await;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_check(&report).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+            }
+            Ok(if report.passed { 0 } else { exit::TOOL_ERROR })
         }
         Command::Tools { config, json, secrets } => {
             let registry = load_registry(&config, &secrets).await?;
@@ -526,6 +590,87 @@ async fn load_registry(file: &Path, secrets: &SecretOptions) -> Result<Registry,
     Ok(registry)
 }
 
+/// Failures printed per tool; `--json` has them all.
+const SHOWN_FAILURES: usize = 3;
+
+/// The check's table, each failure on a line of its own below it, and a
+/// verdict.
+fn print_check(report: &CheckReport) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = report
+        .tools
+        .iter()
+        .map(|t| [t.tool.clone(), t.calls.to_string(), t.passed.to_string(), t.failures.len().to_string()])
+        .collect();
+    let mut stdout = std::io::stdout().lock();
+    write_table(&mut stdout, ["TOOL", "CALLS", "PASSED", "FAILED"], &rows)?;
+    let failing: Vec<&toolhost::check::ToolCheck> =
+        report.tools.iter().filter(|t| !t.failures.is_empty() || !t.notes.is_empty()).collect();
+    if !failing.is_empty() {
+        writeln!(stdout)?;
+    }
+    for tool in failing {
+        // The smallest failing arguments first: the easiest to reproduce.
+        let mut failures: Vec<&toolhost::check::CheckFailure> = tool.failures.iter().collect();
+        failures.sort_by_key(|f| f.arguments.to_string().len());
+        for failure in failures.iter().take(SHOWN_FAILURES) {
+            writeln!(stdout, "{}: {}", tool.tool, failure.reason)?;
+            if !failure.arguments.is_null() {
+                writeln!(stdout, "  arguments: {}", failure.arguments)?;
+            }
+        }
+        if failures.len() > SHOWN_FAILURES {
+            writeln!(stdout, "{}: ... and {} more failures (--json lists all)", tool.tool, failures.len() - SHOWN_FAILURES)?;
+        }
+        for note in &tool.notes {
+            writeln!(stdout, "{}: note: {note}", tool.tool)?;
+        }
+    }
+    writeln!(stdout)?;
+    let tools = report.tools.len();
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if report.passed {
+        writeln!(
+            stdout,
+            "passed: {tools} tool{}, {} call{} (seed {})",
+            plural(tools),
+            report.calls(),
+            plural(report.calls()),
+            report.seed
+        )?;
+    } else {
+        let failed_tools = report.tools.iter().filter(|t| !t.failures.is_empty()).count();
+        writeln!(
+            stdout,
+            "FAILED: {} failure{} in {failed_tools} of {tools} tool{} (seed {})",
+            report.failures(),
+            plural(report.failures()),
+            plural(tools),
+            report.seed,
+        )?;
+    }
+    Ok(())
+}
+
+/// Left-aligned columns, two spaces apart.
+fn write_table<const N: usize>(out: &mut impl Write, header: [&str; N], rows: &[[String; N]]) -> anyhow::Result<()> {
+    let header = header.map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(widths) {
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', width.saturating_sub(cell.chars().count()) + 2));
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
 fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<()> {
     let rows: Vec<[String; 4]> = tools
         .iter()
@@ -538,23 +683,7 @@ fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<()> {
             [t.name.clone(), enabled, approval, t.source.clone()]
         })
         .collect();
-    let header = ["TOOL", "ENABLED", "APPROVAL", "SOURCE"].map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut stdout = std::io::stdout().lock();
-    for row in std::iter::once(&header).chain(&rows) {
-        let line = format!(
-            "{:w0$}  {:w1$}  {:w2$}  {}",
-            row[0], row[1], row[2], row[3],
-            w0 = widths[0], w1 = widths[1], w2 = widths[2]
-        );
-        writeln!(stdout, "{}", line.trim_end())?;
-    }
-    Ok(())
+    write_table(&mut std::io::stdout().lock(), ["TOOL", "ENABLED", "APPROVAL", "SOURCE"], &rows)
 }
 
 /// Asks on the terminal; refuses clearly when there is none.

@@ -394,6 +394,24 @@ impl Plugin {
     /// went the other way) stops the guest: its instance is interrupted and
     /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
+        let arguments = self.validate_arguments(name, arguments)?;
+        self.run_call(name, arguments).await
+    }
+
+    /// Call a tool with arguments that are *not* checked against its
+    /// `inputSchema`: the plugin gets them as they are. The result is checked
+    /// as [`call_tool`](Self::call_tool) checks it.
+    ///
+    /// This is for testing how a plugin copes with bad input (as
+    /// `toolhost check` does): a plugin must answer arguments it cannot use
+    /// with a tool error, not a crash, since not every host validates them.
+    pub async fn call_tool_unvalidated(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
+        self.index_of(name)?;
+        self.run_call(name, arguments).await
+    }
+
+    /// Run the call on a blocking thread, with cancel-on-drop.
+    async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
         let request = self.prepare_call(name, arguments)?;
         let inner = Arc::clone(&self.inner);
         let tool = name.to_owned();
@@ -409,15 +427,7 @@ impl Plugin {
     /// arguments must be an object (or `null`) valid against its
     /// `inputSchema`. Returns the arguments as an object.
     pub fn validate_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
-        let Some(&index) = self.inner.index.get(name) else {
-            let mut available: Vec<String> = self.inner.index.keys().cloned().collect();
-            available.sort();
-            return Err(Error::UnknownTool {
-                plugin: self.inner.name.clone(),
-                tool: name.to_owned(),
-                available,
-            });
-        };
+        let index = self.index_of(name)?;
         let invalid = |violations| Error::InvalidArguments {
             plugin: self.inner.name.clone(),
             tool: name.to_owned(),
@@ -472,10 +482,17 @@ impl Plugin {
             .unwrap_or_default()
     }
 
-    /// Check the tool name, its secrets and the arguments, and encode the
-    /// request.
-    fn prepare_call(&self, name: &str, arguments: Value) -> Result<Vec<u8>, Error> {
-        let arguments = self.validate_arguments(name, arguments)?;
+    /// The position of a tool the plugin describes, or `UnknownTool`.
+    fn index_of(&self, name: &str) -> Result<usize, Error> {
+        self.inner.index.get(name).copied().ok_or_else(|| {
+            let mut available: Vec<String> = self.inner.index.keys().cloned().collect();
+            available.sort();
+            Error::UnknownTool { plugin: self.inner.name.clone(), tool: name.to_owned(), available }
+        })
+    }
+
+    /// Check the tool's secrets and the request's size, and encode it.
+    fn prepare_call(&self, name: &str, arguments: JsonObject) -> Result<Vec<u8>, Error> {
         if let Some(secret) = self.missing_secrets(name).first() {
             return Err(Error::MissingSecret {
                 plugin: self.inner.name.clone(),

@@ -1,31 +1,8 @@
 //! The `toolhost` command line: output, exit codes and messages.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use serde_json::Value;
-use toolhost_tests::{example, fixture, toolhost};
-
-fn run(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(toolhost())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolhost");
-    let mut pipe = child.stdin.take().expect("stdin");
-    if let Some(input) = stdin {
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    drop(pipe);
-    child.wait_with_output().expect("toolhost output")
-}
-
-fn json_stdout(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
-}
+use toolhost_tests::{example, fixture, json_stdout, run_toolhost as run};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

@@ -17,7 +17,7 @@ pub const WASM_PROFILE: &str = "wasm-release";
 pub const EXAMPLE_PLUGINS: &[&str] = &["calculator", "clock", "doorbell", "text"];
 /// The test fixture plugins, by package name (`tests/fixtures/<name>`; the
 /// package is `fixture-<name>`).
-pub const TEST_FIXTURES: &[&str] = &["hostile", "raw-servlet", "scripted", "sdk-secrets"];
+pub const TEST_FIXTURES: &[&str] = &["hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets"];
 
 /// The workspace root (the directory above this crate).
 pub fn workspace_root() -> PathBuf {

@@ -1,0 +1,720 @@
+//! Values generated from a JSON Schema, for `toolhost check`: values meant to
+//! satisfy it (leaning to its edges) and mutations meant to break it.
+//!
+//! Generation is best effort: the schema language is too rich to satisfy by
+//! construction (`not`, `if`/`then`, `dependentRequired`, ...). Every value is
+//! therefore judged afterwards by the same validator the host uses, and only
+//! values it accepts (or, for mutations, refuses) are used.
+
+use rand::{RngExt as _, rngs::StdRng, seq::IndexedRandom as _};
+use serde_json::{Map, Number, Value, json};
+
+/// Which end of what a schema allows a value leans to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// The least: required properties only, shortest strings, fewest items,
+    /// smallest numbers.
+    Minimal,
+    /// The most: every property, longest strings, most items, largest
+    /// numbers.
+    Maximal,
+    /// Anything allowed, edge values often.
+    Random,
+}
+
+/// Nesting beyond which objects keep only required properties and arrays
+/// only their minimum of items.
+const SHALLOW_DEPTH: usize = 6;
+/// Nesting at which generation gives up (a schema that requires itself).
+const MAX_DEPTH: usize = 24;
+/// How far past `minItems` arrays grow when `maxItems` does not say.
+const EXTRA_ITEMS: usize = 5;
+/// How far past `minLength` strings grow when `maxLength` does not say.
+const EXTRA_CHARS: usize = 40;
+/// Longest repetition a `pattern` is expanded to.
+const PATTERN_REPEAT: u32 = 8;
+/// Integers drawn when a schema sets no bounds.
+const DEFAULT_INT_RANGE: i64 = 1_000_000;
+/// The largest integer a double holds exactly (2^53 - 1).
+const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
+/// Characters strings are made of: plain text first, then the characters
+/// that break careless code (non-ASCII, astral, quotes, control characters).
+const PLAIN: &[char] = &['a', 'b', 'c', 'x', 'y', 'z', 'E', 'Q', '0', '7', ' ', '-', '_', '.'];
+const TRICKY: &[char] = &['é', 'ß', 'Ж', '日', '本', '🦀', '\u{301}', '"', '\\', '\'', '\n', '\t', '<', '&', '\u{0}'];
+
+/// Generates values for one schema document (whose local `$ref`s it
+/// resolves).
+pub(crate) struct Sampler<'a> {
+    root: &'a Value,
+    rng: &'a mut StdRng,
+}
+
+impl<'a> Sampler<'a> {
+    pub(crate) fn new(root: &'a Value, rng: &'a mut StdRng) -> Self {
+        Sampler { root, rng }
+    }
+
+    /// A value meant to satisfy the whole document, or `None` where the
+    /// schema cannot be followed (`false`, unresolvable `$ref`, endless
+    /// recursion).
+    pub(crate) fn sample(&mut self, shape: Shape) -> Option<Value> {
+        self.value(self.root, shape, 0)
+    }
+
+    /// Changes to a valid object meant to break the document's schema, each
+    /// with what was changed. Which of them really break it is for the
+    /// validator to say.
+    pub(crate) fn mutations(&mut self, valid: &Map<String, Value>) -> Vec<(String, Map<String, Value>)> {
+        let Some(schema) = self.root.as_object().and_then(|root| self.flatten(root, Shape::Minimal, 0)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut with = |what: String, change: &dyn Fn(&mut Map<String, Value>)| {
+            let mut changed = valid.clone();
+            change(&mut changed);
+            out.push((what, changed));
+        };
+        for name in required(&schema) {
+            with(format!("without the required property `{name}`"), &|m| {
+                m.remove(&name);
+            });
+        }
+        if schema.get("additionalProperties") == Some(&Value::Bool(false))
+            || schema.get("unevaluatedProperties") == Some(&Value::Bool(false))
+        {
+            with("with an undeclared property".to_owned(), &|m| {
+                m.insert("toolhost_check_unexpected".to_owned(), json!(true));
+            });
+        }
+        let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        for (name, property) in &properties {
+            let Some(property) = property.as_object().and_then(|p| self.flatten(p, Shape::Minimal, 0)) else {
+                continue;
+            };
+            for (what, bad) in bad_values(&property) {
+                with(format!("with `{name}` {what}"), &|m| {
+                    m.insert(name.clone(), bad.clone());
+                });
+            }
+        }
+        out
+    }
+
+    fn value(&mut self, schema: &Value, shape: Shape, depth: usize) -> Option<Value> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let schema = match schema {
+            Value::Bool(false) => return None,
+            Value::Object(map) => self.flatten(map, shape, depth)?,
+            _ => return Some(self.anything(shape)),
+        };
+        if let Some(value) = schema.get("const") {
+            return Some(value.clone());
+        }
+        if let Some(Value::Array(options)) = schema.get("enum") {
+            return self.pick(options, shape).cloned();
+        }
+        match self.pick_type(&schema, shape) {
+            "null" => Some(Value::Null),
+            "boolean" => Some(Value::Bool(match shape {
+                Shape::Minimal => false,
+                Shape::Maximal => true,
+                Shape::Random => self.rng.random_bool(0.5),
+            })),
+            "integer" => self.integer(&schema, shape).map(Value::from),
+            "number" => self.number(&schema, shape),
+            "string" => Some(Value::String(self.string(&schema, shape))),
+            "array" => self.array(&schema, shape, depth),
+            "object" => self.object(&schema, shape, depth),
+            _ => Some(self.anything(shape)),
+        }
+    }
+
+    /// One schema object with `$ref`, `allOf`, `anyOf` and `oneOf` folded
+    /// in (a branch chosen for the last two).
+    fn flatten(&mut self, schema: &Map<String, Value>, shape: Shape, depth: usize) -> Option<Map<String, Value>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut out = schema.clone();
+        if let Some(Value::String(reference)) = out.remove("$ref") {
+            match self.resolve(&reference)? {
+                Value::Bool(false) => return None,
+                Value::Object(target) => {
+                    let target = self.flatten(target, shape, depth + 1)?;
+                    merge(&mut out, target);
+                }
+                _ => {}
+            }
+        }
+        if let Some(Value::Array(parts)) = out.remove("allOf") {
+            for part in &parts {
+                match part {
+                    Value::Bool(false) => return None,
+                    Value::Object(part) => {
+                        let part = self.flatten(part, shape, depth + 1)?;
+                        merge(&mut out, part);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = out.remove(key) {
+                let usable: Vec<Value> = branches.into_iter().filter(|b| b != &Value::Bool(false)).collect();
+                match self.pick(&usable, shape) {
+                    None => return None,
+                    Some(Value::Object(branch)) => {
+                        let branch = branch.clone();
+                        let branch = self.flatten(&branch, shape, depth + 1)?;
+                        merge(&mut out, branch);
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The target of a local reference (`#` or `#/json/pointer`).
+    fn resolve(&self, reference: &str) -> Option<&'a Value> {
+        let fragment = reference.strip_prefix('#')?;
+        if fragment.is_empty() {
+            return Some(self.root);
+        }
+        let decoded = percent_decode(fragment);
+        self.root.pointer(&decoded)
+    }
+
+    fn pick<'v>(&mut self, options: &'v [Value], shape: Shape) -> Option<&'v Value> {
+        match shape {
+            Shape::Minimal => options.first(),
+            Shape::Maximal => options.last(),
+            Shape::Random => options.choose(self.rng),
+        }
+    }
+
+    fn pick_type(&mut self, schema: &Map<String, Value>, shape: Shape) -> &'static str {
+        const TYPES: [&str; 7] = ["null", "boolean", "integer", "number", "string", "array", "object"];
+        let named = |name: &str| TYPES.iter().copied().find(|t| *t == name);
+        match schema.get("type") {
+            Some(Value::String(t)) => return named(t).unwrap_or("any"),
+            Some(Value::Array(types)) => {
+                let types: Vec<&'static str> = types.iter().filter_map(Value::as_str).filter_map(named).collect();
+                // Lean away from `null` except when it is all there is.
+                let non_null: Vec<&'static str> = types.iter().copied().filter(|t| *t != "null").collect();
+                let choice = match shape {
+                    Shape::Minimal => types.first().copied(),
+                    Shape::Maximal => non_null.last().or(types.last()).copied(),
+                    Shape::Random => types.choose(self.rng).copied(),
+                };
+                if let Some(t) = choice {
+                    return t;
+                }
+            }
+            _ => {}
+        }
+        let has = |keys: &[&str]| keys.iter().any(|k| schema.contains_key(*k));
+        if has(&["properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties"]) {
+            "object"
+        } else if has(&["items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"]) {
+            "array"
+        } else if has(&["minLength", "maxLength", "pattern", "format"]) {
+            "string"
+        } else if has(&["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
+            "number"
+        } else {
+            match shape {
+                Shape::Minimal => "null",
+                Shape::Maximal => "object",
+                Shape::Random => *["null", "boolean", "integer", "number", "string"].choose(self.rng).unwrap_or(&"null"),
+            }
+        }
+    }
+
+    /// A value for a schema that allows anything.
+    fn anything(&mut self, shape: Shape) -> Value {
+        match shape {
+            Shape::Minimal => Value::Null,
+            Shape::Maximal => json!({"nested": ["any", 1, 2.5, true, null]}),
+            Shape::Random => [json!(null), json!(true), json!(0), json!(-2.5), json!("any"), json!([]), json!({})]
+                .choose(self.rng)
+                .cloned()
+                .unwrap_or(Value::Null),
+        }
+    }
+
+    fn integer(&mut self, schema: &Map<String, Value>, shape: Shape) -> Option<i64> {
+        let (mut lo, mut hi) = format_bounds(schema.get("format").and_then(Value::as_str));
+        if let Some(min) = number(schema, "minimum") {
+            lo = lo.max(clamp_ceil(min));
+        }
+        if let Some(min) = number(schema, "exclusiveMinimum") {
+            lo = lo.max(clamp_floor(min).saturating_add(1));
+        }
+        if let Some(max) = number(schema, "maximum") {
+            hi = hi.min(clamp_floor(max));
+        }
+        if let Some(max) = number(schema, "exclusiveMaximum") {
+            hi = hi.min(clamp_ceil(max).saturating_sub(1));
+        }
+        if lo > hi {
+            return None;
+        }
+        if let Some(step) = number(schema, "multipleOf").filter(|s| *s >= 1.0 && s.fract() == 0.0) {
+            let step = step as i64;
+            let (first, last) = (lo.div_euclid(step) + i64::from(lo.rem_euclid(step) != 0), hi.div_euclid(step));
+            if first > last {
+                return None;
+            }
+            let k = self.int_between(first, last, shape, false);
+            return k.checked_mul(step);
+        }
+        let bounded = lo != i64::MIN || hi != i64::MAX;
+        Some(self.int_between(lo, hi, shape, !bounded || lo == i64::MIN || hi == i64::MAX))
+    }
+
+    /// An integer in `lo..=hi`, at an edge for the minimal and maximal
+    /// shapes; `open` says a side is unbounded (then edges are large but
+    /// exact as doubles, and random values stay moderate).
+    fn int_between(&mut self, lo: i64, hi: i64, shape: Shape, open: bool) -> i64 {
+        let soft_lo = if lo == i64::MIN { (-MAX_SAFE_INTEGER).max(lo) } else { lo };
+        let soft_hi = if hi == i64::MAX { MAX_SAFE_INTEGER.min(hi) } else { hi };
+        match shape {
+            Shape::Minimal if lo == i64::MIN => 0.clamp(lo, hi),
+            Shape::Minimal => lo,
+            Shape::Maximal => soft_hi,
+            Shape::Random => {
+                if self.rng.random_bool(0.35) {
+                    let edges = [lo, hi, soft_lo, soft_hi, 0, 1, -1, i64::from(i32::MAX), i64::from(i32::MIN)];
+                    let fitting: Vec<i64> = edges.into_iter().filter(|e| (lo..=hi).contains(e)).collect();
+                    if let Some(edge) = fitting.choose(self.rng) {
+                        return *edge;
+                    }
+                }
+                let (a, b) = if open {
+                    (soft_lo.max(-DEFAULT_INT_RANGE).min(soft_hi), soft_hi.min(DEFAULT_INT_RANGE).max(soft_lo))
+                } else {
+                    (soft_lo, soft_hi)
+                };
+                self.rng.random_range(a..=b.max(a))
+            }
+        }
+    }
+
+    fn number(&mut self, schema: &Map<String, Value>, shape: Shape) -> Option<Value> {
+        if let Some(step) = number(schema, "multipleOf") {
+            // Whole multiples of the step, in bounds: integers scaled.
+            let mut scaled = Map::new();
+            for (key, op) in [
+                ("minimum", f64::ceil as fn(f64) -> f64),
+                ("maximum", f64::floor),
+                ("exclusiveMinimum", f64::floor),
+                ("exclusiveMaximum", f64::ceil),
+            ] {
+                if let Some(bound) = number(schema, key) {
+                    scaled.insert(key.to_owned(), json!(op(bound / step)));
+                }
+            }
+            let k = self.integer(&scaled, shape)?;
+            return Number::from_f64(k as f64 * step).map(Value::Number);
+        }
+        let nudge = |x: f64| (x.abs() * 1e-9).max(1e-6);
+        let lo = number(schema, "minimum")
+            .or_else(|| number(schema, "exclusiveMinimum").map(|x| x + nudge(x)));
+        let hi = number(schema, "maximum")
+            .or_else(|| number(schema, "exclusiveMaximum").map(|x| x - nudge(x)));
+        let value = match (shape, lo, hi) {
+            (_, Some(lo), Some(hi)) if lo > hi => return None,
+            (Shape::Minimal, Some(lo), _) => lo,
+            (Shape::Minimal, None, hi) => 0f64.min(hi.unwrap_or(0.0)),
+            (Shape::Maximal, _, Some(hi)) => hi,
+            (Shape::Maximal, lo, None) => 1e15f64.max(lo.unwrap_or(0.0)),
+            (Shape::Random, lo, hi) => {
+                let edges = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-9, -1e-9, 1e15, -1e15, 3.141592653589793];
+                let fitting: Vec<f64> = edges
+                    .into_iter()
+                    .chain(lo)
+                    .chain(hi)
+                    .filter(|e| lo.is_none_or(|lo| *e >= lo) && hi.is_none_or(|hi| *e <= hi))
+                    .collect();
+                match fitting.choose(self.rng) {
+                    Some(edge) if self.rng.random_bool(0.35) => *edge,
+                    _ => {
+                        let a = lo.unwrap_or_else(|| hi.map_or(-1e6, |hi| hi - 1e6));
+                        let b = hi.unwrap_or(a + 2e6).max(a);
+                        self.rng.random_range(a..=b)
+                    }
+                }
+            }
+        };
+        Number::from_f64(value).map(Value::Number)
+    }
+
+    fn string(&mut self, schema: &Map<String, Value>, shape: Shape) -> String {
+        if let Some(format) = schema.get("format").and_then(Value::as_str)
+            && let Some(examples) = format_examples(format)
+        {
+            return self.pick_str(examples, shape);
+        }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && let Some(generator) = pattern_generator(pattern)
+        {
+            return self.rng.sample(&generator);
+        }
+        let min = count(schema, "minLength").unwrap_or(0);
+        let max = count(schema, "maxLength").unwrap_or(usize::MAX).max(min);
+        let len = match shape {
+            Shape::Minimal => min,
+            Shape::Maximal => max.min(min + EXTRA_CHARS),
+            Shape::Random => self.rng.random_range(min..=max.min(min + EXTRA_CHARS)),
+        };
+        match shape {
+            Shape::Minimal => "a".repeat(len),
+            Shape::Maximal => (0..len).map(|i| TRICKY[i % TRICKY.len()]).collect(),
+            Shape::Random => {
+                let tricky = self.rng.random_bool(0.3);
+                (0..len)
+                    .map(|_| {
+                        let pool = if tricky && self.rng.random_bool(0.4) { TRICKY } else { PLAIN };
+                        *pool.choose(self.rng).unwrap_or(&'a')
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn pick_str(&mut self, options: &[&str], shape: Shape) -> String {
+        match shape {
+            Shape::Minimal => options[0],
+            Shape::Maximal => options[options.len() - 1],
+            Shape::Random => options.choose(self.rng).copied().unwrap_or(options[0]),
+        }
+        .to_owned()
+    }
+
+    fn array(&mut self, schema: &Map<String, Value>, shape: Shape, depth: usize) -> Option<Value> {
+        // 2020-12 `prefixItems` + `items`, or draft-07 tuple `items` +
+        // `additionalItems`.
+        let (prefix, rest): (Vec<Value>, Value) = match (schema.get("prefixItems"), schema.get("items")) {
+            (Some(Value::Array(prefix)), items) => (prefix.clone(), items.cloned().unwrap_or(Value::Bool(true))),
+            (None, Some(Value::Array(tuple))) => {
+                (tuple.clone(), schema.get("additionalItems").cloned().unwrap_or(Value::Bool(true)))
+            }
+            (_, items) => (Vec::new(), items.cloned().unwrap_or(Value::Bool(true))),
+        };
+        let min = count(schema, "minItems").unwrap_or(0);
+        let mut max = count(schema, "maxItems").unwrap_or(usize::MAX).max(min);
+        if rest == Value::Bool(false) {
+            max = max.min(prefix.len()).max(min);
+        }
+        let len = match shape {
+            _ if depth >= SHALLOW_DEPTH => min,
+            Shape::Minimal => min,
+            Shape::Maximal => max.min(min + EXTRA_ITEMS),
+            Shape::Random => self.rng.random_range(min..=max.min(min + EXTRA_ITEMS)),
+        };
+        let unique = schema.get("uniqueItems") == Some(&Value::Bool(true));
+        let mut items: Vec<Value> = Vec::with_capacity(len);
+        for i in 0..len {
+            let item_schema = prefix.get(i).unwrap_or(&rest);
+            // Unique items need distinct values: retry with random ones.
+            let mut item = self.value(item_schema, shape, depth + 1)?;
+            let mut tries = 0;
+            while unique && items.contains(&item) && tries < 16 {
+                item = self.value(item_schema, Shape::Random, depth + 1)?;
+                tries += 1;
+            }
+            if unique && items.contains(&item) {
+                if i >= min {
+                    break;
+                }
+                return None;
+            }
+            items.push(item);
+        }
+        Some(Value::Array(items))
+    }
+
+    fn object(&mut self, schema: &Map<String, Value>, shape: Shape, depth: usize) -> Option<Value> {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let required = required(schema);
+        let extra_schema = match schema.get("additionalProperties") {
+            Some(Value::Bool(false)) => None,
+            Some(other) => Some(other.clone()),
+            None => Some(Value::Bool(true)),
+        };
+        let mut out = Map::new();
+        for name in &required {
+            let property = properties.and_then(|p| p.get(name)).cloned().or_else(|| extra_schema.clone())?;
+            out.insert(name.clone(), self.value(&property, shape, depth + 1)?);
+        }
+        if let Some(properties) = properties {
+            for (name, property) in properties {
+                if out.contains_key(name) {
+                    continue;
+                }
+                let include = match shape {
+                    _ if depth >= SHALLOW_DEPTH => false,
+                    Shape::Minimal => out.len() < count(schema, "minProperties").unwrap_or(0),
+                    Shape::Maximal => true,
+                    Shape::Random => self.rng.random_bool(0.5),
+                };
+                if include && let Some(value) = self.value(property, shape, depth + 1) {
+                    out.insert(name.clone(), value);
+                }
+            }
+        }
+        let min_properties = count(schema, "minProperties").unwrap_or(0);
+        let mut n = 0;
+        while out.len() < min_properties {
+            let extra = extra_schema.clone()?;
+            out.insert(format!("extra_{n}"), self.value(&extra, shape, depth + 1)?);
+            n += 1;
+        }
+        Some(Value::Object(out))
+    }
+}
+
+/// Add `extra`'s constraints to `base`: properties of both are required to
+/// hold both schemas (`allOf`), `required` is the union, and other keywords
+/// `base` lacks are taken from `extra`.
+fn merge(base: &mut Map<String, Value>, extra: Map<String, Value>) {
+    for (key, value) in extra {
+        match (key.as_str(), base.get_mut(&key), value) {
+            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                for (name, schema) in theirs {
+                    match mine.get_mut(&name) {
+                        Some(existing) => *existing = json!({"allOf": [existing.take(), schema]}),
+                        None => {
+                            mine.insert(name, schema);
+                        }
+                    }
+                }
+            }
+            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                for name in theirs {
+                    if !mine.contains(&name) {
+                        mine.push(name);
+                    }
+                }
+            }
+            (_, Some(_), _) => {}
+            (_, None, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+fn required(schema: &Map<String, Value>) -> Vec<String> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn number(schema: &Map<String, Value>, key: &str) -> Option<f64> {
+    schema.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+fn count(schema: &Map<String, Value>, key: &str) -> Option<usize> {
+    schema.get(key).and_then(Value::as_u64).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+fn clamp_ceil(x: f64) -> i64 {
+    // `as` saturates at the i64 range.
+    x.ceil() as i64
+}
+
+fn clamp_floor(x: f64) -> i64 {
+    x.floor() as i64
+}
+
+/// The range an integer `format` implies (schemars emits these for Rust's
+/// integer types, some without `minimum`/`maximum`).
+fn format_bounds(format: Option<&str>) -> (i64, i64) {
+    match format {
+        Some("int8") => (i8::MIN.into(), i8::MAX.into()),
+        Some("int16") => (i16::MIN.into(), i16::MAX.into()),
+        Some("int32") => (i32::MIN.into(), i32::MAX.into()),
+        Some("uint8") => (0, u8::MAX.into()),
+        Some("uint16") => (0, u16::MAX.into()),
+        Some("uint32") => (0, u32::MAX.into()),
+        Some("uint64" | "uint") => (0, i64::MAX),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
+/// Values of the formats JSON Schema defines, plainest first.
+fn format_examples(format: &str) -> Option<&'static [&'static str]> {
+    Some(match format {
+        "date-time" => &["1970-01-01T00:00:00Z", "2024-02-29T23:59:59.999+05:30", "2038-01-19T03:14:08-08:00"],
+        "date" => &["1970-01-01", "2024-02-29", "9999-12-31"],
+        "time" => &["00:00:00Z", "12:30:45.5+01:00", "23:59:59-07:00"],
+        "duration" => &["P1D", "PT1H30M", "P1Y2M3DT4H5M6S"],
+        "email" => &["a@example.com", "first.last+tag@sub.example.org"],
+        "idn-email" => &["a@example.com", "jörg@bücher.example"],
+        "hostname" => &["localhost", "example.com", "a-b.c-d.example.org"],
+        "idn-hostname" => &["example.com", "bücher.example"],
+        "ipv4" => &["127.0.0.1", "0.0.0.0", "255.255.255.255"],
+        "ipv6" => &["::1", "2001:db8::8a2e:370:7334", "fe80::1"],
+        "uri" | "iri" => &["https://example.com/", "https://example.com/a/b?c=d#e", "urn:isbn:0451450523"],
+        "uri-reference" | "iri-reference" => &["/", "../a/b?c=d", "https://example.com/x"],
+        "uri-template" => &["https://example.com/{id}", "/search{?q,lang}"],
+        "uuid" => &["00000000-0000-0000-0000-000000000000", "123e4567-e89b-12d3-a456-426614174000"],
+        "json-pointer" => &["", "/a/0", "/a~1b/c~0d"],
+        "relative-json-pointer" => &["0", "1/a", "2#"],
+        "regex" => &["^a+$", "[0-9]{2,4}"],
+        _ => return None,
+    })
+}
+
+/// A generator for strings matching `pattern`. JSON Schema patterns are not
+/// anchored, so leading `^` and trailing `$` change nothing about which
+/// generated strings match; the generator does not support them, so they go.
+fn pattern_generator(pattern: &str) -> Option<rand_regex::Regex> {
+    let mut core = pattern.strip_prefix('^').unwrap_or(pattern);
+    if let Some(stripped) = core.strip_suffix('$')
+        && !stripped.ends_with('\\')
+    {
+        core = stripped;
+    }
+    rand_regex::Regex::compile(core, PATTERN_REPEAT).ok()
+}
+
+/// Decode `%XX` escapes in a `$ref` fragment.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = text.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
+}
+
+/// Values of a property's schema meant to break it, each with what is wrong
+/// with it.
+fn bad_values(schema: &Map<String, Value>) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() {
+        let allows = |t: &str| types.contains(&t) || (t == "integer" && types.contains(&"number"));
+        let candidates = [
+            ("string", json!("not the right type")),
+            ("integer", json!(12345)),
+            ("boolean", json!(true)),
+            ("object", json!({"unexpected": "object"})),
+            ("array", json!(["unexpected", "array"])),
+            ("null", Value::Null),
+        ];
+        if let Some((t, value)) = candidates.into_iter().find(|(t, _)| !allows(t)) {
+            out.push((format!("of the wrong type ({t})"), value));
+        }
+        if types == ["integer"] {
+            out.push(("not a whole number".to_owned(), json!(0.5)));
+        }
+    }
+    if schema.contains_key("enum") || schema.contains_key("const") {
+        out.push(("outside its allowed values".to_owned(), json!("toolhost-check: not an allowed value")));
+    }
+    if let Some(min) = number(schema, "minimum").or_else(|| number(schema, "exclusiveMinimum")) {
+        out.push(("below its minimum".to_owned(), json!((min - 1.0).floor())));
+    }
+    if let Some(max) = number(schema, "maximum").or_else(|| number(schema, "exclusiveMaximum")) {
+        out.push(("above its maximum".to_owned(), json!((max + 1.0).ceil())));
+    }
+    if count(schema, "minLength").is_some_and(|n| n > 0) {
+        out.push(("shorter than its minLength".to_owned(), json!("")));
+    }
+    if let Some(max) = count(schema, "maxLength").filter(|n| *n < 1 << 16) {
+        out.push(("longer than its maxLength".to_owned(), json!("x".repeat(max + 1))));
+    }
+    if count(schema, "minItems").is_some_and(|n| n > 0) {
+        out.push(("with fewer items than its minItems".to_owned(), json!([])));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng as _;
+
+    fn samples(schema: Value, shape: Shape) -> Vec<Value> {
+        let mut rng = StdRng::seed_from_u64(7);
+        (0..20).filter_map(|_| Sampler::new(&schema, &mut rng).sample(shape)).collect()
+    }
+
+    #[test]
+    fn edges_follow_the_bounds() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "minimum": 3, "maximum": 9},
+            "s": {"type": "string", "minLength": 2, "maxLength": 4},
+            "o": {"type": "boolean"}
+        }, "required": ["n", "s"]});
+        let minimal = samples(schema.clone(), Shape::Minimal);
+        assert_eq!(minimal[0], json!({"n": 3, "s": "aa"}));
+        let maximal = samples(schema, Shape::Maximal);
+        assert_eq!(maximal[0]["n"], json!(9));
+        assert_eq!(maximal[0]["s"].as_str().map(|s| s.chars().count()), Some(4));
+        assert_eq!(maximal[0]["o"], json!(true));
+    }
+
+    #[test]
+    fn refs_combinators_and_patterns_are_followed() {
+        let schema = json!({
+            "$defs": {"code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}},
+            "type": "object",
+            "properties": {
+                "code": {"$ref": "#/$defs/code"},
+                "either": {"oneOf": [{"type": "integer", "multipleOf": 5, "minimum": 1}, {"const": "x"}]}
+            },
+            "required": ["code", "either"]
+        });
+        let pattern = regex::Regex::new("^[A-Z]{3}-[0-9]{2}$").unwrap();
+        for value in samples(schema, Shape::Random) {
+            assert!(pattern.is_match(value["code"].as_str().unwrap()), "{value}");
+            let either = &value["either"];
+            assert!(either == "x" || either.as_i64().is_some_and(|n| n >= 5 && n % 5 == 0), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_schema_that_requires_itself_gives_up() {
+        let schema = json!({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]});
+        assert!(samples(schema, Shape::Minimal).is_empty());
+        let optional = json!({"type": "object", "properties": {"next": {"$ref": "#"}}});
+        assert_eq!(samples(optional, Shape::Minimal)[0], json!({}));
+    }
+
+    #[test]
+    fn mutations_name_what_they_break() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"], "additionalProperties": false});
+        let mut rng = StdRng::seed_from_u64(1);
+        let valid = json!({"a": 1}).as_object().cloned().unwrap();
+        let mutations = Sampler::new(&schema, &mut rng).mutations(&valid);
+        let names: Vec<&str> = mutations.iter().map(|(what, _)| what.as_str()).collect();
+        assert_eq!(
+            names,
+            ["without the required property `a`", "with an undeclared property", "with `a` of the wrong type (string)"]
+        );
+        assert_eq!(mutations[2].1, *json!({"a": "not the right type"}).as_object().unwrap());
+    }
+}
