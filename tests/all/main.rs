@@ -7,6 +7,7 @@ mod faults;
 mod plugins;
 mod properties;
 mod sandbox;
+mod scaffold;
 mod serve;
 mod toolsets;
 mod validation;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+
+mod scaffold;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use toolhost::check::{CheckOptions, CheckReport, check_plugin};
@@ -109,6 +111,32 @@ enum Command {
         secrets: SecretOptions,
         #[command(flatten)]
         options: PluginOptions,
+    },
+    /// Create a plugin crate on the toolhost SDK: one example tool, a test
+    /// and a README, ready for `toolhost build` and `toolhost check`.
+    New {
+        /// The plugin's name (its crate's name).
+        name: String,
+        /// Where to create it [default: ./NAME].
+        #[arg(long, value_name = "DIR")]
+        path: Option<PathBuf>,
+        /// Depend on the SDK at this path [default: the SDK of the toolhost
+        /// checkout this binary was built from, if it is there].
+        #[arg(long, value_name = "DIR")]
+        sdk_path: Option<PathBuf>,
+    },
+    /// Build a plugin crate for Wasm (`cargo build --release --target
+    /// wasm32-wasip1`) and print the path of the .wasm it built.
+    Build {
+        /// The crate's directory or its Cargo.toml.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// The Wasm target.
+        #[arg(long, default_value = "wasm32-wasip1")]
+        target: String,
+        /// The cargo profile.
+        #[arg(long, default_value = "release")]
+        profile: String,
     },
     /// List the tools of a toolsets configuration: namespaced name, whether it
     /// is enabled, whether it requires approval, and where it comes from.
@@ -298,6 +326,15 @@ impl From<Error> for Failure {
     }
 }
 
+fn scaffold_failure(error: scaffold::ScaffoldError) -> Failure {
+    let code = match &error {
+        scaffold::ScaffoldError::Usage(_) => exit::USAGE,
+        scaffold::ScaffoldError::BuildFailed(_) => exit::TOOL_ERROR,
+        scaffold::ScaffoldError::Other(_) => exit::PLUGIN_FAILED,
+    };
+    Failure { code, error: error.into() }
+}
+
 fn usage(error: anyhow::Error) -> Failure {
     Failure { code: exit::USAGE, error }
 }
@@ -483,6 +520,29 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 print_check(&report).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             }
             Ok(if report.passed { 0 } else { exit::TOOL_ERROR })
+        }
+        Command::New { name, path, sdk_path } => {
+            let dir = path.unwrap_or_else(|| PathBuf::from(&name));
+            let written = scaffold::new_plugin(&name, &dir, sdk_path.as_deref()).map_err(scaffold_failure)?;
+            eprintln!("Created plugin `{name}` in {}:", dir.display());
+            for file in &written {
+                eprintln!("  {}", file.display());
+            }
+            eprintln!("\nNext:\n  cd {}\n  toolhost build\n  toolhost check target/wasm32-wasip1/release/{}.wasm", dir.display(), name.replace('-', "_"));
+            Ok(0)
+        }
+        Command::Build { path, target, profile } => {
+            let built = tokio::task::spawn_blocking(move || scaffold::build_plugin(&path, &target, &profile))
+                .await
+                .map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?
+                .map_err(scaffold_failure)?;
+            let mut stdout = std::io::stdout().lock();
+            for wasm in built {
+                let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);
+                eprintln!("Built {} ({size} bytes)", wasm.display());
+                writeln!(stdout, "{}", wasm.display()).map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?;
+            }
+            Ok(0)
         }
         Command::Tools { config, json, secrets } => {
             let registry = load_registry(&config, &secrets).await?;

@@ -1,0 +1,235 @@
+//! `toolhost new` and `toolhost build`: start a plugin crate on the SDK, and
+//! build one for Wasm.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context as _;
+
+/// The SDK of the checkout this binary was built from, if it is still there.
+const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugin-sdk");
+/// The SDK version a crate depends on when no checkout is at hand.
+const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const TEMPLATE_CARGO: &str = include_str!("../../../templates/plugin/Cargo.toml");
+const TEMPLATE_LIB: &str = include_str!("../../../templates/plugin/src/lib.rs");
+const TEMPLATE_README: &str = include_str!("../../../templates/plugin/README.md");
+const TEMPLATE_GITIGNORE: &str = include_str!("../../../templates/plugin/gitignore");
+const TEMPLATE_TOOLCHAIN: &str = include_str!("../../../templates/plugin/rust-toolchain.toml");
+/// The project's pinned toolchain: plugins are pinned to the same one.
+const PROJECT_TOOLCHAIN: &str = include_str!("../../../../rust-toolchain.toml");
+
+/// Why `new` or `build` did not happen: the caller's mistake, or the build's.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// A bad name, an occupied directory, a missing crate or target.
+    #[error("{0}")]
+    Usage(String),
+    /// Cargo ran and failed (its messages were shown).
+    #[error("{0}")]
+    BuildFailed(String),
+    /// Anything else (I/O).
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// Create the crate `name` in `dir` (which must not exist, or be empty).
+/// Returns the files written.
+pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec<PathBuf>, ScaffoldError> {
+    check_name(name)?;
+    if dir.exists() {
+        let empty = dir.read_dir().map(|mut entries| entries.next().is_none()).unwrap_or(false);
+        if !empty {
+            return Err(ScaffoldError::Usage(format!("{} already exists and is not empty", dir.display())));
+        }
+    }
+    let sdk = match sdk_path {
+        Some(path) => {
+            let path = path
+                .canonicalize()
+                .map_err(|e| ScaffoldError::Usage(format!("--sdk-path {}: {e}", path.display())))?;
+            if !path.join("Cargo.toml").is_file() {
+                return Err(ScaffoldError::Usage(format!("--sdk-path {}: no Cargo.toml there", path.display())));
+            }
+            path_dependency(&path)
+        }
+        None => match Path::new(CHECKOUT_SDK).canonicalize() {
+            Ok(path) if path.join("Cargo.toml").is_file() => path_dependency(&path),
+            _ => {
+                eprintln!(
+                    "note: no toolhost checkout found at {CHECKOUT_SDK}; depending on toolhost-plugin-sdk {SDK_VERSION} \
+                     from the registry (pass --sdk-path to use a local SDK)"
+                );
+                format!("\"{SDK_VERSION}\"")
+            }
+        },
+    };
+    let crate_name = name.replace('-', "_");
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{crate}}", &crate_name)
+            .replace("{{sdk}}", &sdk)
+            .replace("{{toolchain}}", toolchain_channel())
+    };
+    let files = [
+        ("Cargo.toml", fill(TEMPLATE_CARGO)),
+        ("src/lib.rs", fill(TEMPLATE_LIB)),
+        ("README.md", fill(TEMPLATE_README)),
+        ("rust-toolchain.toml", fill(TEMPLATE_TOOLCHAIN)),
+        (".gitignore", TEMPLATE_GITIGNORE.to_owned()),
+    ];
+    let mut written = Vec::new();
+    for (relative, contents) in files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The `channel` of the project's `rust-toolchain.toml`.
+fn toolchain_channel() -> &'static str {
+    PROJECT_TOOLCHAIN
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?.trim().strip_prefix('"')?.strip_suffix('"'))
+        .unwrap_or("stable")
+}
+
+/// A package name cargo accepts and a crate name Rust accepts.
+fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    let valid = name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(ScaffoldError::Usage(format!(
+            "`{name}` is not a valid plugin name: use ASCII letters, digits, `-` and `_`, starting with a letter"
+        )));
+    }
+    const RESERVED: &[&str] = &["test", "std", "core", "alloc", "proc_macro", "self", "super", "crate"];
+    if RESERVED.contains(&name) {
+        return Err(ScaffoldError::Usage(format!("`{name}` is reserved by Rust or cargo; choose another name")));
+    }
+    Ok(())
+}
+
+/// `{ path = "..." }` as a TOML inline table.
+fn path_dependency(path: &Path) -> String {
+    let text = path.to_string_lossy().replace('\\', "\\\\").replace('"', "\\\"");
+    format!("{{ path = \"{text}\" }}")
+}
+
+/// Build the plugin crate at `path` (a directory or its `Cargo.toml`) for
+/// `target` with cargo's `profile`, showing cargo's output on stderr.
+/// Returns the `.wasm` files built.
+pub fn build_plugin(path: &Path, target: &str, profile: &str) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let manifest = if path.is_dir() { path.join("Cargo.toml") } else { path.to_path_buf() };
+    let manifest = manifest
+        .canonicalize()
+        .map_err(|_| ScaffoldError::Usage(format!("no plugin crate at {}: {} not found", path.display(), manifest.display())))?;
+    let crate_dir = manifest.parent().unwrap_or(Path::new("/")).to_path_buf();
+    check_target(&crate_dir, target)?;
+
+    let mut child = Command::new("cargo")
+        .current_dir(&crate_dir)
+        .args(["build", "--manifest-path"])
+        .arg(&manifest)
+        .args(["--target", target, "--profile", profile, "--message-format=json-render-diagnostics"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot run cargo (is it on PATH?)")?;
+    let mut wasm = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("cannot read cargo's output")?;
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if message["reason"] != "compiler-artifact" {
+                continue;
+            }
+            // Only the crate's own artifacts (or its workspace members'), not
+            // its dependencies'.
+            let own = message["manifest_path"]
+                .as_str()
+                .is_some_and(|m| Path::new(m).starts_with(&crate_dir));
+            let cdylib = message["target"]["crate_types"]
+                .as_array()
+                .is_some_and(|types| types.iter().any(|t| t == "cdylib"));
+            if own && cdylib {
+                let files = message["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str());
+                wasm.extend(files.filter(|f| f.ends_with(".wasm")).map(PathBuf::from));
+            }
+        }
+    }
+    let status = child.wait().context("cargo did not finish")?;
+    if !status.success() {
+        return Err(ScaffoldError::BuildFailed(format!("cargo build failed ({status})")));
+    }
+    if wasm.is_empty() {
+        return Err(ScaffoldError::Usage(format!(
+            "{} builds no Wasm module: a plugin crate needs `[lib] crate-type = [\"cdylib\"]`",
+            manifest.display()
+        )));
+    }
+    Ok(wasm)
+}
+
+/// Refuse early, with the fix, when the toolchain that will build the crate
+/// lacks the target (cargo's own message is much less clear).
+fn check_target(crate_dir: &Path, target: &str) -> Result<(), ScaffoldError> {
+    let output = Command::new("rustc")
+        .current_dir(crate_dir)
+        .args(["--print", "target-libdir", "--target", target])
+        .stderr(Stdio::null())
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {
+            let libdir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            if Path::new(&libdir).is_dir() {
+                Ok(())
+            } else {
+                Err(ScaffoldError::Usage(format!(
+                    "the Rust target {target} is not installed for this toolchain: run `rustup target add {target}`"
+                )))
+            }
+        }
+        // No rustc to ask, or it does not know the target: cargo will say.
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for good in ["demo", "my-tools", "a_b2"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "2fast", "has space", "dots.no", "test", "ünï"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_templates_have_no_unfilled_placeholders() {
+        let written = new_plugin("some-tool", &std::env::temp_dir().join(format!("toolhost-new-{}", std::process::id())), None)
+            .expect("scaffold");
+        for file in &written {
+            let text = std::fs::read_to_string(file).expect("read");
+            assert!(!text.contains("{{"), "{}: {text}", file.display());
+        }
+        let cargo = std::fs::read_to_string(&written[0]).expect("Cargo.toml");
+        assert!(cargo.contains("name = \"some-tool\"") && cargo.contains("toolhost-plugin-sdk = { path = "), "{cargo}");
+        let dir = written[0].parent().expect("dir");
+        assert!(new_plugin("some-tool", dir, None).is_err(), "an existing crate is not overwritten");
+        std::fs::remove_dir_all(dir).expect("clean up");
+    }
+}
