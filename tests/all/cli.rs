@@ -296,3 +296,36 @@ fn an_invalid_configuration_names_the_file_the_pointer_and_the_problem() {
     assert!(stderr(&output).contains("not valid YAML"), "{}", stderr(&output));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn bench_reports_throughput_and_latency() {
+    let plugin = path(example("calculator"));
+    let output = run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "300", "--concurrency", "2", "--json"], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report = json_stdout(&output);
+    assert_eq!(report["calls"], 300, "{report}");
+    assert_eq!(report["concurrency"], 2);
+    assert_eq!(report["failures"], 0);
+    assert!(report["callsPerSecond"].as_f64().is_some_and(|c| c > 0.0), "{report}");
+    let latency = &report["latencyUs"];
+    let p = |k: &str| latency[k].as_f64().unwrap_or(f64::NAN);
+    assert!(p("min") <= p("p50") && p("p50") <= p("p90") && p("p90") <= p("p99") && p("p99") <= p("max"), "{latency}");
+
+    let text = run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "50"], None);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.starts_with("calculator.add: 50 calls from 1 concurrent caller") && stdout.contains("p99"), "{stdout}");
+}
+
+#[test]
+fn bench_refuses_bad_arguments_once_and_counts_failures() {
+    let output = run(&["bench", &path(example("calculator")), "add", r#"{"a":"one"}"#, "--calls", "10"], None);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("invalid arguments for tool `add`"), "{}", stderr(&output));
+
+    let output = run(&["bench", &path(fixture("hostile")), "error", "--calls", "20", "--json"], None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report = json_stdout(&output);
+    assert_eq!(report["failures"], 20, "{report}");
+    assert!(report["firstFailure"].as_str().is_some_and(|f| f.contains("returned an error")), "{report}");
+}

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+mod bench;
 mod scaffold;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
@@ -112,6 +113,28 @@ enum Command {
         #[command(flatten)]
         options: PluginOptions,
     },
+    /// Measure a tool: call it N times from C concurrent callers through the
+    /// validating host, and print calls/s and latency percentiles.
+    Bench {
+        /// The plugin's .wasm file.
+        plugin: PathBuf,
+        /// The tool to call.
+        tool: String,
+        /// The arguments, a JSON object [default: {}].
+        #[arg(value_name = "ARGS_JSON")]
+        arguments: Option<String>,
+        /// Calls to make (after one warm-up call per caller).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+        calls: u32,
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        concurrency: u16,
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        options: PluginOptions,
+    },
     /// Create a plugin crate on the toolhost SDK: one example tool, a test
     /// and a README, ready for `toolhost build` and `toolhost check`.
     New {
@@ -196,6 +219,9 @@ struct PluginOptions {
     /// Largest output accepted from a call, like `1MiB` [default: 16MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_output_size: Option<u64>,
+    /// Ready instances kept per plugin [default: the number of cores].
+    #[arg(long, value_name = "N", value_parser = parse_pool_size)]
+    pool_size: Option<usize>,
     /// Instruction (fuel) budget per call [default: none].
     #[arg(long, value_name = "UNITS", value_parser = clap::value_parser!(u64).range(1..))]
     fuel: Option<u64>,
@@ -207,6 +233,18 @@ struct PluginOptions {
     /// it as an annotation.
     #[arg(long)]
     enforce_formats: bool,
+}
+
+fn parse_pool_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err("expected a number of instances from 1 to 4096".to_owned()),
+    }
+}
+
+/// The pool size a plugin gets by default: one instance per core.
+fn default_pool_size() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 fn parse_path_grant(text: &str) -> Result<PathGrant, String> {
@@ -258,6 +296,7 @@ impl PluginOptions {
             || self.memory_limit.is_some()
             || self.max_output_size.is_some()
             || self.fuel.is_some()
+            || self.pool_size.is_some()
             || self.lenient
             || self.enforce_formats
     }
@@ -291,6 +330,9 @@ impl PluginOptions {
         }
         policy.limits.fuel = self.fuel;
         let mut builder = Plugin::builder_from_file(path).with_validation(validation).with_policy(policy);
+        if let Some(size) = self.pool_size {
+            builder = builder.with_max_idle_instances(size);
+        }
         if let Some(secrets) = secrets {
             builder = builder.with_secret_provider(secrets.provider());
         }
@@ -520,6 +562,45 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 print_check(&report).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             }
             Ok(if report.passed { 0 } else { exit::TOOL_ERROR })
+        }
+        Command::Bench { plugin, tool, arguments, calls, concurrency, json, mut options } => {
+            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
+            let concurrency = usize::from(concurrency);
+            // Enough idle instances for every caller, unless told otherwise.
+            options.pool_size.get_or_insert(concurrency.max(default_pool_size()));
+            let arguments = read_arguments(arguments.as_deref(), None).map_err(usage)?;
+            let plugin = Arc::new(options.load(&plugin, pairs, None).await?);
+            // Refuse bad arguments once, not on every call.
+            plugin.validate_arguments(&tool, arguments.clone())?;
+            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+                eprintln!("note: RUST_BACKTRACE is set; figures may differ from a run without it");
+            }
+            let report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
+            if json {
+                print_json(&report)?;
+            } else {
+                let l = &report.latency_us;
+                let h = bench::human;
+                println!(
+                    "{}.{}: {} calls from {} concurrent caller{} in {:.2} s",
+                    report.plugin,
+                    report.tool,
+                    report.calls,
+                    report.concurrency,
+                    if report.concurrency == 1 { "" } else { "s" },
+                    report.seconds
+                );
+                println!("  throughput:  {:.0} calls/s", report.calls_per_second);
+                println!(
+                    "  latency:     p50 {}  p90 {}  p99 {}  (min {}, mean {}, max {})",
+                    h(l.p50), h(l.p90), h(l.p99), h(l.min), h(l.mean), h(l.max)
+                );
+                println!("  tool errors: {}  failures: {}", report.tool_errors, report.failures);
+                if let Some(failure) = &report.first_failure {
+                    println!("  first failure: {failure}");
+                }
+            }
+            Ok(if report.failures == 0 { 0 } else { exit::PLUGIN_FAILED })
         }
         Command::New { name, path, sdk_path } => {
             let dir = path.unwrap_or_else(|| PathBuf::from(&name));

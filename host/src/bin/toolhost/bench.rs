@@ -1,0 +1,159 @@
+//! `toolhost bench`: a load generator for plugin authors. Calls one tool
+//! many times from concurrent callers through the validating host, and
+//! reports throughput and latency percentiles.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use toolhost::Plugin;
+
+/// What one run measured.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchReport {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The tool called.
+    pub tool: String,
+    /// Calls made (after warm-up).
+    pub calls: usize,
+    /// Concurrent callers.
+    pub concurrency: usize,
+    /// Wall-clock time of all calls, in seconds.
+    pub seconds: f64,
+    /// Calls per second.
+    pub calls_per_second: f64,
+    /// Latency percentiles and extremes, in microseconds.
+    pub latency_us: Latency,
+    /// Calls that answered with `isError: true`.
+    pub tool_errors: usize,
+    /// Calls that failed (the host's typed errors).
+    pub failures: usize,
+    /// The first failure's message, if any.
+    pub first_failure: Option<String>,
+}
+
+/// Latency figures, in microseconds.
+#[derive(Debug, Serialize)]
+pub struct Latency {
+    /// Fastest call.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest call.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// Per-caller tallies.
+#[derive(Default)]
+struct Tally {
+    latencies: Vec<Duration>,
+    tool_errors: usize,
+    failures: usize,
+    first_failure: Option<String>,
+}
+
+/// Call `tool` `calls` times from `concurrency` callers. Before timing, each
+/// caller makes one call, so the pool holds ready instances and the plugin's
+/// own first-call costs are not counted.
+pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize, concurrency: usize) -> BenchReport {
+    let warm: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let plugin = Arc::clone(&plugin);
+            let (tool, arguments) = (tool.to_owned(), arguments.clone());
+            tokio::spawn(async move { plugin.call_tool(&tool, arguments).await })
+        })
+        .collect();
+    for task in warm {
+        let _ = task.await;
+    }
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let callers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let plugin = Arc::clone(&plugin);
+            let next = Arc::clone(&next);
+            let (tool, arguments) = (tool.to_owned(), arguments.clone());
+            tokio::spawn(async move {
+                let mut tally = Tally { latencies: Vec::with_capacity(calls / concurrency + 1), ..Tally::default() };
+                while next.fetch_add(1, Ordering::Relaxed) < calls {
+                    let call_started = Instant::now();
+                    let outcome = plugin.call_tool(&tool, arguments.clone()).await;
+                    tally.latencies.push(call_started.elapsed());
+                    match outcome {
+                        Ok(result) if result.is_error() => tally.tool_errors += 1,
+                        Ok(_) => {}
+                        Err(error) => {
+                            tally.failures += 1;
+                            tally.first_failure.get_or_insert_with(|| error.to_string());
+                        }
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    let mut all = Tally::default();
+    for caller in callers {
+        if let Ok(tally) = caller.await {
+            all.latencies.extend(tally.latencies);
+            all.tool_errors += tally.tool_errors;
+            all.failures += tally.failures;
+            if all.first_failure.is_none() {
+                all.first_failure = tally.first_failure;
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    all.latencies.sort_unstable();
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let percentile = |p: f64| -> f64 {
+        if all.latencies.is_empty() {
+            return 0.0;
+        }
+        let rank = ((p / 100.0) * all.latencies.len() as f64).ceil() as usize;
+        micros(all.latencies[rank.clamp(1, all.latencies.len()) - 1])
+    };
+    let total: Duration = all.latencies.iter().sum();
+    let count = all.latencies.len();
+    BenchReport {
+        plugin: plugin.name().to_owned(),
+        tool: tool.to_owned(),
+        calls: count,
+        concurrency,
+        seconds: elapsed.as_secs_f64(),
+        calls_per_second: count as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
+        latency_us: Latency {
+            min: all.latencies.first().copied().map_or(0.0, micros),
+            p50: percentile(50.0),
+            p90: percentile(90.0),
+            p99: percentile(99.0),
+            max: all.latencies.last().copied().map_or(0.0, micros),
+            mean: if count == 0 { 0.0 } else { micros(total) / count as f64 },
+        },
+        tool_errors: all.tool_errors,
+        failures: all.failures,
+        first_failure: all.first_failure,
+    }
+}
+
+/// A duration in microseconds, in the unit that reads best.
+pub fn human(micros: f64) -> String {
+    if micros >= 1e6 {
+        format!("{:.2} s", micros / 1e6)
+    } else if micros >= 1e3 {
+        format!("{:.2} ms", micros / 1e3)
+    } else {
+        format!("{micros:.1} µs")
+    }
+}
