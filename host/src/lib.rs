@@ -35,12 +35,14 @@ mod filter;
 mod mcp;
 mod plugin;
 mod registry;
+mod runtime;
 mod sandbox;
 mod secrets;
 mod validate;
 
 pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
-pub use plugin::{Plugin, PluginBuilder};
+pub use plugin::{Plugin, PluginBuilder, PoolStats};
+pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
 pub use sandbox::{
     Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size,
 };

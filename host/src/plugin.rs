@@ -6,13 +6,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use toolhost_protocol::{
-    CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool, exports,
-};
+use tokio::sync::Semaphore;
+use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
-use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
 use crate::config::SecretOutput;
-use crate::sandbox::{Access, Limits, PathGrant, Policy, WASM_PAGE_BYTES, format_size};
+use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+use crate::runtime::cache::{CompileInfo, ModuleCache};
+use crate::runtime::extism::{Export, ExtismInstance, ExtismModule, HostEnv, NotAPlugin};
+use crate::runtime::{self, EngineKind};
+use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{HandedSecrets, NoSecrets, SecretProvider};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
 
@@ -44,7 +46,8 @@ pub struct PluginBuilder {
     validation: ValidationOptions,
     secrets: Arc<dyn SecretProvider>,
     secret_output: SecretOutput,
-    max_idle_instances: usize,
+    pool_size: usize,
+    cache: ModuleCache,
 }
 
 impl std::fmt::Debug for PluginBuilder {
@@ -56,6 +59,8 @@ impl std::fmt::Debug for PluginBuilder {
             .field("validation", &self.validation)
             .field("secrets", &self.secrets.describe())
             .field("secret_output", &self.secret_output)
+            .field("pool_size", &self.pool_size)
+            .field("cache", &self.cache)
             .finish_non_exhaustive()
     }
 }
@@ -69,7 +74,8 @@ impl PluginBuilder {
             validation: ValidationOptions::default(),
             secrets: Arc::new(NoSecrets),
             secret_output: SecretOutput::default(),
-            max_idle_instances: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            cache: ModuleCache::from_env(),
         }
     }
 
@@ -150,71 +156,65 @@ impl PluginBuilder {
         self
     }
 
-    /// How many ready instances to keep between calls (at least one is
-    /// created for `describe`). Defaults to the number of cores.
-    pub fn with_max_idle_instances(mut self, n: usize) -> Self {
-        self.max_idle_instances = n;
+    /// How many instances the plugin may have at once: calls beyond that
+    /// wait for one to come free. Instances are made when first needed and
+    /// kept between calls. Defaults to the number of cores.
+    pub fn with_pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n;
         self
     }
 
-    /// Compile the plugin, call `describe` and keep its tools.
-    ///
-    /// Compilation runs on a blocking thread, never on a tokio worker.
-    pub async fn build(self) -> Result<Plugin, Error> {
-        tokio::task::spawn_blocking(move || self.build_blocking())
-            .await
-            .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))?
+    /// The same as [`with_pool_size`](Self::with_pool_size) (its earlier
+    /// name).
+    pub fn with_max_idle_instances(self, n: usize) -> Self {
+        self.with_pool_size(n)
     }
 
-    fn build_blocking(self) -> Result<Plugin, Error> {
-        let (name, wasm) = match &self.source {
-            Source::File(path) => {
-                let bytes = std::fs::read(path).map_err(|source| Error::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-                (self.name.clone().or(stem).unwrap_or_else(|| "plugin".to_owned()), bytes)
-            }
-            Source::Bytes(bytes) => (
-                self.name.clone().unwrap_or_else(|| "plugin".to_owned()),
-                bytes.to_vec(),
-            ),
-        };
-        let load_error = |message: String, source: Option<extism::Error>| Error::Load {
-            plugin: name.clone(),
-            message,
-            source: source.map(|e| e.into_boxed_dyn_error()),
-        };
+    /// Where compiled modules are cached between processes. Defaults to
+    /// [`ModuleCache::from_env`].
+    pub fn with_module_cache(mut self, cache: ModuleCache) -> Self {
+        self.cache = cache;
+        self
+    }
 
+    /// Compile the plugin (or load it from the compiled-module cache), call
+    /// `describe` and keep its tools.
+    ///
+    /// Reading and compiling run on a blocking thread, never on a tokio
+    /// worker; `describe` runs as every call does.
+    pub async fn build(self) -> Result<Plugin, Error> {
+        let name = match (&self.name, &self.source) {
+            (Some(name), _) => name.clone(),
+            (None, Source::File(path)) => {
+                path.file_stem().map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+            }
+            (None, Source::Bytes(_)) => "plugin".to_owned(),
+        };
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
-        let manifest = manifest(wasm, &self.policy);
-        let limits = self.policy.limits.clone();
-        let mut instance = new_instance(&manifest, &limits).map_err(|e| {
-            let message = if e.downcast_ref::<wasmtime::Trap>().is_some() {
-                format!("its initialisation trapped ({e})")
-            } else {
-                format!("it is not a valid Wasm module or cannot be instantiated ({e})")
-            };
-            load_error(message, Some(e))
-        })?;
-        for export in [exports::DESCRIBE, exports::CALL] {
-            if !instance.function_exists(export) {
-                return Err(load_error(
-                    format!(
-                        "it does not export `{export}` (a toolhost plugin exports `describe` and `call`)"
-                    ),
-                    None,
-                ));
-            }
-        }
+        let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
+        let (source, cache, loading) = (self.source.clone(), self.cache.clone(), name.clone());
+        let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, kind))
+            .await
+            .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+        let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
+        let module = Arc::new(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?);
 
-        let output = run_export(&mut instance, exports::DESCRIBE, b"", &limits)
-            .map_err(|fault| Error::PluginFailed {
-                plugin: name.clone(),
-                operation: Operation::Describe,
-                fault,
-            })?;
+        let describe_env = Arc::new(HostEnv {
+            name: name.clone(),
+            config: self.policy.config.clone(),
+            allowed_hosts: self.policy.allowed_hosts.clone(),
+            allowed_paths: self.policy.allowed_paths.clone(),
+            limits: self.policy.limits.clone(),
+        });
+        let mut instance = module
+            .instantiate(&describe_env)
+            .await
+            .map_err(|fault| load_error(format!("it cannot be started: {fault}")))?;
+        let output = instance.run(Export::Describe, b"").await.map_err(|fault| Error::PluginFailed {
+            plugin: name.clone(),
+            operation: Operation::Describe,
+            fault,
+        })?;
         let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
             plugin: name.clone(),
             operation: Operation::Describe,
@@ -252,11 +252,11 @@ impl PluginBuilder {
             .iter()
             .flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str()))
             .collect();
-        let mut call_manifest = manifest;
+        let mut config = self.policy.config.clone();
         for id in declared {
             match self.secrets.secret(id) {
                 Ok(Some(value)) => {
-                    call_manifest.config.insert(id.to_owned(), value.clone());
+                    config.insert(id.to_owned(), value.clone());
                     handed.push(id.to_owned(), value);
                 }
                 Ok(None) => {
@@ -268,10 +268,17 @@ impl PluginBuilder {
                 }
             }
         }
+        let env = if handed.is_empty() {
+            describe_env
+        } else {
+            Arc::new(HostEnv { config, ..HostEnv::clone(&describe_env) })
+        };
 
+        let pool_size = self.pool_size.max(1);
         let inner = Inner {
             name,
-            manifest: call_manifest,
+            module,
+            env,
             handed,
             missing_secrets,
             secret_output: self.secret_output,
@@ -279,16 +286,42 @@ impl PluginBuilder {
             checked: checked.tools,
             warnings: checked.problems,
             index,
-            limits,
             validation: self.validation,
-            idle: Mutex::new(Vec::new()),
-            max_idle: self.max_idle_instances.max(1),
+            idle: Mutex::new(Vec::with_capacity(pool_size)),
+            permits: Semaphore::new(pool_size),
+            pool_size,
+            compiled,
         };
+        // The describe instance is a healthy call instance unless the calls
+        // get secrets it was made without.
         if inner.handed.is_empty() {
             inner.recycle(instance);
         }
         Ok(Plugin { inner: Arc::new(inner) })
     }
+}
+
+/// Read and compile (or load from the cache) a plugin's module.
+fn compile(
+    name: &str,
+    source: &Source,
+    cache: &ModuleCache,
+    kind: EngineKind,
+) -> Result<(wasmtime::Module, CompileInfo), Error> {
+    let read;
+    let wasm: &[u8] = match source {
+        Source::File(path) => {
+            read = std::fs::read(path).map_err(|source| Error::Read { path: path.clone(), source })?;
+            &read
+        }
+        Source::Bytes(bytes) => bytes,
+    };
+    let engine = runtime::engine(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
+    cache.load_or_compile(engine, wasm).map_err(|e| Error::Load {
+        plugin: name.to_owned(),
+        message: format!("it is not a valid Wasm module ({e})"),
+        source: Some(e.into_boxed_dyn_error()),
+    })
 }
 
 /// A loaded plugin: its tools, and a pool of instances to call them on.
@@ -302,9 +335,11 @@ pub struct Plugin {
 
 struct Inner {
     name: String,
-    /// What every call instance is made from.
-    manifest: extism::Manifest,
-    /// The secrets in `manifest`'s config, to keep them out of results.
+    /// The compiled plugin every instance is made from.
+    module: Arc<ExtismModule>,
+    /// What call instances are given: config (with secrets), grants, limits.
+    env: Arc<HostEnv>,
+    /// The secrets in `env`'s config, to keep them out of results.
     handed: HandedSecrets,
     /// Secrets a tool declares that the provider does not have.
     missing_secrets: BTreeSet<String>,
@@ -313,10 +348,13 @@ struct Inner {
     checked: Vec<CheckedTool>,
     warnings: Vec<LoadProblem>,
     index: HashMap<String, usize>,
-    limits: Limits,
     validation: ValidationOptions,
-    idle: Mutex<Vec<extism::Plugin>>,
-    max_idle: usize,
+    /// Ready instances.
+    idle: Mutex<Vec<ExtismInstance>>,
+    /// One permit per instance that may exist.
+    permits: Semaphore,
+    pool_size: usize,
+    compiled: CompileInfo,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -377,7 +415,26 @@ impl Plugin {
 
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.env.limits
+    }
+
+    /// How the plugin's compiled module was obtained (compiled, or loaded
+    /// from the compiled-module cache) and how long that took.
+    pub fn compile_info(&self) -> &CompileInfo {
+        &self.inner.compiled
+    }
+
+    /// The instance pool now: its size, how many instances are idle and
+    /// busy, and the memory the idle ones hold.
+    pub fn pool_stats(&self) -> PoolStats {
+        let idle = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let busy = self.inner.pool_size - self.inner.permits.available_permits();
+        PoolStats {
+            size: self.inner.pool_size,
+            idle: idle.len(),
+            busy,
+            idle_memory_bytes: idle.iter().map(ExtismInstance::memory_used).sum(),
+        }
     }
 
     /// Call a tool.
@@ -387,11 +444,14 @@ impl Plugin {
     /// runs. A tool error is `Ok` with `isError: true`; everything else that
     /// goes wrong is a typed [`Error`].
     ///
-    /// The guest runs on a blocking thread, never on a tokio worker, and on an
-    /// instance of its own: an instance that faults is discarded.
+    /// The guest runs on an instance of its own, taken from the plugin's pool
+    /// (waiting for one if all are busy); an instance that faults is
+    /// discarded. It runs on the calling task, in slices of at most one epoch
+    /// tick (1 ms) between which it yields to the executor: it never holds a
+    /// tokio worker for long, and no thread hand-off is paid per call.
     ///
     /// Dropping the returned future (a cancelled request, a `select!` that
-    /// went the other way) stops the guest: its instance is interrupted and
+    /// went the other way) stops the guest at once: its instance is
     /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
         let arguments = self.validate_arguments(name, arguments)?;
@@ -410,16 +470,11 @@ impl Plugin {
         self.run_call(name, arguments).await
     }
 
-    /// Run the call on a blocking thread, with cancel-on-drop.
+    /// Encode the request, run `call`, check and scrub the result.
     async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
         let request = self.prepare_call(name, arguments)?;
-        let inner = Arc::clone(&self.inner);
-        let tool = name.to_owned();
-        let cancel = CancelOnDrop { slot: Arc::default(), armed: true };
-        let slot = Arc::clone(&cancel.slot);
-        let outcome = tokio::task::spawn_blocking(move || inner.call_blocking(&tool, &request, &slot)).await;
-        cancel.disarm();
-        outcome.map_err(|e| Error::Host(format!("the calling thread failed: {e}")))?
+        let outcome = self.inner.call_unscrubbed(name, &request).await;
+        self.inner.scrubbed(name, outcome)
     }
 
     /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
@@ -508,14 +563,14 @@ impl Plugin {
         let request = CallToolRequest::new(name, Some(arguments));
         let bytes = serde_json::to_vec(&request)
             .map_err(|e| Error::Host(format!("cannot encode the request: {e}")))?;
-        if bytes.len() > self.inner.limits.max_input_bytes {
+        if bytes.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {
                 instance_path: String::new(),
                 keyword: "maxInputBytes".to_owned(),
                 message: format!(
                     "the request is {} bytes, over the limit of {} bytes",
                     bytes.len(),
-                    self.inner.limits.max_input_bytes
+                    self.inner.env.limits.max_input_bytes
                 ),
             }]));
         }
@@ -524,8 +579,10 @@ impl Plugin {
 }
 
 impl Inner {
-    fn call_blocking(&self, tool: &str, request: &[u8], cancel: &CancelSlot) -> Result<CallToolResult, Error> {
-        match self.call_unscrubbed(tool, request, cancel) {
+    /// Redact handed-out secrets from a finished call's result (or refuse
+    /// it), and from its error.
+    fn scrubbed(&self, tool: &str, outcome: Result<CallToolResult, Error>) -> Result<CallToolResult, Error> {
+        match outcome {
             Ok(mut result) => {
                 let found = self.handed.redact_result(&mut result);
                 if found.is_empty() {
@@ -570,34 +627,41 @@ impl Inner {
         error
     }
 
-    fn call_unscrubbed(&self, tool: &str, request: &[u8], cancel: &CancelSlot) -> Result<CallToolResult, Error> {
+    async fn call_unscrubbed(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
         let operation = || Operation::Tool(tool.to_owned());
-        let mut instance = self.checkout().map_err(|fault| Error::PluginFailed {
+        let output = self.run(Export::Call, request).await.map_err(|fault| Error::PluginFailed {
             plugin: self.name.clone(),
             operation: operation(),
             fault,
         })?;
-        if !cancel.start(instance.cancel_handle()) {
-            // Cancelled before it started: the healthy instance goes back.
-            self.recycle(instance);
-            return Err(Error::Host("the call was cancelled before it started".to_owned()));
-        }
-        // An instance whose call faulted is dropped here, never recycled.
-        let ran = run_export(&mut instance, exports::CALL, request, &self.limits);
-        let cancelled = cancel.finish();
-        let output = ran.map_err(|mut fault| {
-            if cancelled {
-                fault = Fault { kind: FaultKind::Cancelled, message: "the caller went away".to_owned() };
-            }
-            Error::PluginFailed { plugin: self.name.clone(), operation: operation(), fault }
-        })?;
-        self.recycle(instance);
         let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: operation(),
             problem,
         })?;
         self.check_output(tool, raw)
+    }
+
+    /// Run an export on a pooled instance: wait for a permit, take an idle
+    /// instance (or make one), run, and put the instance back only if the
+    /// run succeeded. If this future is dropped mid-run, the instance goes
+    /// with it.
+    async fn run(&self, export: Export, input: &[u8]) -> Result<Vec<u8>, Fault> {
+        let _permit = self.permits.acquire().await.map_err(|_| Fault {
+            kind: FaultKind::Runtime,
+            message: "the instance pool is closed".to_owned(),
+        })?;
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut instance = match idle {
+            Some(instance) => instance,
+            None => self.module.instantiate(&self.env).await.map_err(|fault| Fault {
+                message: format!("a new instance could not be started: {fault}"),
+                ..fault
+            })?,
+        };
+        let output = instance.run(export, input).await?;
+        self.recycle(instance);
+        Ok(output)
     }
 
     /// Check a tool's output as the options say.
@@ -614,219 +678,27 @@ impl Inner {
         validate::check_result(raw, output_validator).map_err(invalid)
     }
 
-    /// An idle instance, or a new one.
-    fn checkout(&self) -> Result<extism::Plugin, Fault> {
-        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        match idle {
-            Some(instance) => Ok(instance),
-            None => new_instance(&self.manifest, &self.limits).map_err(|e| Fault {
-                kind: FaultKind::Runtime,
-                message: format!("cannot create an instance: {e}"),
-            }),
-        }
-    }
-
-    /// Return a healthy instance to the pool, or drop it when the pool is full.
-    fn recycle(&self, instance: extism::Plugin) {
+    /// Return a healthy instance to the pool.
+    fn recycle(&self, instance: ExtismInstance) {
         let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if idle.len() < self.max_idle {
+        if idle.len() < self.pool_size {
             idle.push(instance);
         }
     }
 }
 
-/// Where a running call's cancel handle lives, shared between the caller's
-/// future and the thread running the guest.
-#[derive(Default)]
-struct CancelSlot {
-    state: Mutex<CancelState>,
-}
-
-#[derive(Default)]
-enum CancelState {
-    #[default]
-    Pending,
-    Running(extism::CancelHandle),
-    Cancelled,
-    Done,
-}
-
-impl CancelSlot {
-    /// The guest is about to run; `false` if the caller already went away.
-    fn start(&self, handle: extism::CancelHandle) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match *state {
-            CancelState::Cancelled => false,
-            _ => {
-                *state = CancelState::Running(handle);
-                true
-            }
-        }
-    }
-
-    /// The guest returned; whether it was cancelled.
-    fn finish(&self) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let cancelled = matches!(*state, CancelState::Cancelled);
-        *state = CancelState::Done;
-        cancelled
-    }
-
-    /// The caller went away: stop the guest if it runs, or keep it from starting.
-    fn cancel(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let CancelState::Running(handle) = &*state {
-            // Bumps the epoch of this instance's own engine: only this call stops.
-            let _ = handle.cancel();
-        }
-        if !matches!(*state, CancelState::Done) {
-            *state = CancelState::Cancelled;
-        }
-    }
-}
-
-/// Cancels the call when dropped before [`disarm`](Self::disarm).
-struct CancelOnDrop {
-    slot: Arc<CancelSlot>,
-    armed: bool,
-}
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            self.slot.cancel();
-        }
-    }
-}
-
-/// The Extism manifest for a plugin under a policy.
-fn manifest(wasm: Vec<u8>, policy: &Policy) -> extism::Manifest {
-    let mut manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
-        .with_config(policy.config.clone().into_iter())
-        .with_allowed_hosts(policy.allowed_hosts.clone().into_iter());
-    for grant in &policy.allowed_paths {
-        // Extism marks read-only grants with a `ro:` prefix on the host path.
-        let host = grant.host.to_string_lossy();
-        let host = match grant.access {
-            Access::ReadOnly => format!("ro:{host}"),
-            Access::ReadWrite => host.into_owned(),
-        };
-        manifest = manifest.with_allowed_path(host, grant.guest_path());
-    }
-    if let Some(timeout) = policy.limits.timeout {
-        manifest = manifest.with_timeout(timeout);
-    }
-    if let Some(bytes) = policy.limits.memory_max_bytes {
-        let pages = u32::try_from(bytes / WASM_PAGE_BYTES).unwrap_or(u32::MAX);
-        manifest = manifest.with_memory_max(pages);
-    }
-    manifest
-}
-
-/// A new instance, on an engine of its own.
-///
-/// Extism enforces timeouts by bumping the epoch of an instance's engine, and
-/// every running call on that engine traps when it moves. Instances sharing an
-/// engine would all be stopped when one of them times out, so each gets its
-/// own; wasmtime's compilation cache makes all but the first compilation a
-/// cache hit.
-fn new_instance(manifest: &extism::Manifest, limits: &Limits) -> Result<extism::Plugin, extism::Error> {
-    let mut builder = extism::PluginBuilder::new(manifest.clone()).with_wasi(true);
-    if let Some(fuel) = limits.fuel {
-        builder = builder.with_fuel_limit(fuel);
-    }
-    extism::Plugin::new_from_compiled(&builder.compile()?)
-}
-
-/// Run one export and copy its output out of the instance, or say how it
-/// failed.
-fn run_export(
-    instance: &mut extism::Plugin,
-    export: &str,
-    input: &[u8],
-    limits: &Limits,
-) -> Result<Vec<u8>, Fault> {
-    match instance.call::<&[u8], &[u8]>(export, input) {
-        Ok(output) if output.len() > limits.max_output_bytes => Err(Fault {
-            kind: FaultKind::OutputTooLarge,
-            message: format!(
-                "{} bytes of output, over the limit of {}",
-                output.len(),
-                format_size(limits.max_output_bytes as u64)
-            ),
-        }),
-        Ok(output) => Ok(output.to_vec()),
-        Err(error) => Err(classify(&error, limits)),
-    }
-}
-
-/// Turn an Extism call error into a [`Fault`].
-fn classify(error: &extism::Error, limits: &Limits) -> Fault {
-    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
-        if *trap == wasmtime::Trap::Interrupt {
-            return timeout_fault(limits);
-        }
-        let message = match trap {
-            // What a Rust panic or `abort` compiles to on Wasm.
-            wasmtime::Trap::UnreachableCodeReached => {
-                "`unreachable` executed: the plugin panicked or aborted".to_owned()
-            }
-            other => other.to_string(),
-        };
-        return Fault { kind: FaultKind::Trap, message };
-    }
-    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return Fault {
-            kind: FaultKind::Exit,
-            message: format!("WASI exit code {}", exit.0),
-        };
-    }
-    // Extism reports these with plain messages.
-    match error.to_string().as_str() {
-        "timeout" => return timeout_fault(limits),
-        "oom" => {
-            let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
-            return Fault {
-                kind: FaultKind::MemoryLimit,
-                message: format!("the instance tried to grow its memory past {limit}"),
-            };
-        }
-        "plugin ran out of fuel" => {
-            let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
-            return Fault {
-                kind: FaultKind::FuelExhausted,
-                message: format!("the call used up {budget} instruction budget"),
-            };
-        }
-        _ => {}
-    }
-    // A host function's error reaches us wrapped in the Wasm backtrace; its own
-    // sentence is the root cause.
-    let top = error.to_string();
-    let message = if top.starts_with("error while executing at wasm backtrace") {
-        error.root_cause().to_string()
-    } else {
-        top
-    };
-    // Extism refuses HTTP to hosts outside the grant with this sentence.
-    if message.starts_with("HTTP request to ") && message.ends_with(" is not allowed") {
-        return Fault {
-            kind: FaultKind::Denied,
-            message: format!("{message}: its host matches no allowed-host grant"),
-        };
-    }
-    Fault { kind: FaultKind::Error, message }
-}
-
-fn timeout_fault(limits: &Limits) -> Fault {
-    let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
-    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
+/// A snapshot of a plugin's instance pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Instances the plugin may have at once.
+    pub size: usize,
+    /// Ready instances.
+    pub idle: usize,
+    /// Instances running a call now.
+    pub busy: usize,
+    /// Bytes the idle instances hold against their memory limits (linear
+    /// memories and Extism kernel memory; not wasmtime's own bookkeeping).
+    pub idle_memory_bytes: usize,
 }
 
 /// Decode a plugin's output as JSON.

@@ -1,0 +1,242 @@
+//! Compiled modules on disk, so a second process start loads a plugin
+//! without compiling it.
+//!
+//! An entry is named by a SHA-256 of the Wasm bytes, the wasmtime version
+//! and the engine's configuration (everything that changes the machine
+//! code), so a plugin that changed, or a toolhost built differently, never
+//! finds an old entry. An entry holds a header, a SHA-256 of its payload and
+//! the payload (wasmtime's serialised module). Before an entry is
+//! deserialised its checksum is verified; wasmtime then checks its own
+//! header (version, target, flags). An entry that fails either check is
+//! reported, deleted and rebuilt: it is never trusted blindly. Writes go to a
+//! temporary file renamed into place, so a reader never sees half an entry.
+//!
+//! The cache directory must be as trusted as the toolhost binary: loading an
+//! entry runs its machine code. It is created readable by its owner only.
+
+use std::hash::Hasher;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::{Engine, Module};
+
+/// First bytes of every entry (16 bytes, the last one the format version).
+const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x01";
+/// Entries kept at most; older ones are removed when a new one is written.
+const MAX_ENTRIES: usize = 256;
+/// The environment variable that moves (or, set to `off` or empty, turns
+/// off) the cache.
+pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
+
+/// Where compiled modules are kept between processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleCache {
+    dir: Option<PathBuf>,
+}
+
+/// How a plugin's compiled module was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheStatus {
+    /// Loaded from the cache: nothing was compiled.
+    Hit,
+    /// Compiled, and stored for next time (unless storing failed, which is
+    /// logged).
+    Miss,
+    /// An entry was found but failed its checks (the reason); it was
+    /// deleted, the module compiled and stored again.
+    Rebuilt(String),
+    /// The cache is off: compiled.
+    Disabled,
+}
+
+/// How long loading a plugin's module took, and how it was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileInfo {
+    /// Cache hit, miss, rebuild or none.
+    pub cache: CacheStatus,
+    /// Time to obtain the compiled module (compile or cache load).
+    pub elapsed: Duration,
+}
+
+impl Default for ModuleCache {
+    /// The cache of [`ModuleCache::from_env`].
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl ModuleCache {
+    /// `$TOOLHOST_CACHE_DIR` if set (`off` or empty: no cache), else
+    /// `$XDG_CACHE_HOME/toolhost/modules`, else
+    /// `$HOME/.cache/toolhost/modules`; no cache if none of these is set.
+    pub fn from_env() -> Self {
+        if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
+            if dir.is_empty() || dir == "off" {
+                return Self::disabled();
+            }
+            return Self::at(dir);
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
+        ModuleCache { dir: base.map(|b| b.join("toolhost").join("modules")) }
+    }
+
+    /// A cache in this directory (created when first written).
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        ModuleCache { dir: Some(dir.into()) }
+    }
+
+    /// No cache: every load compiles.
+    pub fn disabled() -> Self {
+        ModuleCache { dir: None }
+    }
+
+    /// The directory, if the cache is on.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The compiled module for `wasm` on `engine`: from the cache if a
+    /// sound entry exists, else compiled (and stored).
+    pub(crate) fn load_or_compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Module, CompileInfo)> {
+        let started = Instant::now();
+        let Some(dir) = &self.dir else {
+            let module = Module::new(engine, wasm)?;
+            return Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }));
+        };
+        let path = dir.join(format!("{}.cwasm", key(engine, wasm)));
+        let mut status = CacheStatus::Miss;
+        match std::fs::read(&path) {
+            Ok(entry) => match check_entry(&entry) {
+                Ok(payload) => {
+                    // SAFETY: `payload` is what `Module::serialize` wrote for
+                    // this engine configuration (the key says so) and its
+                    // checksum matches; wasmtime checks its own header too.
+                    match unsafe { Module::deserialize(engine, payload) } {
+                        Ok(module) => {
+                            return Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
+                        }
+                        Err(e) => status = CacheStatus::Rebuilt(format!("wasmtime refused it ({e})")),
+                    }
+                }
+                Err(reason) => status = CacheStatus::Rebuilt(reason),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => status = CacheStatus::Rebuilt(format!("it cannot be read ({e})")),
+        }
+        if let CacheStatus::Rebuilt(reason) = &status {
+            tracing::warn!(entry = %path.display(), "the compiled-module cache entry is unusable: {reason}; recompiling");
+            let _ = std::fs::remove_file(&path);
+        }
+        let module = Module::new(engine, wasm)?;
+        if let Err(e) = store(dir, &path, &module) {
+            tracing::warn!(dir = %dir.display(), "cannot write the compiled-module cache: {e}");
+        }
+        Ok((module, CompileInfo { cache: status, elapsed: started.elapsed() }))
+    }
+}
+
+/// The entry name: SHA-256 over a format tag, wasmtime's version, the
+/// engine's compatibility hash and the Wasm bytes.
+fn key(engine: &Engine, wasm: &[u8]) -> String {
+    struct Sha(Sha256);
+    impl Hasher for Sha {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+    }
+    let mut hasher = Sha(Sha256::new());
+    hasher.write(MAGIC);
+    hasher.write(env!("CARGO_PKG_VERSION").as_bytes());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
+    hasher.write(&(wasm.len() as u64).to_le_bytes());
+    hasher.write(wasm);
+    hex(&hasher.0.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The payload of a sound entry, or why the entry is not sound.
+fn check_entry(entry: &[u8]) -> Result<&[u8], String> {
+    let header = MAGIC.len() + 32;
+    if entry.len() < header || &entry[..MAGIC.len()] != MAGIC {
+        return Err("its header is not toolhost's".to_owned());
+    }
+    let (sum, payload) = entry[MAGIC.len()..].split_at(32);
+    if Sha256::digest(payload).as_slice() != sum {
+        return Err("its checksum does not match its contents (the file is corrupt)".to_owned());
+    }
+    Ok(payload)
+}
+
+/// Write an entry atomically, then trim the cache.
+fn store(dir: &Path, path: &Path, module: &Module) -> std::io::Result<()> {
+    let payload = module.serialize().map_err(std::io::Error::other)?;
+    create_private_dir(dir)?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(MAGIC)?;
+    temp.write_all(&Sha256::digest(&payload))?;
+    temp.write_all(&payload)?;
+    temp.as_file().sync_data()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    trim(dir);
+    Ok(())
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// Remove the oldest entries beyond [`MAX_ENTRIES`].
+fn trim(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if files.len() <= MAX_ENTRIES {
+        return;
+    }
+    files.sort();
+    for (_, path) in &files[..files.len() - MAX_ENTRIES] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_checked_before_use() {
+        let payload = b"not really a module";
+        let mut entry = MAGIC.to_vec();
+        entry.extend_from_slice(&Sha256::digest(payload));
+        entry.extend_from_slice(payload);
+        assert_eq!(check_entry(&entry), Ok(&payload[..]));
+
+        let mut flipped = entry.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(check_entry(&flipped).unwrap_err().contains("checksum"));
+        assert!(check_entry(&entry[..20]).unwrap_err().contains("header"));
+        assert!(check_entry(b"\0asm garbage garbage garbage garbage garbage garbage").unwrap_err().contains("header"));
+    }
+}

@@ -1,0 +1,696 @@
+//! Extism plugins on wasmtime: the `extism:host/env` ABI, natively.
+//!
+//! An Extism plugin is a core Wasm module that imports functions from
+//! `extism:host/env` (the kernel of [`super::kernel`], plus `config_get`,
+//! `var_*`, `http_*`, `log_*`) and, usually, WASI preview 1. toolhost
+//! provides exactly those, with the meaning Extism gives them, so plugins
+//! built with any Extism plugin kit run unchanged. What toolhost does not
+//! provide (host functions of `extism:host/user`, other modules) is named
+//! when the plugin is loaded.
+//!
+//! [`ExtismModule`] is a compiled plugin with its imports resolved (an
+//! `InstancePre`): shared by all instances. [`ExtismInstance`] is one store
+//! and instance; a pool keeps them between calls.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use wasmtime::{
+    Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, StoreContextMut,
+    TypedFunc, UpdateDeadline, Val, ValType,
+};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use super::kernel::{Budget, Kernel, OutOfBudget};
+use super::stdio::Tail;
+use super::{EngineKind, Stop, engine, ticker};
+use crate::error::{Fault, FaultKind};
+use crate::sandbox::{Access, Limits, PathGrant, format_size};
+
+/// The import module of Extism's host functions.
+pub(crate) const ENV: &str = "extism:host/env";
+/// The import module of user-defined Extism host functions (not provided).
+const USER: &str = "extism:host/user";
+/// WASI preview 1.
+const WASI_P1: &str = "wasi_snapshot_preview1";
+
+/// Every function of `extism:host/env`, with its Wasm signature.
+const ENV_FUNCTIONS: &[(&str, &[ValType], &[ValType])] = {
+    use ValType::{I32, I64};
+    &[
+        ("alloc", &[I64], &[I64]),
+        ("free", &[I64], &[]),
+        ("length", &[I64], &[I64]),
+        ("length_unsafe", &[I64], &[I64]),
+        ("load_u8", &[I64], &[I32]),
+        ("load_u64", &[I64], &[I64]),
+        ("store_u8", &[I64, I32], &[]),
+        ("store_u64", &[I64, I64], &[]),
+        ("input_load_u8", &[I64], &[I32]),
+        ("input_load_u64", &[I64], &[I64]),
+        ("input_length", &[], &[I64]),
+        ("input_offset", &[], &[I64]),
+        ("input_set", &[I64, I64], &[]),
+        ("output_set", &[I64, I64], &[]),
+        ("output_length", &[], &[I64]),
+        ("output_offset", &[], &[I64]),
+        ("error_set", &[I64], &[]),
+        ("error_get", &[], &[I64]),
+        ("memory_bytes", &[], &[I64]),
+        ("reset", &[], &[]),
+        ("config_get", &[I64], &[I64]),
+        ("var_get", &[I64], &[I64]),
+        ("var_set", &[I64, I64], &[]),
+        ("http_request", &[I64, I64], &[I64]),
+        ("http_status_code", &[], &[I32]),
+        ("http_headers", &[], &[I64]),
+        ("log_warn", &[I64], &[]),
+        ("log_info", &[I64], &[]),
+        ("log_debug", &[I64], &[]),
+        ("log_error", &[I64], &[]),
+        ("log_trace", &[I64], &[]),
+        ("get_log_level", &[], &[I32]),
+    ]
+};
+
+/// Most bytes of variables an instance may keep (Extism's default).
+const MAX_VAR_BYTES: usize = 1024 * 1024;
+/// Most elements a table may grow to: tables live in host memory and are
+/// not counted by the memory limit, so they get a cap of their own.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// What every instance of one plugin shares: its name, grants and limits.
+/// (No `Debug`: the config holds secrets.)
+#[derive(Clone)]
+pub(crate) struct HostEnv {
+    /// The plugin's name, for logs.
+    pub(crate) name: String,
+    /// Config values (`config_get`), secrets included.
+    pub(crate) config: BTreeMap<String, String>,
+    /// Host patterns HTTP requests may go to.
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Directories the plugin sees.
+    pub(crate) allowed_paths: Vec<PathGrant>,
+    /// Limits of every call.
+    pub(crate) limits: Limits,
+}
+
+/// The memory an instance holds: its linear memories and its kernel memory,
+/// against one limit.
+#[derive(Debug)]
+pub(crate) struct MemoryBudget {
+    max: Option<usize>,
+    used: usize,
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(max: Option<u64>) -> Self {
+        MemoryBudget { max: max.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), used: 0 }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+}
+
+impl Budget for MemoryBudget {
+    fn charge(&mut self, bytes: usize) -> Result<(), OutOfBudget> {
+        let total = self.used.checked_add(bytes).ok_or(OutOfBudget)?;
+        if self.max.is_some_and(|max| total > max) {
+            return Err(OutOfBudget);
+        }
+        self.used = total;
+        Ok(())
+    }
+
+    fn refund(&mut self, bytes: usize) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+}
+
+impl ResourceLimiter for MemoryBudget {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.charge(desired.saturating_sub(current)).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= maximum.unwrap_or(usize::MAX).min(MAX_TABLE_ELEMENTS))
+    }
+}
+
+/// The data of one instance's store.
+pub(crate) struct State {
+    pub(crate) kernel: Kernel,
+    pub(crate) memory: MemoryBudget,
+    wasi: WasiP1Ctx,
+    pub(crate) env: Arc<HostEnv>,
+    vars: BTreeMap<String, Vec<u8>>,
+    pub(crate) http_status: u16,
+    pub(crate) http_headers: Option<BTreeMap<String, String>>,
+    /// When the running call must stop.
+    pub(crate) deadline: Option<Instant>,
+    stderr: Tail,
+    stdout: Tail,
+}
+
+impl State {
+    /// Copy bytes into a new kernel block (the null handle for none),
+    /// trapping when the memory budget is spent.
+    pub(crate) fn write_new(&mut self, bytes: &[u8]) -> wasmtime::Result<u64> {
+        self.kernel.write_new(bytes, &mut self.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+    }
+
+    /// The bytes of a live block, copied, and the block freed (host
+    /// functions take ownership of the handles they are given).
+    pub(crate) fn take_block(&mut self, handle: u64, what: &str) -> wasmtime::Result<Vec<u8>> {
+        let bytes = self
+            .kernel
+            .block_bytes(handle)
+            .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for {what}"))))?
+            .to_vec();
+        self.kernel.free(handle);
+        Ok(bytes)
+    }
+
+    fn take_string(&mut self, handle: u64, what: &str) -> wasmtime::Result<String> {
+        let bytes = self.take_block(handle, what)?;
+        String::from_utf8(bytes).map_err(|_| wasmtime::Error::new(Stop::Host(format!("the {what} is not UTF-8"))))
+    }
+}
+
+/// The linker of an engine: every host function, defined once.
+fn linker(kind: EngineKind) -> Result<&'static Linker<State>, String> {
+    static PLAIN: OnceLock<Result<Linker<State>, String>> = OnceLock::new();
+    static FUEL: OnceLock<Result<Linker<State>, String>> = OnceLock::new();
+    let cell = match kind {
+        EngineKind::Plain => &PLAIN,
+        EngineKind::Fuel => &FUEL,
+    };
+    cell.get_or_init(|| {
+        let engine = engine(kind)?;
+        define(engine).map_err(|e| format!("cannot define the host functions: {e}"))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut State| &mut state.wasi)?;
+
+    // The kernel: memory blocks, input, output, error.
+    linker.func_wrap(ENV, "alloc", |mut c: Caller<'_, State>, n: u64| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        state.kernel.alloc(n, &mut state.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+    })?;
+    linker.func_wrap(ENV, "free", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.free(h))?;
+    linker.func_wrap(ENV, "length", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
+    linker.func_wrap(ENV, "length_unsafe", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
+    linker.func_wrap(ENV, "load_u8", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u8(h))?;
+    linker.func_wrap(ENV, "load_u64", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u64(h))?;
+    linker.func_wrap(ENV, "store_u8", |mut c: Caller<'_, State>, h: u64, v: u32| c.data_mut().kernel.store_u8(h, v))?;
+    linker.func_wrap(ENV, "store_u64", |mut c: Caller<'_, State>, h: u64, v: u64| {
+        c.data_mut().kernel.store_u64(h, v)
+    })?;
+    linker.func_wrap(ENV, "input_load_u8", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u8(o))?;
+    linker.func_wrap(ENV, "input_load_u64", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u64(o))?;
+    linker.func_wrap(ENV, "input_length", |c: Caller<'_, State>| c.data().kernel.input_length())?;
+    linker.func_wrap(ENV, "input_offset", |c: Caller<'_, State>| c.data().kernel.input_offset())?;
+    linker.func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
+        c.data_mut().kernel.input_set(h, n)
+    })?;
+    linker.func_wrap(ENV, "output_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
+        c.data_mut().kernel.output_set(h, n)
+    })?;
+    linker.func_wrap(ENV, "output_length", |c: Caller<'_, State>| c.data().kernel.output_length())?;
+    linker.func_wrap(ENV, "output_offset", |c: Caller<'_, State>| c.data().kernel.output_offset())?;
+    linker.func_wrap(ENV, "error_set", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.error_set(h))?;
+    linker.func_wrap(ENV, "error_get", |c: Caller<'_, State>| c.data().kernel.error_get())?;
+    linker.func_wrap(ENV, "memory_bytes", |c: Caller<'_, State>| c.data().kernel.memory_bytes())?;
+    linker.func_wrap(ENV, "reset", |mut c: Caller<'_, State>| {
+        let state = c.data_mut();
+        state.kernel.reset(&mut state.memory);
+    })?;
+
+    // Config and variables.
+    linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        let key = state.take_string(key, "config key")?;
+        let env = Arc::clone(&state.env);
+        match env.config.get(&key) {
+            Some(value) => state.write_new(value.as_bytes()),
+            None => Ok(0),
+        }
+    })?;
+    linker.func_wrap(ENV, "var_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        let key = state.take_string(key, "var key")?;
+        match state.vars.get(&key).cloned() {
+            Some(value) => state.write_new(&value),
+            None => Ok(0),
+        }
+    })?;
+    linker.func_wrap(ENV, "var_set", |mut c: Caller<'_, State>, key: u64, value: u64| -> wasmtime::Result<()> {
+        let state = c.data_mut();
+        let key = state.take_string(key, "var key")?;
+        if value == 0 {
+            state.vars.remove(&key);
+            return Ok(());
+        }
+        let value = state.take_block(value, "var value")?;
+        let held: usize = state.vars.iter().filter(|(k, _)| **k != key).map(|(k, v)| k.len() + v.len()).sum();
+        if held + key.len() + value.len() > MAX_VAR_BYTES {
+            return Err(wasmtime::Error::new(Stop::Host(format!(
+                "the variable store is full ({} at most)",
+                format_size(MAX_VAR_BYTES as u64)
+            ))));
+        }
+        state.vars.insert(key, value);
+        Ok(())
+    })?;
+
+    // HTTP, through the allowed-host grants.
+    linker.func_wrap_async(ENV, "http_request", |mut c: Caller<'_, State>, (request, body): (u64, u64)| {
+        Box::new(async move { super::http::request(&mut c, request, body).await })
+    })?;
+    linker.func_wrap(ENV, "http_status_code", |c: Caller<'_, State>| i32::from(c.data().http_status))?;
+    linker.func_wrap(ENV, "http_headers", |mut c: Caller<'_, State>| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        match &state.http_headers {
+            Some(headers) => {
+                let json = serde_json::to_vec(headers).unwrap_or_default();
+                state.write_new(&json)
+            }
+            None => Ok(0),
+        }
+    })?;
+
+    // Logs, into the host's tracing, tagged with the plugin's name.
+    linker.func_wrap(ENV, "log_error", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::ERROR, h))?;
+    linker.func_wrap(ENV, "log_warn", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::WARN, h))?;
+    linker.func_wrap(ENV, "log_info", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::INFO, h))?;
+    linker.func_wrap(ENV, "log_debug", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::DEBUG, h))?;
+    linker.func_wrap(ENV, "log_trace", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::TRACE, h))?;
+    linker.func_wrap(ENV, "get_log_level", |_: Caller<'_, State>| log_level())?;
+    Ok(linker)
+}
+
+/// The target of plugin log events.
+const LOG_TARGET: &str = "toolhost::plugin";
+
+fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> wasmtime::Result<()> {
+    let state = caller.data_mut();
+    let enabled = match level {
+        tracing::Level::ERROR => tracing::enabled!(target: LOG_TARGET, tracing::Level::ERROR),
+        tracing::Level::WARN => tracing::enabled!(target: LOG_TARGET, tracing::Level::WARN),
+        tracing::Level::INFO => tracing::enabled!(target: LOG_TARGET, tracing::Level::INFO),
+        tracing::Level::DEBUG => tracing::enabled!(target: LOG_TARGET, tracing::Level::DEBUG),
+        tracing::Level::TRACE => tracing::enabled!(target: LOG_TARGET, tracing::Level::TRACE),
+    };
+    if !enabled {
+        state.kernel.free(handle);
+        return Ok(());
+    }
+    let bytes = state.take_block(handle, "log message")?;
+    let message = String::from_utf8_lossy(&bytes);
+    let plugin = state.env.name.as_str();
+    match level {
+        tracing::Level::ERROR => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
+        tracing::Level::WARN => tracing::warn!(target: LOG_TARGET, plugin, "{message}"),
+        tracing::Level::INFO => tracing::info!(target: LOG_TARGET, plugin, "{message}"),
+        tracing::Level::DEBUG => tracing::debug!(target: LOG_TARGET, plugin, "{message}"),
+        tracing::Level::TRACE => tracing::trace!(target: LOG_TARGET, plugin, "{message}"),
+    }
+    Ok(())
+}
+
+/// Extism's numbering: trace 0 … error 4, `i32::MAX` when logging is off.
+fn log_level() -> i32 {
+    use tracing::level_filters::LevelFilter;
+    match LevelFilter::current() {
+        LevelFilter::OFF => i32::MAX,
+        LevelFilter::TRACE => 0,
+        LevelFilter::DEBUG => 1,
+        LevelFilter::INFO => 2,
+        LevelFilter::WARN => 3,
+        _ => 4,
+    }
+}
+
+/// The shape of an exported entry point: `() -> i32` (a return code) or
+/// `() -> ()`, as Extism accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    ReturnsCode,
+    ReturnsNothing,
+}
+
+/// A guest language runtime to start after instantiation, as Extism does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Init {
+    None,
+    /// `__wasm_call_ctors` or `_initialize`.
+    Wasi(&'static str),
+    /// GHC's `hs_init`, after `_initialize` if the module is a reactor.
+    Haskell { reactor: bool },
+}
+
+/// A compiled Extism plugin with its imports resolved.
+pub(crate) struct ExtismModule {
+    kind: EngineKind,
+    pre: InstancePre<State>,
+    describe: Shape,
+    call: Shape,
+    init: Init,
+}
+
+/// Why a module cannot be an Extism plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NotAPlugin(pub(crate) String);
+
+impl ExtismModule {
+    /// Check a compiled module's imports and exports and resolve its imports.
+    pub(crate) fn new(kind: EngineKind, module: Module) -> Result<ExtismModule, NotAPlugin> {
+        for import in module.imports() {
+            let (namespace, name) = (import.module(), import.name());
+            match namespace {
+                ENV => {
+                    let Some((_, params, results)) = ENV_FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
+                        return Err(NotAPlugin(format!(
+                            "it imports `{ENV}::{name}`, which this host does not know; the plugin kit \
+                             that built it may be newer than toolhost"
+                        )));
+                    };
+                    let ExternType::Func(ty) = import.ty() else {
+                        return Err(NotAPlugin(format!("it imports `{ENV}::{name}` as something other than a function")));
+                    };
+                    let same = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()))
+                        && ty.results().map(|t| t.to_string()).eq(results.iter().map(|t| t.to_string()));
+                    if !same {
+                        return Err(NotAPlugin(format!(
+                            "it imports `{ENV}::{name}` with the type {ty}, but the function has the type {}",
+                            describe_signature(params, results)
+                        )));
+                    }
+                }
+                WASI_P1 => {}
+                USER => {
+                    return Err(NotAPlugin(format!(
+                        "it imports the host function `{USER}::{name}`; toolhost provides no user host functions"
+                    )));
+                }
+                other => {
+                    return Err(NotAPlugin(format!(
+                        "it imports `{other}::{name}`, which toolhost does not provide (only `{ENV}` and `{WASI_P1}`)"
+                    )));
+                }
+            }
+        }
+        let shape = |export: &str| -> Result<Shape, NotAPlugin> {
+            let missing = || {
+                NotAPlugin(format!("it does not export `{export}` (a toolhost plugin exports `describe` and `call`)"))
+            };
+            let ty = module.get_export(export).ok_or_else(missing)?;
+            let ExternType::Func(ty) = ty else {
+                return Err(NotAPlugin(format!("its export `{export}` is not a function")));
+            };
+            let results: Vec<ValType> = ty.results().collect();
+            match (ty.params().len(), results.as_slice()) {
+                (0, []) => Ok(Shape::ReturnsNothing),
+                (0, [ValType::I32]) => Ok(Shape::ReturnsCode),
+                _ => Err(NotAPlugin(format!(
+                    "its export `{export}` has the type {ty}; an entry point takes nothing and returns an i32 or nothing"
+                ))),
+            }
+        };
+        let describe = shape(crate::protocol::exports::DESCRIBE)?;
+        let call = shape(crate::protocol::exports::CALL)?;
+        let init = detect_init(&module);
+        let linker = linker(kind).map_err(NotAPlugin)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| NotAPlugin(format!("its imports cannot be satisfied ({e})")))?;
+        Ok(ExtismModule { kind, pre, describe, call, init })
+    }
+
+    /// A new instance, started (its language runtime initialised) under
+    /// the plugin's limits.
+    pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ExtismInstance, Fault> {
+        let stderr = Tail::default();
+        let stdout = Tail::default();
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        for grant in &env.allowed_paths {
+            let perms = match grant.access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            let guest = grant.guest_path().to_string_lossy();
+            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
+                kind: FaultKind::Runtime,
+                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
+            })?;
+        }
+        let state = State {
+            kernel: Kernel::default(),
+            memory: MemoryBudget::new(env.limits.memory_max_bytes),
+            wasi: wasi.build_p1(),
+            env: Arc::clone(env),
+            vars: BTreeMap::new(),
+            http_status: 0,
+            http_headers: None,
+            deadline: None,
+            stderr,
+            stdout,
+        };
+        let engine = engine(self.kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_callback(on_tick);
+        arm(&mut store);
+
+        let _running = ticker::running();
+        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
+        let func = |store: &mut Store<State>, name: &str| {
+            instance.get_func(&mut *store, name).ok_or_else(|| Fault {
+                kind: FaultKind::Runtime,
+                message: format!("the instance has no function `{name}`"),
+            })
+        };
+        match self.init {
+            Init::None => {}
+            Init::Wasi(name) => {
+                let init = func(&mut store, name)?;
+                init.call_async(&mut store, &[], &mut []).await.map_err(|e| fault(&e, store.data()))?;
+            }
+            Init::Haskell { reactor } => {
+                if reactor {
+                    let init = func(&mut store, "_initialize")?;
+                    init.call_async(&mut store, &[], &mut []).await.map_err(|e| fault(&e, store.data()))?;
+                }
+                let hs_init = func(&mut store, "hs_init")?;
+                let ty = hs_init.ty(&store);
+                let params: Vec<Val> = ty.params().map(|_| Val::I32(0)).collect();
+                let mut results: Vec<Val> = ty.results().map(|_| Val::I32(0)).collect();
+                hs_init.call_async(&mut store, &params, &mut results).await.map_err(|e| fault(&e, store.data()))?;
+            }
+        }
+        let entry = |store: &mut Store<State>, name: &str, shape: Shape| -> Result<Entry, Fault> {
+            let runtime = |e: wasmtime::Error| Fault { kind: FaultKind::Runtime, message: e.to_string() };
+            Ok(match shape {
+                Shape::ReturnsCode => Entry::Code(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
+                Shape::ReturnsNothing => Entry::Unit(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
+            })
+        };
+        let describe = entry(&mut store, crate::protocol::exports::DESCRIBE, self.describe)?;
+        let call = entry(&mut store, crate::protocol::exports::CALL, self.call)?;
+        Ok(ExtismInstance { store, describe, call })
+    }
+}
+
+fn describe_signature(params: &[ValType], results: &[ValType]) -> String {
+    let list = |types: &[ValType]| types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
+    format!("(func (param {}) (result {}))", list(params), list(results))
+}
+
+/// Extism's detection of a guest runtime to initialise.
+fn detect_init(module: &Module) -> Init {
+    let nullary = |name: &str| {
+        matches!(module.get_export(name), Some(ExternType::Func(ty)) if ty.params().len() == 0 && ty.results().len() == 0)
+    };
+    if matches!(module.get_export("hs_init"), Some(ExternType::Func(_))) {
+        return Init::Haskell { reactor: nullary("_initialize") };
+    }
+    if module.get_export("__wasm_call_ctors").is_some() {
+        return if nullary("__wasm_call_ctors") { Init::Wasi("__wasm_call_ctors") } else { Init::None };
+    }
+    if module.get_export("_initialize").is_some() && nullary("_initialize") {
+        return Init::Wasi("_initialize");
+    }
+    Init::None
+}
+
+/// Set the deadline of whatever runs next in this store, and its fuel.
+fn arm(store: &mut Store<State>) {
+    let limits = &store.data().env.limits;
+    let deadline = limits.timeout.map(|t| Instant::now() + t);
+    let fuel = limits.fuel;
+    store.data_mut().deadline = deadline;
+    if let Some(fuel) = fuel {
+        // Only fails on an engine without fuel, which a fuel limit never gets.
+        let _ = store.set_fuel(fuel);
+    }
+    store.set_epoch_deadline(1);
+}
+
+/// At every epoch tick: stop the call if its deadline passed, else yield to
+/// the executor and run on.
+fn on_tick(store: StoreContextMut<'_, State>) -> wasmtime::Result<UpdateDeadline> {
+    if store.data().deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        return Err(wasmtime::Error::new(Stop::Timeout));
+    }
+    Ok(UpdateDeadline::Yield(1))
+}
+
+/// An exported entry point, typed.
+enum Entry {
+    Code(TypedFunc<(), i32>),
+    Unit(TypedFunc<(), ()>),
+}
+
+/// Which entry point to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Export {
+    /// `describe`.
+    Describe,
+    /// `call`.
+    Call,
+}
+
+/// One instance of an Extism plugin, with its store.
+pub(crate) struct ExtismInstance {
+    store: Store<State>,
+    describe: Entry,
+    call: Entry,
+}
+
+impl ExtismInstance {
+    /// Run an entry point with `input` and return its output, or how it
+    /// failed. An instance whose run failed must be dropped.
+    pub(crate) async fn run(&mut self, export: Export, input: &[u8]) -> Result<Vec<u8>, Fault> {
+        let state = self.store.data_mut();
+        state.kernel.reset(&mut state.memory);
+        state.stderr.clear();
+        state.stdout.clear();
+        state.http_status = 0;
+        state.http_headers = None;
+        if state.kernel.set_input(input, &mut state.memory).is_err() {
+            return Err(memory_fault(&state.env.limits));
+        }
+        arm(&mut self.store);
+        let entry = match export {
+            Export::Describe => &self.describe,
+            Export::Call => &self.call,
+        };
+        let _running = ticker::running();
+        let ran = match entry {
+            Entry::Code(f) => f.call_async(&mut self.store, ()).await,
+            Entry::Unit(f) => f.call_async(&mut self.store, ()).await.map(|()| 0),
+        };
+        let state = self.store.data();
+        let code = match ran {
+            Ok(code) => code,
+            // A WASI exit with status 0 is a normal return (Extism's reading).
+            Err(e) if e.downcast_ref::<I32Exit>().is_some_and(|exit| exit.0 == 0) => 0,
+            Err(e) => {
+                let mut fault = fault(&e, state);
+                // A guest that set an error before it trapped said why.
+                if fault.kind == FaultKind::Trap
+                    && let Some(message) = state.kernel.error_message()
+                {
+                    fault.message = format!("{}; the plugin's error: {}", fault.message, String::from_utf8_lossy(message));
+                }
+                return Err(fault);
+            }
+        };
+        if let Some(message) = state.kernel.error_message() {
+            return Err(Fault { kind: FaultKind::Error, message: String::from_utf8_lossy(message).into_owned() });
+        }
+        if code != 0 {
+            let mut message = format!("it returned {code} without an error message");
+            if let Some(words) = state.stderr.last_words() {
+                message.push_str(&format!("; its stderr ends with: {words}"));
+            }
+            return Err(Fault { kind: FaultKind::Error, message });
+        }
+        let limit = state.env.limits.max_output_bytes;
+        let length = state.kernel.output_length();
+        if length > limit as u64 {
+            return Err(Fault {
+                kind: FaultKind::OutputTooLarge,
+                message: format!("{length} bytes of output, over the limit of {}", format_size(limit as u64)),
+            });
+        }
+        Ok(state.kernel.output().to_vec())
+    }
+
+    /// Bytes this instance holds against its memory limit (linear memories
+    /// and kernel memory).
+    pub(crate) fn memory_used(&self) -> usize {
+        self.store.data().memory.used()
+    }
+}
+
+fn memory_fault(limits: &Limits) -> Fault {
+    let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
+    Fault { kind: FaultKind::MemoryLimit, message: format!("the instance tried to grow its memory past {limit}") }
+}
+
+/// Turn a failed run into a [`Fault`].
+pub(crate) fn fault(error: &wasmtime::Error, state: &State) -> Fault {
+    let limits = &state.env.limits;
+    let with_stderr = |message: String| match state.stderr.last_words() {
+        Some(words) => format!("{message}; its stderr ends with: {words}"),
+        None => message,
+    };
+    if let Some(stop) = error.chain().find_map(|e| e.downcast_ref::<Stop>()) {
+        return match stop {
+            Stop::Timeout => timeout_fault(limits),
+            Stop::MemoryLimit => memory_fault(limits),
+            Stop::Denied(message) => Fault { kind: FaultKind::Denied, message: message.clone() },
+            Stop::Host(message) => Fault { kind: FaultKind::Error, message: message.clone() },
+        };
+    }
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        return match trap {
+            wasmtime::Trap::Interrupt => timeout_fault(limits),
+            wasmtime::Trap::OutOfFuel => {
+                let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
+                Fault { kind: FaultKind::FuelExhausted, message: format!("the call used up {budget} instruction budget") }
+            }
+            wasmtime::Trap::UnreachableCodeReached => Fault {
+                kind: FaultKind::Trap,
+                message: with_stderr("`unreachable` executed: the plugin panicked or aborted".to_owned()),
+            },
+            other => Fault { kind: FaultKind::Trap, message: with_stderr(other.to_string()) },
+        };
+    }
+    if let Some(exit) = error.downcast_ref::<I32Exit>() {
+        return Fault { kind: FaultKind::Exit, message: with_stderr(format!("WASI exit code {}", exit.0)) };
+    }
+    // Anything else (a WASI host error, an instantiation failure): the root
+    // cause is the sentence that says what happened.
+    Fault { kind: FaultKind::Trap, message: with_stderr(error.root_cause().to_string()) }
+}
+
+fn timeout_fault(limits: &Limits) -> Fault {
+    let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
+    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
+}

@@ -1,0 +1,212 @@
+//! `extism:host/env::http_request`: HTTP for plugins, only to granted hosts.
+//!
+//! The request is Extism's (`{"url", "method", "headers"}` as JSON, and an
+//! optional body block); the response body comes back as a block, its
+//! status through `http_status_code` and its headers through
+//! `http_headers`. A host that matches no allowed-host pattern is refused
+//! before anything is sent, and so is every redirect to one: redirects are
+//! followed here, one hop at a time, each checked against the grants
+//! (Extism lets its HTTP client follow them unchecked).
+//!
+//! The request runs on a blocking thread (the client is synchronous); the
+//! guest's fiber waits without holding its executor thread, and the call's
+//! deadline bounds it.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use wasmtime::Caller;
+
+use super::Stop;
+use super::extism::State;
+
+/// Largest response body a plugin gets (Extism's default).
+const MAX_RESPONSE_BYTES: u64 = 50 * 1024 * 1024;
+/// Redirects followed, each one checked.
+const MAX_REDIRECTS: usize = 10;
+
+/// Extism's HTTP request description.
+#[derive(Debug, Deserialize)]
+struct HttpRequest {
+    url: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// What came back.
+struct HttpResponse {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// Does `host` match a grant pattern (`*` matches any run of characters,
+/// case-insensitively, as host names compare)?
+pub(crate) fn host_allowed(patterns: &[String], host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    patterns.iter().any(|pattern| wildcard(&pattern.to_ascii_lowercase(), &host))
+}
+
+fn wildcard(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((prefix, rest)) => {
+            let Some(text) = text.strip_prefix(prefix) else { return false };
+            (0..=text.len()).filter(|&i| text.is_char_boundary(i)).any(|i| wildcard(rest, &text[i..]))
+        }
+    }
+}
+
+fn denied(url: &str) -> wasmtime::Error {
+    wasmtime::Error::new(Stop::Denied(format!(
+        "HTTP request to {url} is not allowed: its host matches no allowed-host grant"
+    )))
+}
+
+fn host_error(message: String) -> wasmtime::Error {
+    wasmtime::Error::new(Stop::Host(message))
+}
+
+/// Check a URL against the grants: its scheme and its host.
+fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
+    let parsed = url::Url::parse(url).map_err(|e| host_error(format!("invalid URL {url}: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(host_error(format!("HTTP request to {url}: only http and https URLs are supported")));
+    }
+    match parsed.host_str() {
+        Some(host) if host_allowed(allowed, host) => Ok(parsed),
+        _ => Err(denied(url)),
+    }
+}
+
+/// The host function.
+pub(crate) async fn request(caller: &mut Caller<'_, State>, request: u64, body: u64) -> wasmtime::Result<u64> {
+    let state = caller.data_mut();
+    let description = state.take_block(request, "HTTP request")?;
+    let description: HttpRequest = serde_json::from_slice(&description)
+        .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
+    let body = if body == 0 { None } else { Some(state.take_block(body, "HTTP request body")?) };
+    state.http_status = 0;
+    state.http_headers = None;
+    let allowed = state.env.allowed_hosts.clone();
+    check_url(&description.url, &allowed)?;
+    let deadline = state.deadline;
+
+    let outcome = tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
+        .await
+        .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))??;
+    let state = caller.data_mut();
+    state.http_status = outcome.status;
+    state.http_headers = Some(outcome.headers);
+    state.write_new(&outcome.body)
+}
+
+/// Send the request and follow redirects to granted hosts.
+fn send(
+    request: HttpRequest,
+    body: Option<Vec<u8>>,
+    allowed: &[String],
+    deadline: Option<Instant>,
+) -> wasmtime::Result<HttpResponse> {
+    let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let mut url = request.url.clone();
+    let mut method = request.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+    let mut body = body;
+    for _ in 0..=MAX_REDIRECTS {
+        check_url(&url, allowed)?;
+        if remaining().is_some_and(|r| r.is_zero()) {
+            return Err(wasmtime::Error::new(Stop::Timeout));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .timeout_global(remaining().map(|r| r.max(Duration::from_millis(1))))
+            .build()
+            .into();
+        let mut builder = ureq::http::Request::builder().method(method.as_str()).uri(url.as_str());
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let sent = match &body {
+            Some(bytes) => builder.body(bytes.clone()).map(|r| agent.run(r)),
+            None => builder.body(()).map(|r| agent.run(r)),
+        }
+        .map_err(|e| host_error(format!("invalid HTTP request to {url}: {e}")))?;
+        let response = match sent {
+            Ok(response) => response,
+            Err(ureq::Error::Timeout(_)) if remaining().is_some_and(|r| r.is_zero()) => {
+                return Err(wasmtime::Error::new(Stop::Timeout));
+            }
+            Err(e) => return Err(host_error(format!("HTTP request to {url} failed: {e}"))),
+        };
+        let status = response.status().as_u16();
+        if (300..400).contains(&status)
+            && let Some(location) = response.headers().get("location").and_then(|l| l.to_str().ok())
+        {
+            let next = url::Url::parse(&url)
+                .and_then(|base| base.join(location))
+                .map_err(|e| host_error(format!("HTTP redirect from {url} to an invalid location: {e}")))?;
+            url = next.to_string();
+            // 303 (and, by custom, 301/302 for POST) turn into GET.
+            if status == 303 || ((status == 301 || status == 302) && method == "POST") {
+                method = "GET".to_owned();
+                body = None;
+            }
+            continue;
+        }
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+            .collect();
+        let mut bytes = Vec::new();
+        response
+            .into_body()
+            .into_reader()
+            .take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
+        if bytes.len() as u64 > MAX_RESPONSE_BYTES {
+            return Err(host_error(format!(
+                "the response of {url} is larger than {} bytes",
+                MAX_RESPONSE_BYTES
+            )));
+        }
+        return Ok(HttpResponse { status, headers, body: bytes });
+    }
+    Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns_match_whole_names_with_wildcards() {
+        let patterns = vec!["api.example.com".to_owned(), "*.example.org".to_owned(), "127.0.0.1".to_owned()];
+        assert!(host_allowed(&patterns, "api.example.com"));
+        assert!(host_allowed(&patterns, "API.Example.com"));
+        assert!(!host_allowed(&patterns, "evil-api.example.com"));
+        assert!(!host_allowed(&patterns, "api.example.com.evil.net"));
+        assert!(host_allowed(&patterns, "a.b.example.org"));
+        assert!(!host_allowed(&patterns, "example.org"));
+        assert!(host_allowed(&patterns, "127.0.0.1"));
+        assert!(!host_allowed(&patterns, "127.0.0.2"));
+        assert!(!host_allowed(&[], "anything"));
+    }
+
+    #[test]
+    fn urls_need_a_granted_host_and_an_http_scheme() {
+        let allowed = vec!["example.com".to_owned()];
+        assert!(check_url("https://example.com/x", &allowed).is_ok());
+        let denied = check_url("https://other.com/", &allowed).unwrap_err();
+        assert!(matches!(denied.downcast_ref::<Stop>(), Some(Stop::Denied(_))));
+        let scheme = check_url("file:///etc/passwd", &allowed).unwrap_err();
+        assert!(scheme.to_string().contains("only http and https"), "{scheme}");
+    }
+}
