@@ -196,6 +196,7 @@ impl PluginBuilder {
         let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, kind))
             .await
             .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+        tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let module = Arc::new(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?);
 
@@ -395,6 +396,34 @@ impl Plugin {
     /// The full `describe` output, as the plugin returned it.
     pub fn describe(&self) -> &ListToolsResult {
         &self.inner.described
+    }
+
+    /// Run the plugin's `describe` export again, on a pooled instance, and
+    /// check its output as at load. The tool list [`describe`](Self::describe)
+    /// returns is the one read at load; this is for checking that a plugin
+    /// still describes itself the same way (and for measuring `describe`).
+    pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
+        let inner = &self.inner;
+        let output = inner.run(Export::Describe, b"").await.map_err(|fault| Error::PluginFailed {
+            plugin: inner.name.clone(),
+            operation: Operation::Describe,
+            fault,
+        })?;
+        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
+            plugin: inner.name.clone(),
+            operation: Operation::Describe,
+            problem,
+        })?;
+        let checked = validate::check_describe(&raw, &inner.validation);
+        if !checked.problems.is_empty() && (checked.fatal || !inner.validation.lenient) {
+            return Err(Error::InvalidPlugin { plugin: inner.name.clone(), problems: checked.problems });
+        }
+        let mut extra = match raw {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        extra.remove("tools");
+        Ok(ListToolsResult { tools: checked.tools.into_iter().map(|t| t.tool).collect(), extra })
     }
 
     /// The tool of that name, if the plugin describes one.

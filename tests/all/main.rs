@@ -6,6 +6,7 @@ mod cli;
 mod faults;
 mod plugins;
 mod properties;
+mod runtime;
 mod sandbox;
 mod scaffold;
 mod serve;

@@ -61,6 +61,18 @@ pub struct CompileInfo {
     pub elapsed: Duration,
 }
 
+impl std::fmt::Display for CacheStatus {
+    /// `hit`, `miss`, `rebuilt` or `disabled`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Rebuilt(_) => "rebuilt",
+            CacheStatus::Disabled => "disabled",
+        })
+    }
+}
+
 impl Default for ModuleCache {
     /// The cache of [`ModuleCache::from_env`].
     fn default() -> Self {

@@ -302,8 +302,8 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     Ok(linker)
 }
 
-/// The target of plugin log events.
-const LOG_TARGET: &str = "toolhost::plugin";
+/// The target of the plugins' own log events (`TOOLHOST_LOG=toolhost::guest=info`).
+const LOG_TARGET: &str = "toolhost::guest";
 
 fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> wasmtime::Result<()> {
     let state = caller.data_mut();

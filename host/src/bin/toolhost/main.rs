@@ -443,12 +443,13 @@ fn report(error: &Error) {
 
 fn init_logging() {
     // Logs go to stderr, off unless `TOOLHOST_LOG` (e.g. `debug`,
-    // `toolhost=debug,extism=trace`) asks for them: what the user must see,
+    // `toolhost=debug`; plugins' own logs are `toolhost::guest`) asks for them: what the user must see,
     // the CLI prints itself.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -1,0 +1,390 @@
+//! The runtime under the plugins: compatibility with Extism itself, the
+//! Extism ABI from a hand-written module, the instance pool, the
+//! compiled-module cache, what a guest prints, redirects.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy};
+use toolhost_tests::{example, fixture};
+
+/// The plugin's raw output for an export, on Extism itself.
+fn on_extism(path: &std::path::Path, export: &str, input: &[u8]) -> Value {
+    let wasm = std::fs::read(path).expect("read plugin");
+    let manifest = extism::Manifest::new([extism::Wasm::data(wasm)]);
+    let mut plugin = extism::Plugin::new(&manifest, [], true).expect("extism loads it");
+    let output: Vec<u8> = plugin.call(export, input).expect("extism call");
+    serde_json::from_slice(&output).expect("JSON from extism")
+}
+
+fn request(tool: &str, arguments: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}})).unwrap()
+}
+
+/// Normalise a result the way toolhost reads it (the protocol type), so
+/// both sides compare as values.
+fn as_result(value: Value) -> Value {
+    let result: CallToolResult = serde_json::from_value(value).expect("a CallToolResult");
+    serde_json::to_value(result).unwrap()
+}
+
+#[tokio::test]
+async fn plugins_answer_exactly_as_they_do_on_extism() {
+    let cases: &[(&str, std::path::PathBuf, &[(&str, Value)])] = &[
+        ("calculator", example("calculator"), &[
+            ("add", json!({"a": 2, "b": 3})),
+            ("divide", json!({"a": 1, "b": 0})),
+            ("multiply", json!({"a": -1.5, "b": 1e300})),
+        ]),
+        ("text", example("text"), &[
+            ("reverse", json!({"text": "héllo wörld"})),
+            ("word_count", json!({"text": "one two  three\nfour"})),
+            ("reverse", json!({"text": "x".repeat(100_000)})),
+        ]),
+        ("raw-servlet", fixture("raw-servlet"), &[
+            ("greet", json!({"name": "Ada"})),
+            ("greet", json!({})),
+            ("count_vowels", json!({"text": "Extism and toolhost"})),
+        ]),
+    ];
+    for (name, path, calls) in cases {
+        let plugin = Plugin::load(path).await.expect("toolhost loads it");
+        let described = serde_json::to_value(plugin.describe_again().await.expect("describe")).unwrap();
+        let reference = on_extism(path, "describe", b"");
+        assert_eq!(
+            described["tools"].as_array().map(Vec::len),
+            reference["tools"].as_array().map(Vec::len),
+            "{name}: describe"
+        );
+        for (tool, arguments) in calls.iter() {
+            let ours = plugin.call_tool_unvalidated(tool, arguments.as_object().unwrap().clone()).await;
+            let theirs = as_result(on_extism(path, "call", &request(tool, arguments.clone())));
+            let ours = serde_json::to_value(ours.expect("toolhost call")).unwrap();
+            assert_eq!(ours, theirs, "{name}.{tool}({arguments})");
+        }
+    }
+}
+
+/// A plugin written by hand in WAT against `extism:host/env`: no plugin kit,
+/// so every kernel function it uses is exercised as the ABI defines it.
+fn wat_plugin(call_body: &str) -> String {
+    let describe = r#"{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}"#;
+    let escaped = describe.replace('"', "\\\"");
+    format!(
+        r#"(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "length" (func $length (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "load_u8" (func $load_u8 (param i64) (result i32)))
+  (import "extism:host/env" "input_length" (func $input_length (result i64)))
+  (import "extism:host/env" "input_load_u8" (func $input_load_u8 (param i64) (result i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  (import "extism:host/env" "error_set" (func $error_set (param i64)))
+  (import "extism:host/env" "config_get" (func $config_get (param i64) (result i64)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{escaped}")
+  (data (i32.const 4096) "deliberate failure")
+  (data (i32.const 8192) "greeting")
+  ;; copy guest memory [ptr, ptr+len) into a new kernel block
+  (func $emit (param $ptr i32) (param $len i32) (result i64)
+    (local $h i64) (local $i i32)
+    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
+                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (local.get $h))
+  (func (export "describe") (result i32)
+    (call $output_set (call $emit (i32.const 0) (i32.const {len})) (i64.const {len}))
+    (i32.const 0))
+  (func (export "call") (result i32)
+    (local $h i64) (local $n i64)
+    {call_body})
+)"#,
+        len = describe.len(),
+    )
+}
+
+#[tokio::test]
+async fn a_hand_written_module_speaks_the_extism_abi() {
+    // `call` answers with its own input, copied byte by byte through the
+    // kernel: the request toolhost sent comes back.
+    let echo = wat_plugin(
+        r#"(local.set $n (call $input_length))
+    (local.set $h (call $alloc (local.get $n)))
+    (call $copy_input (local.get $h) (local.get $n))
+    (call $output_set (local.get $h) (call $length (local.get $h)))
+    (i32.const 0))
+  (func $copy_input (param $h i64) (param $n i64)
+    (local $i i64)
+    (block $done (loop $next
+      (br_if $done (i64.ge_u (local.get $i) (local.get $n)))
+      (call $store_u8 (i64.add (local.get $h) (local.get $i)) (call $input_load_u8 (local.get $i)))
+      (local.set $i (i64.add (local.get $i) (i64.const 1)))
+      (br $next)))"#,
+    );
+    // The module's `call` does not return a CallToolResult: the host says so,
+    // quoting what came back, which is the request it sent.
+    let plugin = Plugin::builder_from_bytes(echo.into_bytes()).with_name("echo").build().await.expect("load WAT");
+    assert_eq!(plugin.tools()[0].name, "t");
+    let error = plugin.call_tool("t", json!({"k": "v"})).await.unwrap_err();
+    assert!(error.is_invalid_output(), "{error:?}");
+    assert!(error.to_string().contains("content"), "{error}");
+
+    // `error_set` with a message: an Extism error carrying it.
+    let failing = wat_plugin(
+        r#"(call $error_set (call $emit (i32.const 4096) (i32.const 18)))
+    (i32.const 1)"#,
+    );
+    let plugin = Plugin::builder_from_bytes(failing.into_bytes()).build().await.expect("load WAT");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_plugin_error_message(), "{error:?}");
+    assert!(error.to_string().contains("deliberate failure"), "{error}");
+
+    // A non-zero return without a message is still an error, and says so.
+    let silent = wat_plugin("(i32.const 3)");
+    let plugin = Plugin::builder_from_bytes(silent.into_bytes()).build().await.expect("load WAT");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.to_string().contains("returned 3"), "{error}");
+
+    // `config_get`: the value comes back as a block; echoed as the output
+    // it is not JSON, and the host quotes that.
+    let config = wat_plugin(
+        r#"(local.set $h (call $config_get (call $emit (i32.const 8192) (i32.const 8))))
+    (call $output_set (local.get $h) (call $length (local.get $h)))
+    (i32.const 0)"#,
+    );
+    let plugin = Plugin::builder_from_bytes(config.into_bytes())
+        .with_config("greeting", "{\"content\":[{\"type\":\"text\",\"text\":\"from config\"}]}")
+        .build()
+        .await
+        .expect("load WAT");
+    let result = plugin.call_tool("t", json!({})).await.expect("config value as result");
+    assert_eq!(result.texts().next(), Some("from config"));
+}
+
+#[tokio::test]
+async fn kernel_memory_counts_against_the_memory_limit() {
+    let greedy = wat_plugin(
+        r#"(local.set $h (call $alloc (i64.const 1073741824)))
+    (i32.const 0)"#,
+    );
+    let plugin = Plugin::builder_from_bytes(greedy.into_bytes())
+        .with_memory_max_bytes(32u64 << 20)
+        .build()
+        .await
+        .expect("load WAT");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_memory_limit(), "{error:?}");
+}
+
+#[tokio::test]
+async fn imports_the_host_does_not_provide_are_named_at_load() {
+    let cases = [
+        (r#"(import "extism:host/user" "lookup" (func (param i64) (result i64)))"#, "extism:host/user::lookup"),
+        (r#"(import "extism:host/env" "teleport" (func))"#, "extism:host/env::teleport"),
+        (r#"(import "extism:host/env" "alloc" (func (param i32) (result i32)))"#, "with the type"),
+        (r#"(import "env" "abort" (func))"#, "env::abort"),
+    ];
+    for (import, expected) in cases {
+        let wat = format!(
+            r#"(module {import}
+                 (func (export "describe") (result i32) i32.const 0)
+                 (func (export "call") (result i32) i32.const 0))"#
+        );
+        let error = Plugin::builder_from_bytes(wat.into_bytes()).build().await.unwrap_err();
+        assert!(error.is_load(), "{error:?}");
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn a_panic_message_reaches_the_error() {
+    let plugin = Plugin::load(fixture("hostile")).await.expect("load");
+    let error = plugin.call_tool("panic", json!({})).await.unwrap_err();
+    assert!(error.is_trap(), "{error:?}");
+    assert!(error.to_string().contains("the hostile plugin panicked on purpose"), "{error}");
+}
+
+#[tokio::test]
+async fn calls_beyond_the_pool_size_wait_for_the_one_instance() {
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move { plugin.call_tool("counter", json!({})).await })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for call in calls {
+        let result = call.await.expect("task").expect("counter");
+        counts.push(result.texts().next().unwrap().parse::<u32>().unwrap());
+    }
+    counts.sort();
+    // One instance served them all, one after the other.
+    assert_eq!(counts, [1, 2, 3, 4, 5, 6]);
+    let stats = plugin.pool_stats();
+    assert_eq!((stats.size, stats.idle, stats.busy), (1, 1, 0));
+    assert!(stats.idle_memory_bytes > 0);
+}
+
+#[tokio::test]
+async fn a_dropped_call_frees_its_instance_for_the_next() {
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    // Give up on a long call: its instance is discarded, its permit freed.
+    let spin = tokio::time::timeout(Duration::from_millis(200), plugin.call_tool("spin", json!({}))).await;
+    assert!(spin.is_err(), "the spin call should still have been running");
+    let started = Instant::now();
+    let result = plugin.call_tool("counter", json!({})).await.expect("counter");
+    assert_eq!(result.texts().next(), Some("1"), "a fresh instance, not the abandoned one");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn the_second_load_comes_from_the_compiled_module_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::at(dir.path());
+    let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(cache.clone()).build();
+    let first = load().await.expect("first load");
+    assert_eq!(first.compile_info().cache, CacheStatus::Miss);
+    let second = load().await.expect("second load");
+    assert_eq!(second.compile_info().cache, CacheStatus::Hit);
+    let result = second.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+    assert_eq!(result.texts().next(), Some("5"));
+
+    let disabled = Plugin::builder_from_file(example("calculator"))
+        .with_module_cache(ModuleCache::disabled())
+        .build()
+        .await
+        .expect("load");
+    assert_eq!(disabled.compile_info().cache, CacheStatus::Disabled);
+}
+
+fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::at(dir.path());
+    let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(cache.clone()).build();
+    load().await.expect("fill the cache");
+    let entries = cache_entries(dir.path());
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+
+    // Flip one byte of the machine code.
+    let mut bytes = std::fs::read(entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(entry, &bytes).unwrap();
+    let rebuilt = load().await.expect("load despite the corrupt entry");
+    match &rebuilt.compile_info().cache {
+        CacheStatus::Rebuilt(reason) => assert!(reason.contains("checksum"), "{reason}"),
+        other => panic!("expected a rebuild, got {other:?}"),
+    }
+    assert_eq!(rebuilt.call_tool("add", json!({"a": 1, "b": 1})).await.unwrap().texts().next(), Some("2"));
+    assert_eq!(load().await.unwrap().compile_info().cache, CacheStatus::Hit, "the entry was rewritten");
+
+    // Cut it short.
+    let bytes = std::fs::read(entry).unwrap();
+    std::fs::write(entry, &bytes[..40]).unwrap();
+    assert!(matches!(load().await.unwrap().compile_info().cache, CacheStatus::Rebuilt(_)));
+
+    // A well-formed entry whose payload is not a module wasmtime accepts.
+    let mut forged = b"toolhost-cwasm\n\x01".to_vec();
+    let payload = b"\x7fELF and then nothing useful";
+    use sha2::Digest as _;
+    forged.extend_from_slice(&sha2::Sha256::digest(payload));
+    forged.extend_from_slice(payload);
+    std::fs::write(entry, forged).unwrap();
+    match &load().await.unwrap().compile_info().cache {
+        CacheStatus::Rebuilt(reason) => assert!(reason.contains("wasmtime refused"), "{reason}"),
+        other => panic!("expected a rebuild, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_cli_fills_and_then_uses_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = example("text");
+    let run = |cache: &std::ffi::OsStr| {
+        let output = std::process::Command::new(toolhost_tests::toolhost())
+            .args(["describe", plugin.to_str().unwrap()])
+            .env("TOOLHOST_CACHE_DIR", cache)
+            .env("TOOLHOST_LOG", "toolhost=debug")
+            .output()
+            .expect("run toolhost");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let first = run(dir.path().as_os_str());
+    assert!(first.contains("cache=miss"), "{first}");
+    assert_eq!(cache_entries(dir.path()).len(), 1);
+    let second = run(dir.path().as_os_str());
+    assert!(second.contains("cache=hit"), "{second}");
+    // `off` turns it off.
+    let off = run("off".as_ref());
+    assert!(off.contains("cache=disabled"), "{off}");
+}
+
+/// An HTTP server on 127.0.0.1 that answers each request with the next of
+/// `responses` (`{port}` replaced by its port) and counts them.
+fn serve(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut served = 0;
+        while served < responses.len() && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream.set_nonblocking(false).ok();
+                    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                    let mut buffer = [0u8; 4096];
+                    let _ = stream.read(&mut buffer);
+                    let response = responses[served].replace("{port}", &port.to_string());
+                    let _ = stream.write_all(response.as_bytes());
+                    served += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        served
+    });
+    (port, handle)
+}
+
+#[tokio::test]
+async fn redirects_are_followed_only_to_granted_hosts() {
+    let redirect = |to: &str| {
+        format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    };
+    let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
+    let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned()], ..Policy::default() };
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
+
+    // Same host: followed.
+    let (port, server) = serve(vec![redirect("/next"), hello.clone()]);
+    let result = plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})).await.expect("http");
+    assert_eq!(result.texts().next(), Some("hello"));
+    assert_eq!(server.join().unwrap(), 2);
+
+    // Another host (`localhost` is not granted, though it is the same
+    // machine): refused before the second request is sent.
+    let (port, server) = serve(vec![redirect("http://localhost:{port}/"), hello]);
+    let error = plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})).await.unwrap_err();
+    assert!(error.is_denied(), "{error:?}");
+    assert!(error.to_string().contains("localhost"), "{error}");
+    drop(server); // it waits for a second request that never comes
+}

@@ -1,0 +1,189 @@
+//! Runtime benchmarks (`cargo bench -p toolhost-tests --bench runtime`).
+//!
+//! - `roundtrip`: the validated `calculator.add` round trip through
+//!   `Plugin::call_tool`, next to the raw Extism call of the same export
+//!   with the same request bytes (`extism::Plugin::call("call", ..)`), on
+//!   one thread. Target: toolhost ≤ 1.2× Extism.
+//! - `noop`: the smallest call (`hostile`'s `ok` tool), both ways.
+//! - `io_100k`: `text.reverse` of 100 KB (100 KB in, 100 KB out), both ways.
+//! - `throughput`: calls/s of `calculator.add` with 1 and 2 concurrent
+//!   callers (tokio, 2 workers); Extism with 1 and 2 threads, each with its
+//!   own instance. Target: toolhost 2 callers ≥ 1.8× 1 caller.
+//! - `load`: `Plugin::build` of `calculator` with a warm compiled-module
+//!   cache and with no cache (compiling). Target: ≤ 5 ms from the cache.
+//! - `describe`: reading the tool list (`Plugin::describe`), and the
+//!   `describe` export run again and validated (`Plugin::describe_again`)
+//!   next to Extism's raw call of it.
+//!
+//! `RUST_BACKTRACE` slows Extism's calls (each captures a backtrace for an
+//! error it throws away); run the benchmarks with and without it to see.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use toolhost::{ModuleCache, Plugin};
+use toolhost_tests::{example, fixture};
+
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+}
+
+fn load(runtime: &tokio::runtime::Runtime, path: std::path::PathBuf) -> Plugin {
+    runtime
+        .block_on(Plugin::builder_from_file(path).with_pool_size(2).build())
+        .expect("load the plugin (build it with `cargo test` or `cargo xtask build-plugins`)")
+}
+
+/// An Extism instance of a plugin, as the foundation issue ran it: WASI on,
+/// the same memory cap and timeout toolhost applies by default.
+fn extism_plugin(path: &std::path::Path) -> extism::Plugin {
+    let wasm = std::fs::read(path).expect("read plugin");
+    let manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
+        .with_timeout(Duration::from_secs(30))
+        .with_memory_max(4096);
+    extism::Plugin::new(&manifest, [], true).expect("extism plugin")
+}
+
+/// The request bytes toolhost sends for a call.
+fn request(tool: &str, arguments: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}}))
+        .expect("request")
+}
+
+fn single_calls(c: &mut Criterion) {
+    let runtime = tokio_runtime();
+    let cases = [
+        ("roundtrip", example("calculator"), "add", json!({"a": 2, "b": 3})),
+        ("noop", fixture("hostile"), "ok", json!({})),
+        ("io_100k", example("text"), "reverse", json!({"text": "abcdefghij".repeat(10_000)})),
+    ];
+    for (group_name, path, tool, arguments) in cases {
+        let mut group = c.benchmark_group(group_name);
+        group.measurement_time(Duration::from_secs(4));
+        let plugin = load(&runtime, path.clone());
+        group.bench_function("toolhost_validated", |b| {
+            b.iter(|| runtime.block_on(plugin.call_tool(tool, arguments.clone())).expect("call"))
+        });
+        let mut raw = extism_plugin(&path);
+        let bytes = request(tool, arguments.clone());
+        group.bench_function("extism_raw", |b| {
+            b.iter(|| {
+                let out: Vec<u8> = raw.call("call", &bytes[..]).expect("extism call");
+                out
+            })
+        });
+        group.finish();
+    }
+}
+
+/// `calls` calls of `calculator.add` from `callers` concurrent tasks.
+async fn toolhost_calls(plugin: &Plugin, calls: u64, callers: u64) {
+    let tasks: Vec<_> = (0..callers)
+        .map(|i| {
+            let plugin = plugin.clone();
+            let share = calls / callers + u64::from(i < calls % callers);
+            tokio::spawn(async move {
+                for _ in 0..share {
+                    plugin.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("caller");
+    }
+}
+
+fn throughput(c: &mut Criterion) {
+    let runtime = tokio_runtime();
+    let plugin = load(&runtime, example("calculator"));
+    let mut group = c.benchmark_group("throughput");
+    group.measurement_time(Duration::from_secs(5));
+    const BATCH: u64 = 2000;
+    group.throughput(Throughput::Elements(BATCH));
+    for callers in [1, 2] {
+        group.bench_with_input(BenchmarkId::new("toolhost", callers), &callers, |b, &callers| {
+            b.iter(|| runtime.block_on(toolhost_calls(&plugin, BATCH, callers)))
+        });
+    }
+    // Extism: threads, each with an instance of its own, kept across
+    // iterations (created outside the timing).
+    let path = example("calculator");
+    let bytes = Arc::new(request("add", json!({"a": 2, "b": 3})));
+    for threads in [1usize, 2] {
+        let instances: Vec<_> =
+            (0..threads).map(|_| Arc::new(std::sync::Mutex::new(extism_plugin(&path)))).collect();
+        group.bench_with_input(BenchmarkId::new("extism_threads", threads), &threads, |b, &threads| {
+            b.iter_custom(|iterations| {
+                let started = Instant::now();
+                for _ in 0..iterations {
+                    std::thread::scope(|scope| {
+                        for instance in &instances {
+                            let bytes = Arc::clone(&bytes);
+                            scope.spawn(move || {
+                                let mut instance = instance.lock().expect("instance");
+                                for _ in 0..BATCH / threads as u64 {
+                                    let _: Vec<u8> = instance.call("call", &bytes[..]).expect("extism call");
+                                }
+                            });
+                        }
+                    });
+                }
+                started.elapsed()
+            })
+        });
+    }
+    group.finish();
+}
+
+fn load_and_describe(c: &mut Criterion) {
+    let runtime = tokio_runtime();
+    let cache_dir = tempfile::tempdir().expect("temp dir");
+    let path = example("calculator");
+    let cached = ModuleCache::at(cache_dir.path());
+    // Fill the cache once.
+    runtime
+        .block_on(Plugin::builder_from_file(&path).with_module_cache(cached.clone()).build())
+        .expect("load calculator");
+    let mut group = c.benchmark_group("load");
+    group.sample_size(20);
+    group.bench_function("from_cache", |b| {
+        b.iter(|| {
+            let plugin = runtime
+                .block_on(Plugin::builder_from_file(&path).with_module_cache(cached.clone()).build())
+                .expect("load");
+            assert_eq!(plugin.compile_info().cache, toolhost::CacheStatus::Hit);
+            plugin
+        })
+    });
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function("compile", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(Plugin::builder_from_file(&path).with_module_cache(ModuleCache::disabled()).build())
+                .expect("load")
+        })
+    });
+    group.finish();
+
+    let plugin = load(&runtime, path.clone());
+    let mut group = c.benchmark_group("describe");
+    group.bench_function("tool_list", |b| b.iter(|| plugin.describe().tools.len()));
+    group.bench_function("toolhost_validated_export", |b| {
+        b.iter(|| runtime.block_on(plugin.describe_again()).expect("describe"))
+    });
+    let mut raw = extism_plugin(&path);
+    group.bench_function("extism_raw_export", |b| {
+        b.iter(|| {
+            let out: Vec<u8> = raw.call("describe", "").expect("describe");
+            out
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, single_calls, throughput, load_and_describe);
+criterion_main!(benches);
