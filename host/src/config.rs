@@ -320,10 +320,10 @@ fn parse_toolset(
     }
 
     // Resolve references in `headers` (checked now, used by remote kinds) and `server`.
-    if let Some(mut headers) = raw.headers.clone() {
-        if let Err(found) = resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved) {
-            problems.extend(found);
-        }
+    if let Some(mut headers) = raw.headers.clone()
+        && let Err(found) = resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved)
+    {
+        problems.extend(found);
     }
     let mut source = None;
     let mut policy = Policy::default();

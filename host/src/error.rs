@@ -242,9 +242,12 @@ impl Error {
 
 /// What a plugin was running when it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Operation {
     /// The `describe` export, at load.
     Describe,
+    /// Starting an instance (its language runtime's initialisation).
+    Instantiate,
     /// The `call` export, for this tool.
     Tool(String),
 }
@@ -253,6 +256,7 @@ impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Operation::Describe => f.write_str("`describe`"),
+            Operation::Instantiate => f.write_str("instantiation"),
             Operation::Tool(name) => write!(f, "tool `{name}`"),
         }
     }

@@ -100,9 +100,7 @@ impl rmcp::ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let tools = self.tool_list().iter().map(convert).collect::<Result<Vec<_>, _>>()?;
-        let mut result = ListToolsResult::default();
-        result.tools = tools;
-        Ok(result)
+        Ok(ListToolsResult { tools, ..Default::default() })
     }
 
     async fn call_tool(

@@ -74,7 +74,7 @@ impl PluginBuilder {
             validation: ValidationOptions::default(),
             secrets: Arc::new(NoSecrets),
             secret_output: SecretOutput::default(),
-            pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            pool_size: default_pool_size(),
             cache: ModuleCache::from_env(),
         }
     }
@@ -302,6 +302,13 @@ impl PluginBuilder {
     }
 }
 
+/// The default pool size: the number of cores (asked once: the answer
+/// comes from cgroup files on Linux).
+fn default_pool_size() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
 /// Read and compile (or load from the cache) a plugin's module.
 fn compile(
     name: &str,
@@ -451,6 +458,27 @@ impl Plugin {
     /// from the compiled-module cache) and how long that took.
     pub fn compile_info(&self) -> &CompileInfo {
         &self.inner.compiled
+    }
+
+    /// Start instances now, until `instances` are ready (at most the pool
+    /// size), so the first calls do not pay for instantiation. Returns how
+    /// many instances are ready.
+    pub async fn prewarm(&self, instances: usize) -> Result<usize, Error> {
+        let inner = &self.inner;
+        let wanted = instances.min(inner.pool_size);
+        let _permits = inner.permits.acquire_many(wanted as u32).await.map_err(|_| Error::Host("the instance pool is closed".to_owned()))?;
+        loop {
+            let ready = inner.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
+            if ready >= wanted {
+                return Ok(ready);
+            }
+            let instance = inner.module.instantiate(&inner.env).await.map_err(|fault| Error::PluginFailed {
+                plugin: inner.name.clone(),
+                operation: Operation::Instantiate,
+                fault,
+            })?;
+            inner.recycle(instance);
+        }
     }
 
     /// The instance pool now: its size, how many instances are idle and

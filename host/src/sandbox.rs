@@ -313,7 +313,7 @@ pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
 /// A size as text: the largest binary unit that divides it.
 pub(crate) fn format_size(bytes: u64) -> String {
     for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= size && bytes % size == 0 {
+        if bytes >= size && bytes.is_multiple_of(size) {
             return format!("{}{unit}", bytes / size);
         }
     }
@@ -323,7 +323,7 @@ pub(crate) fn format_size(bytes: u64) -> String {
 fn format_duration(duration: Duration) -> String {
     if duration.subsec_nanos() == 0 {
         format!("{}s", duration.as_secs())
-    } else if duration.subsec_nanos() % 1_000_000 == 0 {
+    } else if duration.subsec_nanos().is_multiple_of(1_000_000) {
         format!("{}ms", duration.as_millis())
     } else {
         format!("{}ns", duration.as_nanos())

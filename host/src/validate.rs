@@ -368,11 +368,11 @@ pub(crate) fn violations(validator: &Validator, instance: &Value) -> Vec<Violati
 fn to_violation(error: &ValidationError<'_>) -> Violation {
     let mut instance_path = error.instance_path().as_str().to_owned();
     // Point at the missing property itself, not at its parent object.
-    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
-        if let Some(name) = property.as_str() {
-            instance_path.push('/');
-            instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
-        }
+    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind()
+        && let Some(name) = property.as_str()
+    {
+        instance_path.push('/');
+        instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
     }
     Violation {
         instance_path,

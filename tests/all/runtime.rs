@@ -32,7 +32,8 @@ fn as_result(value: Value) -> Value {
 
 #[tokio::test]
 async fn plugins_answer_exactly_as_they_do_on_extism() {
-    let cases: &[(&str, std::path::PathBuf, &[(&str, Value)])] = &[
+    type Case<'a> = (&'a str, std::path::PathBuf, &'a [(&'a str, Value)]);
+    let cases: &[Case] = &[
         ("calculator", example("calculator"), &[
             ("add", json!({"a": 2, "b": 3})),
             ("divide", json!({"a": 1, "b": 0})),
@@ -301,10 +302,10 @@ async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
     assert!(matches!(load().await.unwrap().compile_info().cache, CacheStatus::Rebuilt(_)));
 
     // A well-formed entry whose payload is not a module wasmtime accepts.
-    let mut forged = b"toolhost-cwasm\n\x01".to_vec();
     let payload = b"\x7fELF and then nothing useful";
-    use sha2::Digest as _;
-    forged.extend_from_slice(&sha2::Sha256::digest(payload));
+    let mut forged = b"toolhost-cwasm\n\x02".to_vec();
+    forged.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    forged.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
     forged.extend_from_slice(payload);
     std::fs::write(entry, forged).unwrap();
     match &load().await.unwrap().compile_info().cache {

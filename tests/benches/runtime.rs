@@ -11,6 +11,8 @@
 //!   own instance. Target: toolhost 2 callers ≥ 1.8× 1 caller.
 //! - `load`: `Plugin::build` of `calculator` with a warm compiled-module
 //!   cache and with no cache (compiling). Target: ≤ 5 ms from the cache.
+//! - `memory/idle_instance` (printed, not timed): resident memory per idle
+//!   pooled instance, after a call and never called.
 //! - `describe`: reading the tool list (`Plugin::describe`), and the
 //!   `describe` export run again and validated (`Plugin::describe_again`)
 //!   next to Extism's raw call of it.
@@ -105,7 +107,11 @@ fn throughput(c: &mut Criterion) {
     group.throughput(Throughput::Elements(BATCH));
     for callers in [1, 2] {
         group.bench_with_input(BenchmarkId::new("toolhost", callers), &callers, |b, &callers| {
-            b.iter(|| runtime.block_on(toolhost_calls(&plugin, BATCH, callers)))
+            b.iter_custom(|iterations| {
+                let started = Instant::now();
+                runtime.block_on(toolhost_calls(&plugin, iterations * BATCH, callers));
+                started.elapsed()
+            })
         });
     }
     // Extism: threads, each with an instance of its own, kept across
@@ -185,5 +191,57 @@ fn load_and_describe(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, single_calls, throughput, load_and_describe);
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).expect("resident pages") * 4096
+}
+
+/// Not a timing: the host memory an idle pooled instance costs, printed.
+/// 64 instances of `hostile` each run one call at the same time (its
+/// `sleep` tool holds them: 64 distinct instances); the growth of the
+/// process's resident size is divided among them, next to what they hold
+/// against their memory limits. Also 64 `calculator` instances started but
+/// never called (`Plugin::prewarm`).
+fn memory_per_instance(_: &mut Criterion) {
+    const INSTANCES: usize = 64;
+    let runtime = tokio_runtime();
+    let report = |name: &str, plugin: &Plugin, before: u64, accounted_before: usize| {
+        let stats = plugin.pool_stats();
+        let grown = resident_bytes().saturating_sub(before);
+        let added = (stats.idle.saturating_sub(1)).max(1) as u64;
+        println!(
+            "memory/idle_instance/{name}: {} KiB resident per idle instance ({} instances), \
+             {} KiB held against the memory limit (linear memory + kernel) per instance",
+            grown / added / 1024,
+            stats.idle,
+            (stats.idle_memory_bytes - accounted_before) as u64 / added / 1024
+        );
+    };
+
+    let hostile = runtime
+        .block_on(Plugin::builder_from_file(fixture("hostile")).with_pool_size(INSTANCES).build())
+        .expect("load");
+    let (before, accounted) = (resident_bytes(), hostile.pool_stats().idle_memory_bytes);
+    runtime.block_on(async {
+        let calls: Vec<_> = (0..INSTANCES)
+            .map(|_| {
+                let plugin = hostile.clone();
+                tokio::spawn(async move { plugin.call_tool("sleep", json!({"ms": 300})).await })
+            })
+            .collect();
+        for call in calls {
+            call.await.expect("task").expect("sleep");
+        }
+    });
+    report("hostile_after_a_call", &hostile, before, accounted);
+
+    let calculator = runtime
+        .block_on(Plugin::builder_from_file(example("calculator")).with_pool_size(INSTANCES).build())
+        .expect("load");
+    let (before, accounted) = (resident_bytes(), calculator.pool_stats().idle_memory_bytes);
+    runtime.block_on(calculator.prewarm(INSTANCES)).expect("prewarm");
+    report("calculator_started", &calculator, before, accounted);
+}
+
+criterion_group!(benches, single_calls, throughput, load_and_describe, memory_per_instance);
 criterion_main!(benches);

@@ -229,7 +229,7 @@ impl<'a> Sampler<'a> {
             match shape {
                 Shape::Minimal => "null",
                 Shape::Maximal => "object",
-                Shape::Random => *["null", "boolean", "integer", "number", "string"].choose(self.rng).unwrap_or(&"null"),
+                Shape::Random => ["null", "boolean", "integer", "number", "string"].choose(self.rng).unwrap_or(&"null"),
             }
         }
     }
@@ -333,7 +333,7 @@ impl<'a> Sampler<'a> {
             (Shape::Maximal, _, Some(hi)) => hi,
             (Shape::Maximal, lo, None) => 1e15f64.max(lo.unwrap_or(0.0)),
             (Shape::Random, lo, hi) => {
-                let edges = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-9, -1e-9, 1e15, -1e15, 3.141592653589793];
+                let edges = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-9, -1e-9, 1e15, -1e15, std::f64::consts::PI];
                 let fitting: Vec<f64> = edges
                     .into_iter()
                     .chain(lo)

@@ -4,12 +4,18 @@
 //! An entry is named by a SHA-256 of the Wasm bytes, the wasmtime version
 //! and the engine's configuration (everything that changes the machine
 //! code), so a plugin that changed, or a toolhost built differently, never
-//! finds an old entry. An entry holds a header, a SHA-256 of its payload and
-//! the payload (wasmtime's serialised module). Before an entry is
-//! deserialised its checksum is verified; wasmtime then checks its own
-//! header (version, target, flags). An entry that fails either check is
-//! reported, deleted and rebuilt: it is never trusted blindly. Writes go to a
+//! finds an old entry, and no plugin can be made to find another's. An
+//! entry holds a header, its payload's length and CRC-32, and the payload
+//! (wasmtime's serialised module). Before an entry is deserialised its
+//! length and checksum are verified; wasmtime then checks its own header
+//! (version, target, flags). An entry that fails either check is reported,
+//! deleted and rebuilt: it is never trusted blindly. Writes go to a
 //! temporary file renamed into place, so a reader never sees half an entry.
+//!
+//! The checksum is there to catch corruption (a torn write, a bad disk, a
+//! truncated copy), which a CRC does reliably at a fraction of a
+//! cryptographic hash's cost on a cache hit; it is not a defence against
+//! someone who can write to the cache directory.
 //!
 //! The cache directory must be as trusted as the toolhost binary: loading an
 //! entry runs its machine code. It is created readable by its owner only.
@@ -19,11 +25,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 use wasmtime::{Engine, Module};
 
 /// First bytes of every entry (16 bytes, the last one the format version).
-const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x01";
+const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x02";
+/// Header: magic, payload length (u64 LE), payload CRC-32 (u32 LE).
+const HEADER: usize = MAGIC.len() + 8 + 4;
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
 /// The environment variable that moves (or, set to `off` or empty, turns
@@ -178,14 +186,28 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// An entry: header and payload.
+fn entry(payload: &[u8]) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(HEADER + payload.len());
+    entry.extend_from_slice(MAGIC);
+    entry.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    entry.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    entry.extend_from_slice(payload);
+    entry
+}
+
 /// The payload of a sound entry, or why the entry is not sound.
 fn check_entry(entry: &[u8]) -> Result<&[u8], String> {
-    let header = MAGIC.len() + 32;
-    if entry.len() < header || &entry[..MAGIC.len()] != MAGIC {
+    if entry.len() < HEADER || &entry[..MAGIC.len()] != MAGIC {
         return Err("its header is not toolhost's".to_owned());
     }
-    let (sum, payload) = entry[MAGIC.len()..].split_at(32);
-    if Sha256::digest(payload).as_slice() != sum {
+    let length = u64::from_le_bytes(entry[MAGIC.len()..MAGIC.len() + 8].try_into().expect("8 bytes"));
+    let sum = u32::from_le_bytes(entry[MAGIC.len() + 8..HEADER].try_into().expect("4 bytes"));
+    let payload = &entry[HEADER..];
+    if payload.len() as u64 != length {
+        return Err(format!("it is {} bytes long, not {length} (the file is truncated)", payload.len()));
+    }
+    if crc32fast::hash(payload) != sum {
         return Err("its checksum does not match its contents (the file is corrupt)".to_owned());
     }
     Ok(payload)
@@ -196,9 +218,7 @@ fn store(dir: &Path, path: &Path, module: &Module) -> std::io::Result<()> {
     let payload = module.serialize().map_err(std::io::Error::other)?;
     create_private_dir(dir)?;
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(MAGIC)?;
-    temp.write_all(&Sha256::digest(&payload))?;
-    temp.write_all(&payload)?;
+    temp.write_all(&entry(&payload))?;
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
     trim(dir);
@@ -240,14 +260,13 @@ mod tests {
     #[test]
     fn entries_are_checked_before_use() {
         let payload = b"not really a module";
-        let mut entry = MAGIC.to_vec();
-        entry.extend_from_slice(&Sha256::digest(payload));
-        entry.extend_from_slice(payload);
+        let entry = entry(payload);
         assert_eq!(check_entry(&entry), Ok(&payload[..]));
 
         let mut flipped = entry.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(check_entry(&flipped).unwrap_err().contains("checksum"));
+        assert!(check_entry(&entry[..entry.len() - 1]).unwrap_err().contains("truncated"));
         assert!(check_entry(&entry[..20]).unwrap_err().contains("header"));
         assert!(check_entry(b"\0asm garbage garbage garbage garbage garbage garbage").unwrap_err().contains("header"));
     }

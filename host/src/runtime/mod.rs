@@ -125,10 +125,13 @@ pub(crate) mod ticker {
     /// Guest code is about to run.
     pub(crate) fn running() -> Running {
         ACTIVE.fetch_add(1, Ordering::SeqCst);
-        if PARKED.swap(false, Ordering::SeqCst) {
-            if let Some(thread) = THREAD.get() {
-                thread.unpark();
-            }
+        // Read before writing: callers on several threads would otherwise
+        // bounce the flag's cache line on every call.
+        if PARKED.load(Ordering::SeqCst)
+            && PARKED.swap(false, Ordering::SeqCst)
+            && let Some(thread) = THREAD.get()
+        {
+            thread.unpark();
         }
         Running(())
     }

@@ -52,7 +52,14 @@ impl Tail {
         // The last 400 characters, on a character boundary, lines joined.
         let start = text.char_indices().rev().nth(399).map_or(0, |(i, _)| i);
         let tail = &text[start..];
-        let joined = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+        // Rust's panic hook adds a hint about RUST_BACKTRACE that means
+        // nothing to the reader of a host's error.
+        let joined = tail
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE=1`"))
+            .collect::<Vec<_>>()
+            .join(" | ");
         Some(if start > 0 { format!("…{joined}") } else { joined })
     }
 }

@@ -34,6 +34,17 @@ pub struct BenchReport {
     pub failures: usize,
     /// The first failure's message, if any.
     pub first_failure: Option<String>,
+    /// Time to load the plugin (read, compile or cache load, `describe`,
+    /// validation), in seconds.
+    pub load_seconds: f64,
+    /// How the compiled module was obtained: `hit`, `miss`, `rebuilt` or
+    /// `disabled`.
+    pub module_cache: String,
+    /// Idle pooled instances after the run.
+    pub idle_instances: usize,
+    /// Memory each idle instance holds against its limit (linear memory and
+    /// Extism kernel memory), in bytes, on average.
+    pub instance_memory_bytes: u64,
 }
 
 /// Latency figures, in microseconds.
@@ -125,6 +136,7 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         micros(all.latencies[rank.clamp(1, all.latencies.len()) - 1])
     };
     let total: Duration = all.latencies.iter().sum();
+    let stats = plugin.pool_stats();
     let count = all.latencies.len();
     BenchReport {
         plugin: plugin.name().to_owned(),
@@ -144,6 +156,10 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         tool_errors: all.tool_errors,
         failures: all.failures,
         first_failure: all.first_failure,
+        load_seconds: 0.0,
+        module_cache: plugin.compile_info().cache.to_string(),
+        idle_instances: stats.idle,
+        instance_memory_bytes: (stats.idle_memory_bytes / stats.idle.max(1)) as u64,
     }
 }
 
@@ -155,5 +171,19 @@ pub fn human(micros: f64) -> String {
         format!("{:.2} ms", micros / 1e3)
     } else {
         format!("{micros:.1} µs")
+    }
+}
+
+/// A byte count in the unit that reads best.
+pub fn human_bytes(bytes: u64) -> String {
+    let bytes = bytes as f64;
+    if bytes >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    } else if bytes >= (1u64 << 20) as f64 {
+        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
+    } else if bytes >= 1024.0 {
+        format!("{:.0} KiB", bytes / 1024.0)
+    } else {
+        format!("{bytes} B")
     }
 }

@@ -272,7 +272,10 @@ fn parse_size(text: &str) -> Result<u64, String> {
 
 /// Split `--config` values into plugin config pairs and, where allowed, one
 /// toolsets file (a value without `=`).
-fn split_config(values: &[String], file_allowed: bool) -> anyhow::Result<(Vec<(String, String)>, Option<PathBuf>)> {
+/// Plugin config pairs (`KEY=VALUE`) and a toolsets file, from `--config`.
+type ConfigArgs = (Vec<(String, String)>, Option<PathBuf>);
+
+fn split_config(values: &[String], file_allowed: bool) -> anyhow::Result<ConfigArgs> {
     let mut pairs = Vec::new();
     let mut file = None;
     for value in values {
@@ -570,13 +573,13 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             // Enough idle instances for every caller, unless told otherwise.
             options.pool_size.get_or_insert(concurrency.max(default_pool_size()));
             let arguments = read_arguments(arguments.as_deref(), None).map_err(usage)?;
+            let started = std::time::Instant::now();
             let plugin = Arc::new(options.load(&plugin, pairs, None).await?);
+            let load_seconds = started.elapsed().as_secs_f64();
             // Refuse bad arguments once, not on every call.
             plugin.validate_arguments(&tool, arguments.clone())?;
-            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
-                eprintln!("note: RUST_BACKTRACE is set; figures may differ from a run without it");
-            }
-            let report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
+            let mut report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
+            report.load_seconds = load_seconds;
             if json {
                 print_json(&report)?;
             } else {
@@ -600,6 +603,16 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 if let Some(failure) = &report.first_failure {
                     println!("  first failure: {failure}");
                 }
+                println!(
+                    "  load:        {} (compiled-module cache: {}), describe included",
+                    h(report.load_seconds * 1e6),
+                    report.module_cache
+                );
+                println!(
+                    "  instances:   {} idle, {} each held against the memory limit",
+                    report.idle_instances,
+                    bench::human_bytes(report.instance_memory_bytes)
+                );
             }
             Ok(if report.failures == 0 { 0 } else { exit::PLUGIN_FAILED })
         }
