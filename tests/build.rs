@@ -15,7 +15,10 @@ fn main() {
     let examples: Vec<String> = xtask::EXAMPLE_PLUGINS.iter().map(|p| p.to_string()).collect();
     let fixtures: Vec<String> = xtask::TEST_FIXTURES.iter().map(|p| format!("fixture-{p}")).collect();
     let all: Vec<String> = examples.iter().chain(&fixtures).cloned().collect();
-    xtask::build_wasm(&cargo, &root, &all).unwrap_or_else(|message| panic!("{message}"));
+    xtask::build_wasm(&cargo, &root, &all, xtask::WASM_TARGET).unwrap_or_else(|message| panic!("{message}"));
+    let components = xtask::components_of(&all);
+    xtask::build_wasm(&cargo, &root, &components, xtask::COMPONENT_TARGET)
+        .unwrap_or_else(|message| panic!("{message}"));
 
     let target = xtask::target_dir(&root);
     for (packages, dir, var) in [
@@ -24,7 +27,11 @@ fn main() {
     ] {
         let out = target.join(dir);
         for package in packages {
-            xtask::install_module(&root, package, &out).unwrap_or_else(|message| panic!("{message}"));
+            xtask::install_module(&root, package, &out, xtask::WASM_TARGET).unwrap_or_else(|message| panic!("{message}"));
+            if components.contains(package) {
+                xtask::install_module(&root, package, &out, xtask::COMPONENT_TARGET)
+                    .unwrap_or_else(|message| panic!("{message}"));
+            }
         }
         println!("cargo:rustc-env={var}={}", out.display());
     }

@@ -13,6 +13,35 @@ pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("TOOLHOST_FIXTURE_DIR")).join(format!("{name}.wasm"))
 }
 
+/// The two builds of a plugin: an Extism module (`<name>.wasm`) and a
+/// component (`<name>.component.wasm`), for tests that run against both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `wasm32-wasip1`, the Extism interface.
+    Extism,
+    /// `wasm32-wasip2`, the `toolhost:plugin` world.
+    Component,
+}
+
+impl Flavour {
+    fn file(self, name: &str) -> String {
+        match self {
+            Flavour::Extism => format!("{name}.wasm"),
+            Flavour::Component => format!("{name}.component.wasm"),
+        }
+    }
+
+    /// An example plugin of this flavour.
+    pub fn example(self, name: &str) -> PathBuf {
+        PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join(self.file(name))
+    }
+
+    /// A test fixture of this flavour (`faults`, `scripted`).
+    pub fn fixture(self, name: &str) -> PathBuf {
+        PathBuf::from(env!("TOOLHOST_FIXTURE_DIR")).join(self.file(name))
+    }
+}
+
 /// Where the `toolhost` binary of this build profile is.
 fn toolhost_bin() -> PathBuf {
     // Integration tests of another package cannot use CARGO_BIN_EXE_*, so find

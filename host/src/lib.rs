@@ -42,6 +42,7 @@ mod validate;
 
 pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
+pub use runtime::PluginKind;
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
 pub use sandbox::{
     Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size,

@@ -12,8 +12,10 @@ use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsRe
 use crate::config::SecretOutput;
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
 use crate::runtime::cache::{CompileInfo, ModuleCache};
-use crate::runtime::extism::{Export, ExtismInstance, ExtismModule, HostEnv, NotAPlugin};
-use crate::runtime::{self, EngineKind};
+use crate::runtime::cache::Compiled;
+use crate::runtime::component::ComponentModule;
+use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
+use crate::runtime::{self, EngineKind, Instance, Module, Payload, PluginKind, RunError};
 use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{HandedSecrets, NoSecrets, SecretProvider};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
@@ -186,7 +188,9 @@ impl PluginBuilder {
         let name = match (&self.name, &self.source) {
             (Some(name), _) => name.clone(),
             (None, Source::File(path)) => {
-                path.file_stem().map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+                let stem = path.file_stem().map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned());
+                // `calculator.component.wasm` is the component build of `calculator`.
+                stem.strip_suffix(".component").filter(|s| !s.is_empty()).map(str::to_owned).unwrap_or(stem)
             }
             (None, Source::Bytes(_)) => "plugin".to_owned(),
         };
@@ -198,7 +202,12 @@ impl PluginBuilder {
             .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
-        let module = Arc::new(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?);
+        let module = Arc::new(match module {
+            Compiled::Module(module) => {
+                Module::Extism(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?)
+            }
+            Compiled::Component(component) => Module::Component(ComponentModule::new(kind, component).map_err(load_error)?),
+        });
 
         let describe_env = Arc::new(HostEnv {
             name: name.clone(),
@@ -211,16 +220,7 @@ impl PluginBuilder {
             .instantiate(&describe_env)
             .await
             .map_err(|fault| load_error(format!("it cannot be started: {fault}")))?;
-        let output = instance.run(Export::Describe, b"").await.map_err(|fault| Error::PluginFailed {
-            plugin: name.clone(),
-            operation: Operation::Describe,
-            fault,
-        })?;
-        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
-            plugin: name.clone(),
-            operation: Operation::Describe,
-            problem,
-        })?;
+        let raw = instance.describe().await.map_err(|e| run_error(&name, Operation::Describe, e))?;
         let checked = validate::check_describe(&raw, &self.validation);
         if !checked.problems.is_empty() && (checked.fatal || !self.validation.lenient) {
             return Err(Error::InvalidPlugin { plugin: name, problems: checked.problems });
@@ -309,13 +309,22 @@ fn default_pool_size() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
-/// Read and compile (or load from the cache) a plugin's module.
+/// A failed run as the library's error.
+fn run_error(plugin: &str, operation: Operation, error: RunError) -> Error {
+    match error {
+        RunError::Fault(fault) => Error::PluginFailed { plugin: plugin.to_owned(), operation, fault },
+        RunError::Output(problem) => Error::InvalidOutput { plugin: plugin.to_owned(), operation, problem },
+    }
+}
+
+/// Read and compile (or load from the cache) a plugin: an Extism module or
+/// a component, told apart by its first bytes.
 fn compile(
     name: &str,
     source: &Source,
     cache: &ModuleCache,
     kind: EngineKind,
-) -> Result<(wasmtime::Module, CompileInfo), Error> {
+) -> Result<(Compiled, CompileInfo), Error> {
     let read;
     let wasm: &[u8] = match source {
         Source::File(path) => {
@@ -325,9 +334,13 @@ fn compile(
         Source::Bytes(bytes) => bytes,
     };
     let engine = runtime::engine(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
-    cache.load_or_compile(engine, wasm).map_err(|e| Error::Load {
+    let flavour = PluginKind::of(wasm);
+    cache.load_or_compile(engine, wasm, flavour).map_err(|e| Error::Load {
         plugin: name.to_owned(),
-        message: format!("it is not a valid Wasm module ({e})"),
+        message: match flavour {
+            PluginKind::Component => format!("it is not a valid Wasm component ({e})"),
+            _ => format!("it is not a valid Wasm module ({e})"),
+        },
         source: Some(e.into_boxed_dyn_error()),
     })
 }
@@ -344,7 +357,7 @@ pub struct Plugin {
 struct Inner {
     name: String,
     /// The compiled plugin every instance is made from.
-    module: Arc<ExtismModule>,
+    module: Arc<Module>,
     /// What call instances are given: config (with secrets), grants, limits.
     env: Arc<HostEnv>,
     /// The secrets in `env`'s config, to keep them out of results.
@@ -358,7 +371,7 @@ struct Inner {
     index: HashMap<String, usize>,
     validation: ValidationOptions,
     /// Ready instances.
-    idle: Mutex<Vec<ExtismInstance>>,
+    idle: Mutex<Vec<Instance>>,
     /// One permit per instance that may exist.
     permits: Semaphore,
     pool_size: usize,
@@ -395,6 +408,11 @@ impl Plugin {
         &self.inner.name
     }
 
+    /// Whether the plugin is an Extism module or a component.
+    pub fn kind(&self) -> PluginKind {
+        self.inner.module.kind()
+    }
+
     /// The tools the plugin described at load, in its order.
     pub fn tools(&self) -> &[Tool] {
         &self.inner.described.tools
@@ -411,16 +429,7 @@ impl Plugin {
     /// still describes itself the same way (and for measuring `describe`).
     pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
         let inner = &self.inner;
-        let output = inner.run(Export::Describe, b"").await.map_err(|fault| Error::PluginFailed {
-            plugin: inner.name.clone(),
-            operation: Operation::Describe,
-            fault,
-        })?;
-        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
-            plugin: inner.name.clone(),
-            operation: Operation::Describe,
-            problem,
-        })?;
+        let raw = inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e))?;
         let checked = validate::check_describe(&raw, &inner.validation);
         if !checked.problems.is_empty() && (checked.fatal || !inner.validation.lenient) {
             return Err(Error::InvalidPlugin { plugin: inner.name.clone(), problems: checked.problems });
@@ -490,7 +499,7 @@ impl Plugin {
             size: self.inner.pool_size,
             idle: idle.len(),
             busy,
-            idle_memory_bytes: idle.iter().map(ExtismInstance::memory_used).sum(),
+            idle_memory_bytes: idle.iter().map(Instance::memory_used).sum(),
         }
     }
 
@@ -604,7 +613,7 @@ impl Plugin {
     }
 
     /// Check the tool's secrets and the request's size, and encode it.
-    fn prepare_call(&self, name: &str, arguments: JsonObject) -> Result<Vec<u8>, Error> {
+    fn prepare_call(&self, name: &str, arguments: JsonObject) -> Result<Payload, Error> {
         if let Some(secret) = self.missing_secrets(name).first() {
             return Err(Error::MissingSecret {
                 plugin: self.inner.name.clone(),
@@ -617,21 +626,26 @@ impl Plugin {
             tool: name.to_owned(),
             violations,
         };
-        let request = CallToolRequest::new(name, Some(arguments));
-        let bytes = serde_json::to_vec(&request)
-            .map_err(|e| Error::Host(format!("cannot encode the request: {e}")))?;
-        if bytes.len() > self.inner.env.limits.max_input_bytes {
+        let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
+        let payload = match self.inner.module.kind() {
+            PluginKind::Component => Payload::Component {
+                name: name.to_owned(),
+                arguments: serde_json::to_string(&arguments).map_err(encoding)?,
+            },
+            _ => Payload::Extism(serde_json::to_vec(&CallToolRequest::new(name, Some(arguments))).map_err(encoding)?),
+        };
+        if payload.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {
                 instance_path: String::new(),
                 keyword: "maxInputBytes".to_owned(),
                 message: format!(
                     "the request is {} bytes, over the limit of {} bytes",
-                    bytes.len(),
+                    payload.len(),
                     self.inner.env.limits.max_input_bytes
                 ),
             }]));
         }
-        Ok(bytes)
+        Ok(payload)
     }
 }
 
@@ -684,41 +698,47 @@ impl Inner {
         error
     }
 
-    async fn call_unscrubbed(&self, tool: &str, request: &[u8]) -> Result<CallToolResult, Error> {
-        let operation = || Operation::Tool(tool.to_owned());
-        let output = self.run(Export::Call, request).await.map_err(|fault| Error::PluginFailed {
-            plugin: self.name.clone(),
-            operation: operation(),
-            fault,
-        })?;
-        let raw = parse_json(&output).map_err(|problem| Error::InvalidOutput {
-            plugin: self.name.clone(),
-            operation: operation(),
-            problem,
-        })?;
+    async fn call_unscrubbed(&self, tool: &str, payload: &Payload) -> Result<CallToolResult, Error> {
+        let raw = self
+            .run(Job::Call(payload))
+            .await
+            .map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         self.check_output(tool, raw)
     }
 
-    /// Run an export on a pooled instance: wait for a permit, take an idle
-    /// instance (or make one), run, and put the instance back only if the
-    /// run succeeded. If this future is dropped mid-run, the instance goes
-    /// with it.
-    async fn run(&self, export: Export, input: &[u8]) -> Result<Vec<u8>, Fault> {
-        let _permit = self.permits.acquire().await.map_err(|_| Fault {
-            kind: FaultKind::Runtime,
-            message: "the instance pool is closed".to_owned(),
+    /// Run an entry point on a pooled instance: wait for a permit, take an
+    /// idle instance (or make one), run, and put the instance back only if
+    /// the run succeeded (a result the host then refuses is the plugin's
+    /// fault, not its instance's). If this future is dropped mid-run, the
+    /// instance goes with it.
+    async fn run(&self, job: Job<'_>) -> Result<Value, RunError> {
+        let _permit = self.permits.acquire().await.map_err(|_| {
+            RunError::Fault(Fault { kind: FaultKind::Runtime, message: "the instance pool is closed".to_owned() })
         })?;
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut instance = match idle {
             Some(instance) => instance,
-            None => self.module.instantiate(&self.env).await.map_err(|fault| Fault {
-                message: format!("a new instance could not be started: {fault}"),
-                ..fault
+            None => self.module.instantiate(&self.env).await.map_err(|fault| {
+                RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
             })?,
         };
-        let output = instance.run(export, input).await?;
-        self.recycle(instance);
-        Ok(output)
+        let output = match job {
+            Job::Describe => instance.describe().await,
+            Job::Call(payload) => instance.call(payload).await,
+        };
+        match output {
+            Ok(value) => {
+                self.recycle(instance);
+                Ok(value)
+            }
+            // The guest returned, but with something unusable: the
+            // instance itself is sound.
+            Err(RunError::Output(problem)) => {
+                self.recycle(instance);
+                Err(RunError::Output(problem))
+            }
+            Err(fault) => Err(fault),
+        }
     }
 
     /// Check a tool's output as the options say.
@@ -736,12 +756,18 @@ impl Inner {
     }
 
     /// Return a healthy instance to the pool.
-    fn recycle(&self, instance: ExtismInstance) {
+    fn recycle(&self, instance: Instance) {
         let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if idle.len() < self.pool_size {
             idle.push(instance);
         }
     }
+}
+
+/// What a pooled instance is asked to run.
+enum Job<'a> {
+    Describe,
+    Call(&'a Payload),
 }
 
 /// A snapshot of a plugin's instance pool.
@@ -758,12 +784,6 @@ pub struct PoolStats {
     pub idle_memory_bytes: usize,
 }
 
-/// Decode a plugin's output as JSON.
-fn parse_json(output: &[u8]) -> Result<Value, OutputProblem> {
-    let text = std::str::from_utf8(output)
-        .map_err(|e| OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() })?;
-    serde_json::from_str(text).map_err(|e| OutputProblem::NotJson { message: e.to_string() })
-}
 
 /// A JSON value that does not deserialize into the protocol type.
 pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {

@@ -47,6 +47,9 @@
 
 #![deny(missing_docs)]
 
+// Lets code generated for this crate name it the way user crates do.
+extern crate self as toolhost_plugin_sdk;
+
 use std::fmt::Display;
 
 use base64::Engine as _;
@@ -217,7 +220,7 @@ impl<T: Serialize + JsonSchema> ToolOutput for Structured<T> {
 /// The host hands declared secrets to the plugin as config values; a missing
 /// one is an error saying which.
 pub fn secret(id: &str) -> Result<String, ToolError> {
-    match extism_pdk::config::get(id) {
+    match host::config(id) {
         Ok(Some(value)) => Ok(value),
         Ok(None) => Err(ToolError::new(format!(
             "the secret `{id}` was not provided by the host (declare it with #[tool(secrets = [\"{id}\"])])"
@@ -229,7 +232,23 @@ pub fn secret(id: &str) -> Result<String, ToolError> {
 /// A config value the host granted the plugin (`--config KEY=VALUE`, or
 /// `server.config` in a toolsets file), if there is one.
 pub fn config(key: &str) -> Option<String> {
-    extism_pdk::config::get(key).ok().flatten()
+    host::config(key).ok().flatten()
+}
+
+/// The host's config, through whichever interface this build targets.
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+mod host {
+    pub fn config(key: &str) -> Result<Option<String>, String> {
+        extism_pdk::config::get(key).map_err(|e| e.to_string())
+    }
+}
+
+/// The host's config, through whichever interface this build targets.
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+mod host {
+    pub fn config(key: &str) -> Result<Option<String>, String> {
+        Ok(crate::__component::bindings::toolhost::plugin::host::config_get(key))
+    }
 }
 
 /// A text content item.
@@ -290,9 +309,13 @@ pub fn schema_object<T: JsonSchema>() -> JsonObject {
 #[doc(hidden)]
 pub mod __private {
     use super::*;
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     use toolhost_protocol::{CallToolRequest, ListToolsResult};
 
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub use extism_pdk;
+    #[cfg(all(target_os = "wasi", target_env = "p2"))]
+    pub use wit_bindgen;
 
     /// Attributes given to `#[tool(...)]`.
     pub struct Attributes {
@@ -373,6 +396,7 @@ pub mod __private {
     }
 
     /// The `describe` export.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn describe(tools: &[ToolDef]) -> i32 {
         let result = ListToolsResult {
             tools: tools.iter().map(|t| (t.definition)()).collect(),
@@ -382,6 +406,7 @@ pub mod __private {
     }
 
     /// The `call` export.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn call(tools: &[ToolDef]) -> i32 {
         let input = extism_pdk::input_bytes();
         let request: CallToolRequest = match serde_json::from_slice(&input) {
@@ -402,6 +427,7 @@ pub mod __private {
         output_json(&result)
     }
 
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     fn output_json<T: Serialize>(value: &T) -> i32 {
         match serde_json::to_vec(value) {
             Ok(bytes) => match extism_pdk::output(bytes) {
@@ -413,6 +439,7 @@ pub mod __private {
     }
 
     /// Report an Extism error: set the message, return non-zero.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     fn fail(message: &str) -> i32 {
         if let Ok(memory) = extism_pdk::Memory::from_bytes(message) {
             // SAFETY: `memory` is a live block of Extism memory holding the
@@ -420,5 +447,148 @@ pub mod __private {
             unsafe { extism_pdk::extism::error_set(memory.offset()) };
         }
         1
+    }
+}
+
+/// The component flavour (`wasm32-wasip2`): bindings of `wit/plugin.wit`
+/// and the conversions `plugin!`'s component exports use. Not a stable API.
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+#[doc(hidden)]
+pub mod __component {
+    /// Generated from `wit/plugin.wit`.
+    pub mod bindings {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "plugin",
+            pub_export_macro: true,
+            export_macro_name: "__toolhost_export_component",
+            default_bindings_module: "::toolhost_plugin_sdk::__component::bindings",
+            runtime_path: "::toolhost_plugin_sdk::__private::wit_bindgen::rt",
+        });
+    }
+
+    use self::bindings::toolhost::plugin::types as wit;
+    use super::{CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolDef};
+    use base64::Engine as _;
+    use serde_json::Value;
+    use toolhost_protocol::{Annotations, Role};
+
+    fn json_text(value: &impl serde::Serialize) -> String {
+        serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    fn tool(tool: Tool) -> wit::Tool {
+        let field = |name: &str| tool.extra.get(name).and_then(Value::as_str).map(str::to_owned);
+        let (version, namespace) = (field("version"), field("namespace"));
+        let tags = tool
+            .extra
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+        wit::Tool {
+            version,
+            namespace,
+            tags,
+            name: tool.name,
+            title: tool.title,
+            description: tool.description,
+            input_schema: json_text(&tool.input_schema),
+            output_schema: tool.output_schema.as_ref().map(json_text),
+            annotations: tool.annotations.map(|a| wit::ToolAnnotations {
+                title: a.title,
+                read_only_hint: a.read_only_hint,
+                destructive_hint: a.destructive_hint,
+                idempotent_hint: a.idempotent_hint,
+                open_world_hint: a.open_world_hint,
+            }),
+            meta: tool.meta.as_ref().map(json_text),
+        }
+    }
+
+    /// The `describe` export.
+    pub fn describe(tools: &[ToolDef]) -> Vec<wit::Tool> {
+        tools.iter().map(|t| tool((t.definition)())).collect()
+    }
+
+    /// Bytes from the base64 the SDK's helpers wrote (the protocol's form).
+    fn bytes(data: &str) -> Vec<u8> {
+        base64::engine::general_purpose::STANDARD.decode(data).unwrap_or_else(|_| data.as_bytes().to_vec())
+    }
+
+    fn annotations(a: Annotations) -> wit::Annotations {
+        wit::Annotations {
+            audience: a.audience.map(|roles| {
+                roles
+                    .into_iter()
+                    .map(|r| match r {
+                        Role::Assistant => wit::Role::Assistant,
+                        Role::User => wit::Role::User,
+                    })
+                    .collect()
+            }),
+            priority: a.priority,
+            last_modified: a.last_modified,
+        }
+    }
+
+    fn content(item: Content) -> wit::Content {
+        let meta = |meta: &Option<JsonObject>| meta.as_ref().map(json_text);
+        let (kind, ann, meta) = match item {
+            Content::Text(t) => (wit::ContentKind::Text(t.text), t.annotations, meta(&t.meta)),
+            Content::Image(b) => (
+                wit::ContentKind::Image(wit::Binary { data: bytes(&b.data), mime_type: b.mime_type }),
+                b.annotations,
+                meta(&b.meta),
+            ),
+            Content::Audio(b) => (
+                wit::ContentKind::Audio(wit::Binary { data: bytes(&b.data), mime_type: b.mime_type }),
+                b.annotations,
+                meta(&b.meta),
+            ),
+            Content::Resource(r) => {
+                let ResourceContents { uri, mime_type, text, blob, .. } = r.resource;
+                let body = match (text, blob) {
+                    (_, Some(blob)) => wit::ResourceBody::Blob(bytes(&blob)),
+                    (text, None) => wit::ResourceBody::Text(text.unwrap_or_default()),
+                };
+                (wit::ContentKind::Resource(wit::EmbeddedResource { uri, mime_type, body }), r.annotations, meta(&r.meta))
+            }
+            Content::ResourceLink(l) => (
+                wit::ContentKind::ResourceLink(wit::ResourceLink {
+                    uri: l.uri,
+                    name: l.name,
+                    title: l.title,
+                    description: l.description,
+                    mime_type: l.mime_type,
+                    size: l.size,
+                }),
+                l.annotations,
+                meta(&l.meta),
+            ),
+        };
+        wit::Content { kind, annotations: ann.map(annotations), meta }
+    }
+
+    fn result(result: CallToolResult) -> wit::CallToolResult {
+        wit::CallToolResult {
+            content: result.content.into_iter().map(content).collect(),
+            is_error: result.is_error.unwrap_or(false),
+            structured_content: result.structured_content.as_ref().map(json_text),
+            meta: result.meta.as_ref().map(json_text),
+        }
+    }
+
+    /// The `call` export: the same dispatch as the Extism flavour's.
+    pub fn call(tools: &[ToolDef], name: String, arguments: String) -> Result<wit::CallToolResult, wit::CallError> {
+        let arguments = match serde_json::from_str::<Value>(&arguments) {
+            Ok(Value::Object(map)) => Some(map),
+            Ok(Value::Null) => None,
+            Ok(_) => return Err(wit::CallError::InvalidArguments("the arguments are not a JSON object".to_owned())),
+            Err(error) => return Err(wit::CallError::InvalidArguments(format!("the arguments are not JSON: {error}"))),
+        };
+        match tools.iter().find(|t| t.name == name) {
+            Some(tool) => Ok(result((tool.handler)(arguments))),
+            None => Err(wit::CallError::UnknownTool(name)),
+        }
     }
 }

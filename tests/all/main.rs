@@ -1,8 +1,29 @@
 //! Integration tests against real Wasm plugins built from the workspace's
 //! sources (see `tests/build.rs`). One test binary, with a module per area.
 
+/// Run `async fn name(flavour: Flavour)` tests against both builds of their
+/// plugins: `name::extism` and `name::component`.
+macro_rules! both_flavours {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn extism() {
+                    super::$name(toolhost_tests::Flavour::Extism).await
+                }
+
+                #[tokio::test]
+                async fn component() {
+                    super::$name(toolhost_tests::Flavour::Component).await
+                }
+            }
+        )*
+    };
+}
+
 mod check;
 mod cli;
+mod component;
 mod faults;
 mod plugins;
 mod properties;

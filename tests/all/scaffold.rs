@@ -58,6 +58,15 @@ fn new_build_check() {
     assert_eq!(called.status.code(), Some(0), "{}", text(&called));
     assert!(String::from_utf8_lossy(&called.stdout).contains("Hello, Ada!!"), "{}", text(&called));
 
+    // The same crate, unchanged, as a component.
+    let built = toolhost_in(&demo, &["build", "--target", "wasm32-wasip2"]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built));
+    let component = String::from_utf8_lossy(&built.stdout).trim().to_owned();
+    assert!(component.ends_with("wasm32-wasip2/release/demo.wasm"), "{}", text(&built));
+    let called_component = toolhost_in(&demo, &["call", &component, "greet", r#"{"name": "Ada", "excitement": 2}"#]);
+    assert_eq!(called_component.status.code(), Some(0), "{}", text(&called_component));
+    assert_eq!(called_component.stdout, called.stdout, "the same answer from both builds");
+
     // The crate's own test passes too.
     let tested = Command::new(env!("CARGO"))
         .current_dir(&demo)

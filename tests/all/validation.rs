@@ -4,11 +4,16 @@
 
 use serde_json::{Value, json};
 use toolhost::{Error, LoadProblem, OutputProblem, Plugin, ValidationOptions, Violation};
-use toolhost_tests::{example, fixture};
+use toolhost_tests::Flavour;
 
 /// Load the scripted fixture with this describe output (and call result).
-async fn scripted(describe: &Value, result: Option<&Value>, validation: ValidationOptions) -> Result<Plugin, Error> {
-    let mut builder = Plugin::builder_from_file(fixture("scripted"))
+async fn scripted(
+    flavour: Flavour,
+    describe: &Value,
+    result: Option<&Value>,
+    validation: ValidationOptions,
+) -> Result<Plugin, Error> {
+    let mut builder = Plugin::builder_from_file(flavour.fixture("scripted"))
         .with_validation(validation)
         .with_config("describe", describe.to_string());
     if let Some(result) = result {
@@ -37,14 +42,13 @@ fn object() -> Value {
     json!({"type": "object"})
 }
 
-async fn refused(describe: Value) -> Vec<LoadProblem> {
-    load_problems(scripted(&describe, None, ValidationOptions::default()).await.expect_err("must be refused"))
+async fn refused(flavour: Flavour, describe: Value) -> Vec<LoadProblem> {
+    load_problems(scripted(flavour, &describe, None, ValidationOptions::default()).await.expect_err("must be refused"))
 }
 
-#[tokio::test]
-async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set() {
+async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set(flavour: Flavour) {
     let long = "n".repeat(129);
-    let problems = refused(json!({"tools": [
+    let problems = refused(flavour, json!({"tools": [
         tool("ok.name-1_2", object()),
         tool("bad name!", object()),
         tool("", object()),
@@ -61,16 +65,14 @@ async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set() {
     );
 }
 
-#[tokio::test]
-async fn duplicate_names_are_refused() {
-    let problems = refused(json!({"tools": [tool("a", object()), tool("b", object()), tool("a", object())]})).await;
+async fn duplicate_names_are_refused(flavour: Flavour) {
+    let problems = refused(flavour, json!({"tools": [tool("a", object()), tool("b", object()), tool("a", object())]})).await;
     assert_eq!(summary(&problems), [(Some("a"), "/tools/2/name", "unique-name")]);
     assert!(problems[0].message.contains("first at /tools/0"), "{}", problems[0].message);
 }
 
-#[tokio::test]
-async fn input_schemas_must_be_objects_with_an_object_root() {
-    let problems = refused(json!({"tools": [
+async fn input_schemas_must_be_objects_with_an_object_root(flavour: Flavour) {
+    let problems = refused(flavour, json!({"tools": [
         tool("string_root", json!({"type": "string"})),
         tool("not_an_object", json!("object")),
         {"name": "missing", "description": "No schema."},
@@ -82,15 +84,18 @@ async fn input_schemas_must_be_objects_with_an_object_root() {
         [
             (Some("string_root"), "/tools/0/inputSchema/type", "const"),
             (Some("not_an_object"), "/tools/1/inputSchema", "type"),
-            (Some("missing"), "/tools/2/inputSchema", "required"),
+            // WIT requires a schema: the component sends `null` for none.
+            match flavour {
+                Flavour::Extism => (Some("missing"), "/tools/2/inputSchema", "required"),
+                Flavour::Component => (Some("missing"), "/tools/2/inputSchema", "type"),
+            },
             (Some("bad_output"), "/tools/3/outputSchema", "anyOf"),
         ]
     );
 }
 
-#[tokio::test]
-async fn schemas_must_compile() {
-    let problems = refused(json!({"tools": [
+async fn schemas_must_compile(flavour: Flavour) {
+    let problems = refused(flavour, json!({"tools": [
         tool("typo", json!({"type": "object", "properties": {"a": {"type": "strnig"}}})),
         tool("bad_pattern", json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}})),
     ]}))
@@ -102,32 +107,29 @@ async fn schemas_must_compile() {
     assert!(problems[0].message.contains("strnig"), "{}", problems[0].message);
 }
 
-#[tokio::test]
-async fn external_refs_are_refused_never_fetched() {
+async fn external_refs_are_refused_never_fetched(flavour: Flavour) {
     for target in ["https://example.com/schema.json", "file:///etc/passwd", "other.json"] {
         let schema = json!({"type": "object", "properties": {"a": {"$ref": target}}});
-        let problems = refused(json!({"tools": [tool("ext", schema)]})).await;
+        let problems = refused(flavour, json!({"tools": [tool("ext", schema)]})).await;
         assert_eq!(summary(&problems), [(Some("ext"), "/tools/0/inputSchema", "schema")], "{target}");
         assert!(problems[0].message.contains("refused"), "{target}: {}", problems[0].message);
     }
 }
 
-#[tokio::test]
-async fn local_refs_work_in_2020_12() {
+async fn local_refs_work_in_2020_12(flavour: Flavour) {
     let schema = json!({
         "type": "object",
         "$defs": {"positive": {"type": "integer", "minimum": 1}},
         "properties": {"n": {"$ref": "#/$defs/positive"}},
         "required": ["n"]
     });
-    let plugin = scripted(&json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
     plugin.validate_arguments("t", json!({"n": 3})).expect("valid");
     let error = plugin.validate_arguments("t", json!({"n": 0})).unwrap_err();
     assert_eq!(pointers(&error), [("/n", "minimum")]);
 }
 
-#[tokio::test]
-async fn draft_07_is_honoured_when_declared() {
+async fn draft_07_is_honoured_when_declared(flavour: Flavour) {
     // Tuple `items` is draft-07; 2020-12 spells it `prefixItems`.
     let schema = json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
@@ -135,29 +137,27 @@ async fn draft_07_is_honoured_when_declared() {
         "definitions": {"word": {"type": "string"}},
         "properties": {"pair": {"type": "array", "items": [{"$ref": "#/definitions/word"}, {"type": "integer"}]}}
     });
-    let plugin = scripted(&json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
     plugin.validate_arguments("t", json!({"pair": ["a", 1]})).expect("valid");
     let error = plugin.validate_arguments("t", json!({"pair": [1, "b"]})).unwrap_err();
     assert_eq!(pointers(&error), [("/pair/0", "type"), ("/pair/1", "type")]);
 }
 
-#[tokio::test]
-async fn other_dialects_are_a_clear_error() {
+async fn other_dialects_are_a_clear_error(flavour: Flavour) {
     let schema = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"});
-    let problems = refused(json!({"tools": [tool("old", schema)]})).await;
+    let problems = refused(flavour, json!({"tools": [tool("old", schema)]})).await;
     assert_eq!(summary(&problems), [(Some("old"), "/tools/0/inputSchema", "schema")]);
     assert!(problems[0].message.contains("unsupported JSON Schema dialect"), "{}", problems[0].message);
 }
 
-#[tokio::test]
-async fn metadata_versions_namespaces_and_tags() {
+async fn metadata_versions_namespaces_and_tags(flavour: Flavour) {
     let mut with_meta = tool("search", object());
     with_meta["namespace"] = json!("web");
     with_meta["version"] = json!("v1.2.3");
     with_meta["tags"] = json!(["  Web Search ", "web-search", "HTTP(S)"]);
     let mut bare = tool("plain", object());
     bare["namespace"] = json!("web");
-    let plugin = scripted(&json!({"tools": [with_meta, bare, tool("none", object())]}), None, ValidationOptions::default())
+    let plugin = scripted(flavour, &json!({"tools": [with_meta, bare, tool("none", object())]}), None, ValidationOptions::default())
         .await
         .expect("loads");
     assert_eq!(plugin.tool_id("search"), Some("web:search:1.2.3"));
@@ -171,16 +171,15 @@ async fn metadata_versions_namespaces_and_tags() {
     bad["version"] = json!("1.2");
     let mut colon = tool("colon", object());
     colon["namespace"] = json!("a:b");
-    let problems = refused(json!({"tools": [bad, colon]})).await;
+    let problems = refused(flavour, json!({"tools": [bad, colon]})).await;
     assert_eq!(
         summary(&problems),
         [(Some("colon"), "/tools/1/namespace", "pattern"), (Some("bad"), "/tools/0/version", "semver")]
     );
 }
 
-#[tokio::test]
-async fn a_describe_with_three_problems_reports_all_three() {
-    let problems = refused(json!({"tools": [
+async fn a_describe_with_three_problems_reports_all_three(flavour: Flavour) {
+    let problems = refused(flavour, json!({"tools": [
         tool("fine", object()),
         tool("has space", object()),
         tool("fine", object()),
@@ -198,19 +197,20 @@ async fn a_describe_with_three_problems_reports_all_three() {
     );
 }
 
-#[tokio::test]
-async fn lenient_mode_loads_the_valid_tools_and_warns_about_the_rest() {
+async fn lenient_mode_loads_the_valid_tools_and_warns_about_the_rest(flavour: Flavour) {
     let describe = json!({"tools": [tool("good", object()), tool("bad name", object())]});
     let lenient = ValidationOptions { lenient: true, ..ValidationOptions::default() };
-    let plugin = scripted(&describe, None, lenient).await.expect("lenient load");
+    let plugin = scripted(flavour, &describe, None, lenient).await.expect("lenient load");
     let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["good"]);
     assert_eq!(summary(plugin.warnings()), [(Some("bad name"), "/tools/1/name", "pattern")]);
+}
 
-    // A document that is wrong as a whole cannot be loaded leniently.
-    let error = scripted(&json!({"tool": []}), None, ValidationOptions { lenient: true, ..Default::default() })
-        .await
-        .unwrap_err();
+#[tokio::test]
+async fn a_describe_document_wrong_as_a_whole_is_refused_even_leniently() {
+    // (A component's `describe` returns a typed list: it has no such form.)
+    let lenient = ValidationOptions { lenient: true, ..Default::default() };
+    let error = scripted(Flavour::Extism, &json!({"tool": []}), None, lenient).await.unwrap_err();
     assert_eq!(summary(&load_problems(error)), [(None, "/tools", "required")]);
 }
 
@@ -223,9 +223,8 @@ fn pointers(error: &Error) -> Vec<(&str, &str)> {
     violations.iter().map(|v| (v.instance_path.as_str(), v.keyword.as_str())).collect()
 }
 
-#[tokio::test]
-async fn arguments_are_checked_before_the_plugin_runs() {
-    let plugin = Plugin::load(example("calculator")).await.expect("load");
+async fn arguments_are_checked_before_the_plugin_runs(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.example("calculator")).await.expect("load");
     let error = plugin.call_tool("add", json!({"a": "two"})).await.unwrap_err();
     assert!(error.is_invalid_arguments(), "{error:?}");
     assert_eq!(pointers(&error), [("/a", "type"), ("/b", "required")]);
@@ -238,42 +237,47 @@ async fn arguments_are_checked_before_the_plugin_runs() {
     }
 }
 
-#[tokio::test]
-async fn the_plugin_does_not_run_when_arguments_are_refused() {
+async fn the_plugin_does_not_run_when_arguments_are_refused(flavour: Flavour) {
     // `hostile.panic` would trap if it ran; a schema it fails keeps it from running.
     let describe = json!({"tools": [tool("t", json!({"type": "object", "required": ["x"]}))]});
     let result = json!({"content": [{"type": "text", "text": "ran"}]});
-    let plugin = scripted(&describe, Some(&result), ValidationOptions::default()).await.expect("load");
+    let plugin = scripted(flavour, &describe, Some(&result), ValidationOptions::default()).await.expect("load");
     let error = plugin.call_tool("t", json!({})).await.unwrap_err();
     assert_eq!(pointers(&error), [("/x", "required")]);
     let ran = plugin.call_tool("t", json!({"x": 1})).await.expect("runs");
     assert_eq!(ran.texts().next(), Some("ran"));
 }
 
-#[tokio::test]
-async fn formats_are_annotations_by_default_and_enforced_on_request() {
+async fn formats_are_annotations_by_default_and_enforced_on_request(flavour: Flavour) {
     let schema = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}});
     let describe = json!({"tools": [tool("t", schema)]});
     let args = json!({"when": "next tuesday"});
-    let plugin = scripted(&describe, None, ValidationOptions::default()).await.expect("load");
+    let plugin = scripted(flavour, &describe, None, ValidationOptions::default()).await.expect("load");
     plugin.validate_arguments("t", args.clone()).expect("format is an annotation");
     let strict = ValidationOptions { enforce_formats: true, ..Default::default() };
-    let plugin = scripted(&describe, None, strict).await.expect("load");
+    let plugin = scripted(flavour, &describe, None, strict).await.expect("load");
     assert_eq!(pointers(&plugin.validate_arguments("t", args).unwrap_err()), [("/when", "format")]);
 }
 
 /// Call tool `t` of a scripted plugin that returns `result`.
-async fn call_returning(result: Value, output_schema: Option<Value>) -> Result<toolhost::CallToolResult, Error> {
+async fn call_returning(
+    flavour: Flavour,
+    result: Value,
+    output_schema: Option<Value>,
+) -> Result<toolhost::CallToolResult, Error> {
     let mut t = tool("t", object());
     if let Some(schema) = output_schema {
         t["outputSchema"] = schema;
     }
-    let plugin = scripted(&json!({"tools": [t]}), Some(&result), ValidationOptions::default()).await.expect("load");
+    let plugin = scripted(flavour, &json!({"tools": [t]}), Some(&result), ValidationOptions::default()).await.expect("load");
     plugin.call_tool("t", json!({})).await
 }
 
+/// The Extism flavour's results are JSON the plugin wrote; a component's
+/// are WIT values, which cannot have these mistakes.
 #[tokio::test]
 async fn results_must_follow_the_protocol() {
+    let flavour = Flavour::Extism;
     let cases = [
         (json!({"contents": []}), vec![("/content", "required")]),
         (json!({"content": [{"type": "video", "url": "x"}]}), vec![("/content/0/type", "enum")]),
@@ -289,14 +293,13 @@ async fn results_must_follow_the_protocol() {
         (json!({"content": [], "isError": "yes"}), vec![("/isError", "type")]),
     ];
     for (result, expected) in cases {
-        let error = call_returning(result.clone(), None).await.expect_err(&result.to_string());
+        let error = call_returning(flavour, result.clone(), None).await.expect_err(&result.to_string());
         assert!(error.is_invalid_output(), "{result}: {error:?}");
         assert_eq!(pointers(&error), expected, "{result}");
     }
 }
 
-#[tokio::test]
-async fn valid_results_of_every_content_type_pass() {
+async fn valid_results_of_every_content_type_pass(flavour: Flavour) {
     let result = json!({"content": [
         {"type": "text", "text": "t", "annotations": null, "mimeType": null},
         {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "annotations": {"audience": ["user"], "priority": 0.5}},
@@ -305,34 +308,79 @@ async fn valid_results_of_every_content_type_pass() {
         {"type": "resource", "resource": {"uri": "file:///b", "blob": "YWI=", "mimeType": "application/octet-stream"}},
         {"type": "resource_link", "uri": "file:///c", "name": "c"}
     ], "isError": false});
-    let ok = call_returning(result, None).await.expect("valid");
+    let ok = call_returning(flavour, result, None).await.expect("valid");
     assert_eq!(ok.content.len(), 6);
 }
 
-#[tokio::test]
-async fn structured_content_must_match_the_output_schema() {
+async fn structured_content_must_match_the_output_schema(flavour: Flavour) {
     let schema = json!({"type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"]});
     let good = json!({"content": [], "structuredContent": {"result": 1}});
-    call_returning(good, Some(schema.clone())).await.expect("valid");
+    call_returning(flavour, good, Some(schema.clone())).await.expect("valid");
 
     let wrong = json!({"content": [], "structuredContent": {"result": "one"}});
-    let error = call_returning(wrong, Some(schema.clone())).await.unwrap_err();
+    let error = call_returning(flavour, wrong, Some(schema.clone())).await.unwrap_err();
     assert_eq!(pointers(&error), [("/structuredContent/result", "type")]);
 
     let missing = json!({"content": [{"type": "text", "text": "1"}]});
-    let error = call_returning(missing, Some(schema.clone())).await.unwrap_err();
+    let error = call_returning(flavour, missing, Some(schema.clone())).await.unwrap_err();
     assert_eq!(pointers(&error), [("/structuredContent", "outputSchema")]);
 
     // A tool error is passed through, not judged against the output schema.
     let tool_error = json!({"content": [{"type": "text", "text": "no"}], "isError": true});
-    assert!(call_returning(tool_error, Some(schema)).await.expect("passed through").is_error());
+    assert!(call_returning(flavour, tool_error, Some(schema)).await.expect("passed through").is_error());
 }
 
-#[tokio::test]
-async fn with_validation_off_results_pass_unchecked() {
+async fn with_validation_off_results_pass_unchecked(flavour: Flavour) {
     let describe = json!({"tools": [tool("t", json!({"type": "object", "required": ["x"]}))]});
     let result = json!({"content": [{"type": "image", "data": "not base64", "mimeType": "image/png"}]});
-    let plugin = scripted(&describe, Some(&result), ValidationOptions::off()).await.expect("load");
+    let plugin = scripted(flavour, &describe, Some(&result), ValidationOptions::off()).await.expect("load");
     let passed = plugin.call_tool("t", json!({})).await.expect("unchecked");
     assert_eq!(passed.content.len(), 1);
 }
+
+/// A component's JSON text fields that are not JSON are named by pointer;
+/// its call errors become a failure or, for arguments, a tool error.
+#[tokio::test]
+async fn component_json_fields_and_call_errors() {
+    let flavour = Flavour::Component;
+    // (The scripted component passes a string `structuredContent` on as
+    // the JSON text itself.)
+    let error = call_returning(flavour, json!({"content": [], "structuredContent": "{oops"}), None).await.unwrap_err();
+    match &error {
+        Error::InvalidOutput { problem: OutputProblem::NotJson { message }, .. } => {
+            assert!(message.contains("/structuredContent"), "{message}");
+        }
+        other => panic!("expected output that is not JSON, got {other:?}"),
+    }
+
+    let failed = call_returning(flavour, json!({"callError": {"kind": "failed", "message": "it broke"}}), None).await;
+    let failed = failed.unwrap_err();
+    assert!(failed.is_plugin_error_message() && failed.to_string().contains("it broke"), "{failed:?}");
+    let args = call_returning(flavour, json!({"callError": {"kind": "invalid-arguments", "message": "x is odd"}}), None)
+        .await
+        .expect("a tool error");
+    assert!(args.is_error());
+    assert!(args.texts().next().unwrap().contains("x is odd"));
+    let unknown = call_returning(flavour, json!({"callError": {"kind": "unknown-tool", "message": "t"}}), None).await;
+    assert!(unknown.unwrap_err().to_string().contains("says it has no tool `t`"));
+}
+
+both_flavours!(
+    tool_names_must_be_1_to_128_characters_of_the_allowed_set,
+    duplicate_names_are_refused,
+    input_schemas_must_be_objects_with_an_object_root,
+    schemas_must_compile,
+    external_refs_are_refused_never_fetched,
+    local_refs_work_in_2020_12,
+    draft_07_is_honoured_when_declared,
+    other_dialects_are_a_clear_error,
+    metadata_versions_namespaces_and_tags,
+    a_describe_with_three_problems_reports_all_three,
+    lenient_mode_loads_the_valid_tools_and_warns_about_the_rest,
+    arguments_are_checked_before_the_plugin_runs,
+    the_plugin_does_not_run_when_arguments_are_refused,
+    formats_are_annotations_by_default_and_enforced_on_request,
+    valid_results_of_every_content_type_pass,
+    structured_content_must_match_the_output_schema,
+    with_validation_off_results_pass_unchecked,
+);

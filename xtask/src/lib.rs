@@ -1,23 +1,31 @@
 //! Build tasks for the toolhost workspace.
 //!
 //! The Wasm plugins are ordinary workspace crates built for `wasm32-wasip1`
-//! with the `wasm-release` profile. [`build_plugins`] runs that build and
-//! copies each module to `<out>/<package>.wasm`. It is used by
-//! `cargo xtask build-plugins` and by the integration tests' build script, so
-//! both build the plugins the same way, into the same target directory.
+//! (Extism modules) with the `wasm-release` profile, and some also for
+//! `wasm32-wasip2` (components of `wit/plugin.wit`; the SDK switches on the
+//! target). [`build_plugins`] runs those builds and copies each module to
+//! `<out>/<name>.wasm` and each component to `<out>/<name>.component.wasm`.
+//! It is used by `cargo xtask build-plugins` and by the integration tests'
+//! build script, so both build the plugins the same way, into the same
+//! target directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The Wasm target plugins are built for.
+/// The Wasm target plugins are built for (Extism modules).
 pub const WASM_TARGET: &str = "wasm32-wasip1";
+/// The Wasm target components are built for.
+pub const COMPONENT_TARGET: &str = "wasm32-wasip2";
 /// The cargo profile plugins are built with.
 pub const WASM_PROFILE: &str = "wasm-release";
 /// The example plugins, by package name.
 pub const EXAMPLE_PLUGINS: &[&str] = &["calculator", "clock", "doorbell", "text"];
 /// The test fixture plugins, by package name (`tests/fixtures/<name>`; the
 /// package is `fixture-<name>`).
-pub const TEST_FIXTURES: &[&str] = &["hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets"];
+pub const TEST_FIXTURES: &[&str] =
+    &["faults", "hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets"];
+/// The packages (examples and `fixture-*`) also built as components.
+pub const COMPONENTS: &[&str] = &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted"];
 
 /// The workspace root (the directory above this crate).
 pub fn workspace_root() -> PathBuf {
@@ -33,14 +41,14 @@ pub fn target_dir(root: &Path) -> PathBuf {
     }
 }
 
-/// Build the given packages for Wasm, in one cargo invocation.
+/// Build the given packages for a Wasm target, in one cargo invocation.
 ///
 /// `cargo` is the cargo binary to run (the `CARGO` of the calling build).
-pub fn build_wasm(cargo: &Path, root: &Path, packages: &[String]) -> Result<(), String> {
+pub fn build_wasm(cargo: &Path, root: &Path, packages: &[String], target: &str) -> Result<(), String> {
     let mut command = Command::new(cargo);
     command
         .current_dir(root)
-        .args(["build", "--quiet", "--locked", "--target", WASM_TARGET, "--profile", WASM_PROFILE])
+        .args(["build", "--quiet", "--locked", "--target", target, "--profile", WASM_PROFILE])
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .arg("--target-dir")
@@ -60,36 +68,55 @@ pub fn build_wasm(cargo: &Path, root: &Path, packages: &[String]) -> Result<(), 
         Ok(())
     } else {
         Err(format!(
-            "building the Wasm plugins failed ({status}); is the target installed? \
-             run `rustup target add {WASM_TARGET}`"
+            "building the Wasm plugins for {target} failed ({status}); is the target installed? \
+             run `rustup target add {target}`"
         ))
     }
 }
 
-/// Copy a built package's module to `out_dir/<name>.wasm`, where `name` is
+/// Copy a built package's module to `out_dir/<name>.wasm` (a component, of
+/// the [`COMPONENT_TARGET`] build: `<name>.component.wasm`), where `name` is
 /// the package name without a `fixture-` prefix. Returns the path written.
-pub fn install_module(root: &Path, package: &str, out_dir: &Path) -> Result<PathBuf, String> {
+pub fn install_module(root: &Path, package: &str, out_dir: &Path, target: &str) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let from = target_dir(root)
-        .join(WASM_TARGET)
+        .join(target)
         .join(WASM_PROFILE)
         .join(format!("{}.wasm", package.replace('-', "_")));
     let name = package.strip_prefix("fixture-").unwrap_or(package);
-    let to = out_dir.join(format!("{name}.wasm"));
+    let suffix = if target == COMPONENT_TARGET { ".component" } else { "" };
+    let to = out_dir.join(format!("{name}{suffix}.wasm"));
     copy_if_changed(&from, &to)?;
     Ok(to)
 }
 
-/// Build the packages and install each into `out_dir`.
+/// Build the packages and install each into `out_dir`: every one as an
+/// Extism module, those in [`COMPONENTS`] also as a component.
 pub fn build_plugins(
     cargo: &Path,
     root: &Path,
     packages: &[String],
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>, String> {
-    build_wasm(cargo, root, packages)?;
-    packages.iter().map(|package| install_module(root, package, out_dir)).collect()
+    build_wasm(cargo, root, packages, WASM_TARGET)?;
+    let components = components_of(packages);
+    if !components.is_empty() {
+        build_wasm(cargo, root, &components, COMPONENT_TARGET)?;
+    }
+    let mut installed = Vec::new();
+    for package in packages {
+        installed.push(install_module(root, package, out_dir, WASM_TARGET)?);
+        if components.contains(package) {
+            installed.push(install_module(root, package, out_dir, COMPONENT_TARGET)?);
+        }
+    }
+    Ok(installed)
+}
+
+/// The packages of `packages` that are also built as components.
+pub fn components_of(packages: &[String]) -> Vec<String> {
+    packages.iter().filter(|p| COMPONENTS.contains(&p.as_str())).cloned().collect()
 }
 
 /// Copy a file unless the destination already has the same bytes (keeps its

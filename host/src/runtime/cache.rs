@@ -26,7 +26,44 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
+
+use super::PluginKind;
+
+/// A compiled plugin of either flavour.
+pub(crate) enum Compiled {
+    Module(Module),
+    Component(Component),
+}
+
+impl Compiled {
+    fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
+        Ok(match kind {
+            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?),
+            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?),
+        })
+    }
+
+    /// SAFETY: as `Module::deserialize`: `payload` must be what `serialize`
+    /// wrote for this engine's configuration.
+    unsafe fn deserialize(engine: &Engine, payload: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
+        // SAFETY: passed on from the caller.
+        Ok(unsafe {
+            match kind {
+                PluginKind::Extism => Compiled::Module(Module::deserialize(engine, payload)?),
+                PluginKind::Component => Compiled::Component(Component::deserialize(engine, payload)?),
+            }
+        })
+    }
+
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        match self {
+            Compiled::Module(module) => module.serialize(),
+            Compiled::Component(component) => component.serialize(),
+        }
+    }
+}
 
 /// First bytes of every entry (16 bytes, the last one the format version).
 const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x02";
@@ -121,15 +158,20 @@ impl ModuleCache {
         self.dir.as_deref()
     }
 
-    /// The compiled module for `wasm` on `engine`: from the cache if a
+    /// The compiled plugin for `wasm` on `engine`: from the cache if a
     /// sound entry exists, else compiled (and stored).
-    pub(crate) fn load_or_compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Module, CompileInfo)> {
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> wasmtime::Result<(Compiled, CompileInfo)> {
         let started = Instant::now();
         let Some(dir) = &self.dir else {
-            let module = Module::new(engine, wasm)?;
+            let module = Compiled::compile(engine, wasm, kind)?;
             return Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }));
         };
-        let path = dir.join(format!("{}.cwasm", key(engine, wasm)));
+        let path = dir.join(format!("{}.cwasm", key(engine, wasm, kind)));
         let mut status = CacheStatus::Miss;
         match std::fs::read(&path) {
             Ok(entry) => match check_entry(&entry) {
@@ -137,7 +179,7 @@ impl ModuleCache {
                     // SAFETY: `payload` is what `Module::serialize` wrote for
                     // this engine configuration (the key says so) and its
                     // checksum matches; wasmtime checks its own header too.
-                    match unsafe { Module::deserialize(engine, payload) } {
+                    match unsafe { Compiled::deserialize(engine, payload, kind) } {
                         Ok(module) => {
                             return Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
                         }
@@ -153,7 +195,7 @@ impl ModuleCache {
             tracing::warn!(entry = %path.display(), "the compiled-module cache entry is unusable: {reason}; recompiling");
             let _ = std::fs::remove_file(&path);
         }
-        let module = Module::new(engine, wasm)?;
+        let module = Compiled::compile(engine, wasm, kind)?;
         if let Err(e) = store(dir, &path, &module) {
             tracing::warn!(dir = %dir.display(), "cannot write the compiled-module cache: {e}");
         }
@@ -163,7 +205,7 @@ impl ModuleCache {
 
 /// The entry name: SHA-256 over a format tag, wasmtime's version, the
 /// engine's compatibility hash and the Wasm bytes.
-fn key(engine: &Engine, wasm: &[u8]) -> String {
+fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> String {
     struct Sha(Sha256);
     impl Hasher for Sha {
         fn finish(&self) -> u64 {
@@ -176,6 +218,7 @@ fn key(engine: &Engine, wasm: &[u8]) -> String {
     let mut hasher = Sha(Sha256::new());
     hasher.write(MAGIC);
     hasher.write(env!("CARGO_PKG_VERSION").as_bytes());
+    hasher.write(kind.to_string().as_bytes());
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
     hasher.write(&(wasm.len() as u64).to_le_bytes());
     hasher.write(wasm);
@@ -214,7 +257,7 @@ fn check_entry(entry: &[u8]) -> Result<&[u8], String> {
 }
 
 /// Write an entry atomically, then trim the cache.
-fn store(dir: &Path, path: &Path, module: &Module) -> std::io::Result<()> {
+fn store(dir: &Path, path: &Path, module: &Compiled) -> std::io::Result<()> {
     let payload = module.serialize().map_err(std::io::Error::other)?;
     create_private_dir(dir)?;
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;

@@ -655,8 +655,13 @@ fn memory_fault(limits: &Limits) -> Fault {
 
 /// Turn a failed run into a [`Fault`].
 pub(crate) fn fault(error: &wasmtime::Error, state: &State) -> Fault {
-    let limits = &state.env.limits;
-    let with_stderr = |message: String| match state.stderr.last_words() {
+    classify(error, &state.env.limits, &state.stderr)
+}
+
+/// Turn a failed run into a [`Fault`], given the limits it ran under and
+/// what the guest wrote to stderr.
+pub(crate) fn classify(error: &wasmtime::Error, limits: &Limits, stderr: &Tail) -> Fault {
+    let with_stderr = |message: String| match stderr.last_words() {
         Some(words) => format!("{message}; its stderr ends with: {words}"),
         None => message,
     };

@@ -13,18 +13,162 @@
 //! - The Extism plugin ABI (`extism:host/env`) is implemented natively
 //!   ([`extism`]), so existing Extism plugins run unchanged without Extism's
 //!   per-call costs (see DESIGN.md, "Performance").
+//! - Components of the `toolhost:plugin` world ([`component`]) run on the
+//!   same engine, under the same limits; their typed results are turned into
+//!   the protocol's JSON, so everything after a call is shared.
 
 pub(crate) mod cache;
+pub(crate) mod component;
 pub(crate) mod extism;
 mod http;
 pub(crate) mod kernel;
 mod stdio;
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use serde_json::Value;
 use wasmtime::{Config, Engine};
+
+use crate::error::{Fault, OutputProblem};
+use component::{ComponentInstance, ComponentModule};
+use extism::{Export, ExtismInstance, ExtismModule, HostEnv};
+
+/// The two flavours of plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PluginKind {
+    /// A core Wasm module with the Extism `describe`/`call` interface.
+    Extism,
+    /// A component of the `toolhost:plugin` world (`wit/plugin.wit`).
+    Component,
+}
+
+impl std::fmt::Display for PluginKind {
+    /// `extism` or `component`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::Extism => "extism",
+            PluginKind::Component => "component",
+        })
+    }
+}
+
+impl PluginKind {
+    /// Which flavour these bytes are: a component's binary header (layer 1)
+    /// or text (`(component`), else a module (which compilation then checks).
+    pub(crate) fn of(bytes: &[u8]) -> PluginKind {
+        const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        if bytes.starts_with(&COMPONENT_HEADER) {
+            return PluginKind::Component;
+        }
+        let text = std::str::from_utf8(&bytes[..bytes.len().min(4096)]).unwrap_or("");
+        let text = text.trim_start();
+        // Skip leading `;;` line comments of a WAT file.
+        let mut rest = text;
+        while let Some(comment) = rest.strip_prefix(";;") {
+            rest = comment.split_once('\n').map_or("", |(_, after)| after).trim_start();
+        }
+        if rest.starts_with("(component") { PluginKind::Component } else { PluginKind::Extism }
+    }
+}
+
+/// A compiled plugin of either flavour, its imports resolved.
+pub(crate) enum Module {
+    Extism(ExtismModule),
+    Component(ComponentModule),
+}
+
+/// One instance of either flavour.
+pub(crate) enum Instance {
+    Extism(ExtismInstance),
+    Component(ComponentInstance),
+}
+
+/// What a call sends, encoded for its flavour.
+pub(crate) enum Payload {
+    /// The `CallToolRequest` as JSON bytes.
+    Extism(Vec<u8>),
+    /// The tool's name and the arguments as JSON text.
+    Component { name: String, arguments: String },
+}
+
+impl Payload {
+    /// Bytes sent to the plugin (for the input cap).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Extism(bytes) => bytes.len(),
+            Payload::Component { name, arguments } => name.len() + arguments.len(),
+        }
+    }
+}
+
+/// How a run failed: the guest's code, or what it returned.
+pub(crate) enum RunError {
+    Fault(Fault),
+    Output(OutputProblem),
+}
+
+impl Module {
+    pub(crate) fn kind(&self) -> PluginKind {
+        match self {
+            Module::Extism(_) => PluginKind::Extism,
+            Module::Component(_) => PluginKind::Component,
+        }
+    }
+
+    pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
+        Ok(match self {
+            Module::Extism(module) => Instance::Extism(module.instantiate(env).await?),
+            Module::Component(module) => Instance::Component(module.instantiate(env).await?),
+        })
+    }
+}
+
+impl Instance {
+    /// Run `describe`; its output as JSON (not yet validated).
+    pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
+        match self {
+            Instance::Extism(instance) => {
+                let output = instance.run(Export::Describe, b"").await.map_err(RunError::Fault)?;
+                parse_json(&output).map_err(RunError::Output)
+            }
+            Instance::Component(instance) => instance.describe().await,
+        }
+    }
+
+    /// Run `call`; its output as JSON (not yet validated).
+    pub(crate) async fn call(&mut self, payload: &Payload) -> Result<Value, RunError> {
+        match (self, payload) {
+            (Instance::Extism(instance), Payload::Extism(request)) => {
+                let output = instance.run(Export::Call, request).await.map_err(RunError::Fault)?;
+                parse_json(&output).map_err(RunError::Output)
+            }
+            (Instance::Component(instance), Payload::Component { name, arguments }) => {
+                instance.call(name, arguments).await
+            }
+            _ => Err(RunError::Fault(Fault {
+                kind: crate::error::FaultKind::Runtime,
+                message: "a call was encoded for the other flavour of plugin".to_owned(),
+            })),
+        }
+    }
+
+    /// Bytes held against the memory limit.
+    pub(crate) fn memory_used(&self) -> usize {
+        match self {
+            Instance::Extism(instance) => instance.memory_used(),
+            Instance::Component(instance) => instance.memory_used(),
+        }
+    }
+}
+
+/// Decode a plugin's output as JSON.
+pub(crate) fn parse_json(output: &[u8]) -> Result<Value, OutputProblem> {
+    let text = std::str::from_utf8(output).map_err(|e| OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() })?;
+    serde_json::from_str(text).map_err(|e| OutputProblem::NotJson { message: e.to_string() })
+}
 
 /// How often the epoch advances: the resolution of timeouts, and how long a
 /// guest runs before it yields to the executor.

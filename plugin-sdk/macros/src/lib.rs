@@ -276,16 +276,41 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
         #[doc(hidden)]
         static __TOOLHOST_TOOLS: &[#sdk::ToolDef] = &[#(#registrations),*];
 
-        /// The `describe` export: this plugin's tools.
+        /// The `describe` export (Extism flavour): this plugin's tools.
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
         #[unsafe(no_mangle)]
         pub extern "C" fn describe() -> i32 {
             #sdk::__private::describe(__TOOLHOST_TOOLS)
         }
 
-        /// The `call` export: runs one tool.
+        /// The `call` export (Extism flavour): runs one tool.
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
         #[unsafe(no_mangle)]
         pub extern "C" fn call() -> i32 {
             #sdk::__private::call(__TOOLHOST_TOOLS)
         }
+
+        /// The component flavour (`wasm32-wasip2`): the `toolhost:plugin`
+        /// world's exports, over the same tools.
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        #[doc(hidden)]
+        pub struct __ToolhostComponent;
+
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        impl #sdk::__component::bindings::Guest for __ToolhostComponent {
+            fn describe() -> ::std::vec::Vec<#sdk::__component::bindings::Tool> {
+                #sdk::__component::describe(__TOOLHOST_TOOLS)
+            }
+
+            fn call(
+                name: ::std::string::String,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<#sdk::__component::bindings::CallToolResult, #sdk::__component::bindings::CallError> {
+                #sdk::__component::call(__TOOLHOST_TOOLS, name, arguments)
+            }
+        }
+
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        #sdk::__component::bindings::__toolhost_export_component!(__ToolhostComponent);
     })
 }

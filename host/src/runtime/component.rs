@@ -1,0 +1,423 @@
+//! Component plugins: the `toolhost:plugin` world of `wit/`, on wasmtime's
+//! component model.
+//!
+//! The bindings come from the same WIT files the guest SDK builds against.
+//! A component's instance lives in a store like an Extism plugin's, on the
+//! same engine, with the same limits: the epoch callback's deadline, the
+//! memory budget (a `ResourceLimiter`), fuel, and WASI (0.2 here) with
+//! nothing granted unless the policy grants it. What differs is the data's
+//! shape: typed values instead of JSON bytes. They are turned into the
+//! protocol's JSON here, so validation and everything after it is shared.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Store, StoreContextMut, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::extism::{HostEnv, MemoryBudget};
+use super::stdio::Tail;
+use super::{EngineKind, RunError, engine, ticker};
+use crate::error::{Fault, FaultKind, OutputProblem};
+use crate::sandbox::{Access, format_size};
+
+/// Bindings generated from `wit/plugin.wit`.
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "plugin",
+        exports: { default: async },
+    });
+}
+
+use bindings::toolhost::plugin::host::LogLevel;
+use bindings::toolhost::plugin::types::{
+    Annotations, CallError, CallToolResult, Content, ContentKind, ResourceBody, Role, Tool,
+};
+
+/// The data of a component instance's store.
+pub(crate) struct ComponentState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    memory: MemoryBudget,
+    env: Arc<HostEnv>,
+    deadline: Option<Instant>,
+    stderr: Tail,
+    stdout: Tail,
+}
+
+impl WasiView for ComponentState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl bindings::toolhost::plugin::host::Host for ComponentState {
+    fn config_get(&mut self, key: String) -> Option<String> {
+        self.env.config.get(&key).cloned()
+    }
+
+    fn log(&mut self, level: LogLevel, message: String) {
+        const TARGET: &str = "toolhost::guest";
+        let plugin = self.env.name.as_str();
+        match level {
+            LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: TARGET, plugin, "{message}"),
+            LogLevel::Info => tracing::info!(target: TARGET, plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: TARGET, plugin, "{message}"),
+            LogLevel::Trace => tracing::trace!(target: TARGET, plugin, "{message}"),
+        }
+    }
+}
+
+impl bindings::toolhost::plugin::types::Host for ComponentState {}
+
+/// The component linker of an engine: WASI 0.2 and the `host` interface.
+fn linker(kind: EngineKind) -> Result<&'static Linker<ComponentState>, String> {
+    use std::sync::OnceLock;
+    static PLAIN: OnceLock<Result<Linker<ComponentState>, String>> = OnceLock::new();
+    static FUEL: OnceLock<Result<Linker<ComponentState>, String>> = OnceLock::new();
+    let cell = match kind {
+        EngineKind::Plain => &PLAIN,
+        EngineKind::Fuel => &FUEL,
+    };
+    cell.get_or_init(|| {
+        let engine = engine(kind)?;
+        let mut linker = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
+        bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
+            .map_err(|e| e.to_string())?;
+        Ok(linker)
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// A compiled component with its imports resolved.
+pub(crate) struct ComponentModule {
+    kind: EngineKind,
+    pre: bindings::PluginPre<ComponentState>,
+}
+
+impl ComponentModule {
+    /// Check that the component is a `toolhost:plugin` and resolve its
+    /// imports.
+    pub(crate) fn new(kind: EngineKind, component: Component) -> Result<ComponentModule, String> {
+        let linker = linker(kind)?;
+        let pre = linker.instantiate_pre(&component).map_err(|e| {
+            format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host` and WASI 0.2)")
+        })?;
+        let pre = bindings::PluginPre::new(pre).map_err(|e| {
+            format!(
+                "it is not a `toolhost:plugin` component ({e}); it must export `describe` and `call` as `wit/plugin.wit` says"
+            )
+        })?;
+        Ok(ComponentModule { kind, pre })
+    }
+
+    /// A new instance under the plugin's limits.
+    pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
+        let stderr = Tail::default();
+        let stdout = Tail::default();
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for grant in &env.allowed_paths {
+            let perms = match grant.access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            let guest = grant.guest_path().to_string_lossy();
+            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
+                kind: FaultKind::Runtime,
+                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
+            })?;
+        }
+        let state = ComponentState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            memory: MemoryBudget::new(env.limits.memory_max_bytes),
+            env: Arc::clone(env),
+            deadline: None,
+            stderr,
+            stdout,
+        };
+        let engine = engine(self.kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_callback(on_tick);
+        arm(&mut store);
+        let _running = ticker::running();
+        let plugin = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
+        Ok(ComponentInstance { store, plugin })
+    }
+}
+
+fn arm(store: &mut Store<ComponentState>) {
+    let limits = &store.data().env.limits;
+    let deadline = limits.timeout.map(|t| Instant::now() + t);
+    let fuel = limits.fuel;
+    store.data_mut().deadline = deadline;
+    if let Some(fuel) = fuel {
+        let _ = store.set_fuel(fuel);
+    }
+    store.set_epoch_deadline(1);
+}
+
+fn on_tick(store: StoreContextMut<'_, ComponentState>) -> wasmtime::Result<UpdateDeadline> {
+    if store.data().deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        return Err(wasmtime::Error::new(super::Stop::Timeout));
+    }
+    Ok(UpdateDeadline::Yield(1))
+}
+
+fn fault(error: &wasmtime::Error, state: &ComponentState) -> Fault {
+    super::extism::classify(error, &state.env.limits, &state.stderr)
+}
+
+/// One instance of a component plugin.
+pub(crate) struct ComponentInstance {
+    store: Store<ComponentState>,
+    plugin: bindings::Plugin,
+}
+
+impl ComponentInstance {
+    fn prepare(&mut self) {
+        let state = self.store.data_mut();
+        state.stderr.clear();
+        state.stdout.clear();
+        arm(&mut self.store);
+    }
+
+    /// Run `describe`: the tool list as the protocol's JSON.
+    pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
+        self.prepare();
+        let _running = ticker::running();
+        let tools = self
+            .plugin
+            .call_describe(&mut self.store)
+            .await
+            .map_err(|e| RunError::Fault(fault(&e, self.store.data())))?;
+        let limit = self.store.data().env.limits.max_output_bytes;
+        let size: usize = tools.iter().map(tool_size).sum();
+        if size > limit {
+            return Err(RunError::Fault(too_large(size, limit)));
+        }
+        let tools = tools.into_iter().enumerate().map(|(i, tool)| tool_json(i, tool)).collect::<Result<_, _>>()?;
+        Ok(json!({ "tools": Value::Array(tools) }))
+    }
+
+    /// Run `call`: the result as the protocol's JSON.
+    pub(crate) async fn call(&mut self, name: &str, arguments: &str) -> Result<Value, RunError> {
+        self.prepare();
+        let _running = ticker::running();
+        let outcome = self
+            .plugin
+            .call_call(&mut self.store, name, arguments)
+            .await
+            .map_err(|e| RunError::Fault(fault(&e, self.store.data())))?;
+        let result = match outcome {
+            Ok(result) => result,
+            Err(CallError::Failed(message)) => {
+                return Err(RunError::Fault(Fault { kind: FaultKind::Error, message }));
+            }
+            Err(CallError::UnknownTool(tool)) => {
+                return Err(RunError::Fault(Fault {
+                    kind: FaultKind::Error,
+                    message: format!("the plugin says it has no tool `{tool}`, though its `describe` lists it"),
+                }));
+            }
+            Err(CallError::InvalidArguments(message)) => {
+                // A tool error, as the Extism flavour's SDK answers: the
+                // model reads it and can correct its arguments.
+                return Ok(json!({
+                    "content": [{"type": "text", "text": format!("invalid arguments for tool `{name}`: {message}")}],
+                    "isError": true,
+                }));
+            }
+        };
+        let limit = self.store.data().env.limits.max_output_bytes;
+        let size = result_size(&result);
+        if size > limit {
+            return Err(RunError::Fault(too_large(size, limit)));
+        }
+        result_json(result)
+    }
+
+    /// Bytes this instance holds against its memory limit.
+    pub(crate) fn memory_used(&self) -> usize {
+        self.store.data().memory.used()
+    }
+}
+
+fn too_large(size: usize, limit: usize) -> Fault {
+    Fault {
+        kind: FaultKind::OutputTooLarge,
+        message: format!("{size} bytes of output, over the limit of {}", format_size(limit as u64)),
+    }
+}
+
+/// About the bytes a tool description carries (for the output cap).
+fn tool_size(tool: &Tool) -> usize {
+    tool.name.len()
+        + tool.title.as_ref().map_or(0, String::len)
+        + tool.description.as_ref().map_or(0, String::len)
+        + tool.input_schema.len()
+        + tool.output_schema.as_ref().map_or(0, String::len)
+        + tool.meta.as_ref().map_or(0, String::len)
+        + tool.tags.as_ref().map_or(0, |tags| tags.iter().map(String::len).sum())
+}
+
+/// About the bytes a result carries (for the output cap).
+fn result_size(result: &CallToolResult) -> usize {
+    let content: usize = result
+        .content
+        .iter()
+        .map(|item| {
+            let kind = match &item.kind {
+                ContentKind::Text(text) => text.len(),
+                ContentKind::Image(binary) | ContentKind::Audio(binary) => binary.data.len() * 4 / 3,
+                ContentKind::Resource(resource) => match &resource.body {
+                    ResourceBody::Text(text) => text.len(),
+                    ResourceBody::Blob(blob) => blob.len() * 4 / 3,
+                },
+                ContentKind::ResourceLink(link) => link.uri.len() + link.name.len(),
+            };
+            kind + item.meta.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    content
+        + result.structured_content.as_ref().map_or(0, String::len)
+        + result.meta.as_ref().map_or(0, String::len)
+}
+
+/// A JSON text field, parsed; a field that is not JSON is an output problem
+/// naming its pointer.
+fn parse_field(pointer: &str, text: &str) -> Result<Value, RunError> {
+    serde_json::from_str(text).map_err(|e| {
+        RunError::Output(OutputProblem::NotJson { message: format!("`{pointer}` is not JSON text: {e}") })
+    })
+}
+
+fn insert_some(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(value) = value {
+        map.insert(key.to_owned(), value);
+    }
+}
+
+fn tool_json(index: usize, tool: Tool) -> Result<Value, RunError> {
+    let pointer = |field: &str| format!("/tools/{index}/{field}");
+    let mut map = Map::new();
+    map.insert("name".to_owned(), Value::String(tool.name));
+    insert_some(&mut map, "title", tool.title.map(Value::String));
+    insert_some(&mut map, "description", tool.description.map(Value::String));
+    map.insert("inputSchema".to_owned(), parse_field(&pointer("inputSchema"), &tool.input_schema)?);
+    if let Some(schema) = tool.output_schema {
+        map.insert("outputSchema".to_owned(), parse_field(&pointer("outputSchema"), &schema)?);
+    }
+    if let Some(a) = tool.annotations {
+        let mut annotations = Map::new();
+        insert_some(&mut annotations, "title", a.title.map(Value::String));
+        insert_some(&mut annotations, "readOnlyHint", a.read_only_hint.map(Value::Bool));
+        insert_some(&mut annotations, "destructiveHint", a.destructive_hint.map(Value::Bool));
+        insert_some(&mut annotations, "idempotentHint", a.idempotent_hint.map(Value::Bool));
+        insert_some(&mut annotations, "openWorldHint", a.open_world_hint.map(Value::Bool));
+        map.insert("annotations".to_owned(), Value::Object(annotations));
+    }
+    insert_some(&mut map, "version", tool.version.map(Value::String));
+    insert_some(&mut map, "namespace", tool.namespace.map(Value::String));
+    insert_some(&mut map, "tags", tool.tags.map(|tags| tags.into_iter().map(Value::String).collect()));
+    if let Some(meta) = tool.meta {
+        map.insert("_meta".to_owned(), parse_field(&pointer("_meta"), &meta)?);
+    }
+    Ok(Value::Object(map))
+}
+
+fn base64(bytes: &[u8]) -> Value {
+    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+fn annotations_json(a: Annotations) -> Value {
+    let mut map = Map::new();
+    if let Some(audience) = a.audience {
+        let roles = audience
+            .into_iter()
+            .map(|r| Value::String(match r {
+                Role::Assistant => "assistant".to_owned(),
+                Role::User => "user".to_owned(),
+            }))
+            .collect();
+        map.insert("audience".to_owned(), Value::Array(roles));
+    }
+    insert_some(&mut map, "priority", a.priority.and_then(|p| serde_json::Number::from_f64(p).map(Value::Number)));
+    insert_some(&mut map, "lastModified", a.last_modified.map(Value::String));
+    Value::Object(map)
+}
+
+fn content_json(index: usize, item: Content) -> Result<Value, RunError> {
+    let mut map = Map::new();
+    match item.kind {
+        ContentKind::Text(text) => {
+            map.insert("type".to_owned(), json!("text"));
+            map.insert("text".to_owned(), Value::String(text));
+        }
+        ContentKind::Image(binary) => {
+            map.insert("type".to_owned(), json!("image"));
+            map.insert("data".to_owned(), base64(&binary.data));
+            map.insert("mimeType".to_owned(), Value::String(binary.mime_type));
+        }
+        ContentKind::Audio(binary) => {
+            map.insert("type".to_owned(), json!("audio"));
+            map.insert("data".to_owned(), base64(&binary.data));
+            map.insert("mimeType".to_owned(), Value::String(binary.mime_type));
+        }
+        ContentKind::Resource(resource) => {
+            let mut contents = Map::new();
+            contents.insert("uri".to_owned(), Value::String(resource.uri));
+            insert_some(&mut contents, "mimeType", resource.mime_type.map(Value::String));
+            match resource.body {
+                ResourceBody::Text(text) => contents.insert("text".to_owned(), Value::String(text)),
+                ResourceBody::Blob(blob) => contents.insert("blob".to_owned(), base64(&blob)),
+            };
+            map.insert("type".to_owned(), json!("resource"));
+            map.insert("resource".to_owned(), Value::Object(contents));
+        }
+        ContentKind::ResourceLink(link) => {
+            map.insert("type".to_owned(), json!("resource_link"));
+            map.insert("uri".to_owned(), Value::String(link.uri));
+            map.insert("name".to_owned(), Value::String(link.name));
+            insert_some(&mut map, "title", link.title.map(Value::String));
+            insert_some(&mut map, "description", link.description.map(Value::String));
+            insert_some(&mut map, "mimeType", link.mime_type.map(Value::String));
+            insert_some(&mut map, "size", link.size.map(|s| Value::Number(s.into())));
+        }
+    }
+    insert_some(&mut map, "annotations", item.annotations.map(annotations_json));
+    if let Some(meta) = item.meta {
+        map.insert("_meta".to_owned(), parse_field(&format!("/content/{index}/_meta"), &meta)?);
+    }
+    Ok(Value::Object(map))
+}
+
+fn result_json(result: CallToolResult) -> Result<Value, RunError> {
+    let content =
+        result.content.into_iter().enumerate().map(|(i, item)| content_json(i, item)).collect::<Result<_, _>>()?;
+    let mut map = Map::new();
+    map.insert("content".to_owned(), Value::Array(content));
+    if result.is_error {
+        map.insert("isError".to_owned(), Value::Bool(true));
+    }
+    if let Some(structured) = result.structured_content {
+        map.insert("structuredContent".to_owned(), parse_field("/structuredContent", &structured)?);
+    }
+    if let Some(meta) = result.meta {
+        map.insert("_meta".to_owned(), parse_field("/_meta", &meta)?);
+    }
+    Ok(Value::Object(map))
+}
