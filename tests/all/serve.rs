@@ -17,11 +17,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// calc__* (the calculator) and bad__* (the hostile fixture, with a long
+/// calc__* (the calculator, its component build: one registry serves both
+/// kinds) and bad__* (the hostile fixture, an Extism module, with a long
 /// timeout so that only cancellation can stop a spin).
 fn write_config(dir: &Path, extra: Option<Value>) -> PathBuf {
+    let calculator = toolhost_tests::Flavour::Component.example("calculator");
     let mut toolsets = vec![
-        json!({"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}}),
+        json!({"id": "calc", "kind": "uri", "server": {"url": calculator.display().to_string()}}),
         json!({"id": "bad", "kind": "uri", "server": {"url": fixture("hostile").display().to_string(), "limits": {"timeout": "60s"}}}),
     ];
     toolsets.extend(extra);

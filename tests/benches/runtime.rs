@@ -4,6 +4,8 @@
 //!   `Plugin::call_tool`, next to the raw Extism call of the same export
 //!   with the same request bytes (`extism::Plugin::call("call", ..)`), on
 //!   one thread. Target: toolhost ≤ 1.2× Extism.
+//!   `toolhost_component_validated` is the same round trip on the
+//!   component build of `calculator` (target: ≤ 5 µs median).
 //! - `noop`: the smallest call (`hostile`'s `ok` tool), both ways.
 //! - `io_100k`: `text.reverse` of 100 KB (100 KB in, 100 KB out), both ways.
 //! - `throughput`: calls/s of `calculator.add` with 1 and 2 concurrent
@@ -68,6 +70,14 @@ fn single_calls(c: &mut Criterion) {
         group.bench_function("toolhost_validated", |b| {
             b.iter(|| runtime.block_on(plugin.call_tool(tool, arguments.clone())).expect("call"))
         });
+        // The same tool code built as a component, where there is one.
+        let component_path = path.with_extension("component.wasm");
+        if component_path.is_file() {
+            let component = load(&runtime, component_path);
+            group.bench_function("toolhost_component_validated", |b| {
+                b.iter(|| runtime.block_on(component.call_tool(tool, arguments.clone())).expect("call"))
+            });
+        }
         let mut raw = extism_plugin(&path);
         let bytes = request(tool, arguments.clone());
         group.bench_function("extism_raw", |b| {
