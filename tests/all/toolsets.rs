@@ -146,24 +146,25 @@ fn secret_values_never_appear_in_configuration_errors() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-fn secrets_config(dir: &std::path::Path, secret_output: &str) -> PathBuf {
+fn secrets_config(dir: &std::path::Path, secret_output: &str, flavour: toolhost_tests::Flavour) -> PathBuf {
     let doc = json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri",
-        "server": {"url": fixture("sdk-secrets").display().to_string(), "secretOutput": secret_output}}]});
+        "server": {"url": flavour.fixture("sdk-secrets").display().to_string(), "secretOutput": secret_output}}]});
     let path = dir.join(format!("secrets-{secret_output}.json"));
     std::fs::write(&path, doc.to_string()).expect("config");
     path
 }
 
-#[tokio::test]
-async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave() {
-    let dir = scratch("secrets");
+/// (Against both builds of the fixture: a component reads its secrets
+/// through `config-get`, an Extism module through `config_get`.)
+async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave(flavour: toolhost_tests::Flavour) {
+    let dir = scratch(&format!("secrets-{flavour:?}"));
     let store = dir.join("store");
     std::fs::create_dir_all(&store).expect("store");
     std::fs::write(store.join("SERVICE_TOKEN"), "tok-3f9a7c\n").expect("secret");
     std::fs::write(store.join("UNDECLARED_SECRET"), "nope").expect("secret");
     let provider: Arc<dyn SecretProvider> = Arc::new(FileSecretProvider::new(&store));
 
-    let (registry, report) = registry_from(&secrets_config(&dir, "redact"), Arc::clone(&provider)).await;
+    let (registry, report) = registry_from(&secrets_config(&dir, "redact", flavour), Arc::clone(&provider)).await;
     assert!(report.failures.is_empty(), "{report:?}");
     let length = registry.call_tool("svc__token_length", json!({}), &ApproveAll).await.expect("call");
     assert_eq!(length.texts().next(), Some("the token has 10 characters"));
@@ -181,7 +182,7 @@ async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave() {
     assert_eq!(leaked.texts().next(), Some("token: [redacted secret SERVICE_TOKEN]"));
     assert_eq!(leaked.structured_content, Some(json!({"token": "x[redacted secret SERVICE_TOKEN]"})));
 
-    let (strict, _) = registry_from(&secrets_config(&dir, "refuse"), provider).await;
+    let (strict, _) = registry_from(&secrets_config(&dir, "refuse", flavour), provider).await;
     let refused = strict.call_tool("svc__leak_token", json!({"prefix": "x"}), &ApproveAll).await.unwrap_err();
     match &refused {
         Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets }, .. } => assert_eq!(secrets, &["SERVICE_TOKEN"]),
@@ -281,3 +282,5 @@ async fn toolsets_come_and_go_without_disturbing_calls_in_flight() {
     assert!(registry.call_tool("slow__ok", json!({}), &ApproveAll).await.unwrap_err().is_unknown_tool());
     std::fs::remove_dir_all(dir).ok();
 }
+
+both_flavours!(secrets_reach_only_the_tools_that_declare_them_and_never_leave);

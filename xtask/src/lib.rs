@@ -25,7 +25,8 @@ pub const EXAMPLE_PLUGINS: &[&str] = &["calculator", "clock", "doorbell", "text"
 pub const TEST_FIXTURES: &[&str] =
     &["faults", "hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets"];
 /// The packages (examples and `fixture-*`) also built as components.
-pub const COMPONENTS: &[&str] = &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted"];
+pub const COMPONENTS: &[&str] =
+    &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted", "fixture-sdk-secrets"];
 
 /// The workspace root (the directory above this crate).
 pub fn workspace_root() -> PathBuf {
