@@ -15,7 +15,7 @@ use crate::runtime::cache::{CompileInfo, ModuleCache};
 use crate::runtime::cache::Compiled;
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
-use crate::runtime::{self, EngineKind, Instance, Module, Payload, PluginKind, RunError};
+use crate::runtime::{self, CallOutput, EngineKind, Instance, Module, Payload, PluginKind, RunError};
 use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{HandedSecrets, NoSecrets, SecretProvider};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
@@ -429,7 +429,10 @@ impl Plugin {
     /// still describes itself the same way (and for measuring `describe`).
     pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
         let inner = &self.inner;
-        let raw = inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e))?;
+        let raw = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e))? {
+            Ran::Describe(raw) => raw,
+            Ran::Call(_) => return Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+        };
         let checked = validate::check_describe(&raw, &inner.validation);
         if !checked.problems.is_empty() && (checked.fatal || !inner.validation.lenient) {
             return Err(Error::InvalidPlugin { plugin: inner.name.clone(), problems: checked.problems });
@@ -699,11 +702,15 @@ impl Inner {
     }
 
     async fn call_unscrubbed(&self, tool: &str, payload: &Payload) -> Result<CallToolResult, Error> {
-        let raw = self
+        let output = self
             .run(Job::Call(payload))
             .await
             .map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
-        self.check_output(tool, raw)
+        match output {
+            Ran::Call(CallOutput::Json(raw)) => self.check_output(tool, raw),
+            Ran::Call(CallOutput::Typed(result)) => self.check_typed(tool, result),
+            Ran::Describe(_) => Err(Error::Host("`describe` ran instead of `call`".to_owned())),
+        }
     }
 
     /// Run an entry point on a pooled instance: wait for a permit, take an
@@ -711,7 +718,7 @@ impl Inner {
     /// the run succeeded (a result the host then refuses is the plugin's
     /// fault, not its instance's). If this future is dropped mid-run, the
     /// instance goes with it.
-    async fn run(&self, job: Job<'_>) -> Result<Value, RunError> {
+    async fn run(&self, job: Job<'_>) -> Result<Ran, RunError> {
         let _permit = self.permits.acquire().await.map_err(|_| {
             RunError::Fault(Fault { kind: FaultKind::Runtime, message: "the instance pool is closed".to_owned() })
         })?;
@@ -723,8 +730,8 @@ impl Inner {
             })?,
         };
         let output = match job {
-            Job::Describe => instance.describe().await,
-            Job::Call(payload) => instance.call(payload).await,
+            Job::Describe => instance.describe().await.map(Ran::Describe),
+            Job::Call(payload) => instance.call(payload).await.map(Ran::Call),
         };
         match output {
             Ok(value) => {
@@ -755,6 +762,20 @@ impl Inner {
         validate::check_result(raw, output_validator).map_err(invalid)
     }
 
+    /// Check a typed result (a component's) as the options say.
+    fn check_typed(&self, tool: &str, result: CallToolResult) -> Result<CallToolResult, Error> {
+        if !self.validation.results {
+            return Ok(result);
+        }
+        let output_validator = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
+        validate::check_typed_result(&result, output_validator).map_err(|violations| Error::InvalidOutput {
+            plugin: self.name.clone(),
+            operation: Operation::Tool(tool.to_owned()),
+            problem: OutputProblem::Invalid { violations },
+        })?;
+        Ok(result)
+    }
+
     /// Return a healthy instance to the pool.
     fn recycle(&self, instance: Instance) {
         let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -768,6 +789,12 @@ impl Inner {
 enum Job<'a> {
     Describe,
     Call(&'a Payload),
+}
+
+/// What it returned.
+enum Ran {
+    Describe(Value),
+    Call(CallOutput),
 }
 
 /// A snapshot of a plugin's instance pool.

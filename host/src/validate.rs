@@ -397,7 +397,51 @@ pub(crate) fn check_result(
             message: error.to_string(),
         }]
     })?;
-    // A tool error is passed through; it is not judged against the output schema.
+    check_structured(&result, output)?;
+    Ok(result)
+}
+
+/// Check a result that is typed already (a component's): what its types do
+/// not guarantee (`structuredContent` an object, priorities between 0 and
+/// 1), with the pointers the protocol schema would give, then the tool's
+/// `outputSchema`.
+pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Validator>) -> Result<(), Vec<Violation>> {
+    let mut problems = Vec::new();
+    if let Some(structured) = &result.structured_content
+        && !structured.is_object()
+    {
+        problems.push(Violation {
+            instance_path: "/structuredContent".to_owned(),
+            keyword: "type".to_owned(),
+            message: format!("{structured} is not of types \"null\", \"object\""),
+        });
+    }
+    for (index, item) in result.content.iter().enumerate() {
+        let annotations = match item {
+            toolhost_protocol::Content::Text(c) => c.annotations.as_ref(),
+            toolhost_protocol::Content::Image(c) | toolhost_protocol::Content::Audio(c) => c.annotations.as_ref(),
+            toolhost_protocol::Content::Resource(c) => c.annotations.as_ref(),
+            toolhost_protocol::Content::ResourceLink(c) => c.annotations.as_ref(),
+        };
+        if let Some(priority) = annotations.and_then(|a| a.priority)
+            && !(0.0..=1.0).contains(&priority)
+        {
+            problems.push(Violation {
+                instance_path: format!("/content/{index}/annotations/priority"),
+                keyword: if priority < 0.0 { "minimum" } else { "maximum" }.to_owned(),
+                message: format!("{priority} is outside 0..1"),
+            });
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    check_structured(result, output)
+}
+
+/// A successful result of a tool with an `outputSchema` carries
+/// `structuredContent` valid against it (a tool error is passed through).
+fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Result<(), Vec<Violation>> {
     if let (Some(output), false) = (output, result.is_error()) {
         match &result.structured_content {
             None => {
@@ -421,7 +465,7 @@ pub(crate) fn check_result(
             }
         }
     }
-    Ok(result)
+    Ok(())
 }
 
 #[cfg(test)]

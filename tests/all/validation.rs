@@ -353,6 +353,13 @@ async fn component_json_fields_and_call_errors() {
         other => panic!("expected output that is not JSON, got {other:?}"),
     }
 
+    // JSON, but not an object: the pointer and keyword the protocol schema
+    // gives for an Extism plugin's result.
+    let error = call_returning(flavour, json!({"content": [], "structuredContent": "[1, 2]"}), None).await.unwrap_err();
+    assert_eq!(pointers(&error), [("/structuredContent", "type")]);
+    let error = call_returning(Flavour::Extism, json!({"content": [], "structuredContent": [1, 2]}), None).await.unwrap_err();
+    assert_eq!(pointers(&error), [("/structuredContent", "type")]);
+
     let failed = call_returning(flavour, json!({"callError": {"kind": "failed", "message": "it broke"}}), None).await;
     let failed = failed.unwrap_err();
     assert!(failed.is_plugin_error_message() && failed.to_string().contains("it broke"), "{failed:?}");

@@ -20,8 +20,9 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::extism::{HostEnv, MemoryBudget};
 use super::stdio::Tail;
-use super::{EngineKind, RunError, engine, ticker};
-use crate::error::{Fault, FaultKind, OutputProblem};
+use super::{CallOutput, EngineKind, RunError, engine, ticker};
+use crate::error::{Fault, FaultKind, OutputProblem, Violation};
+use toolhost_protocol::{self as protocol, JsonObject};
 use crate::sandbox::{Access, format_size};
 
 /// Bindings generated from `wit/plugin.wit`.
@@ -213,8 +214,8 @@ impl ComponentInstance {
         Ok(json!({ "tools": Value::Array(tools) }))
     }
 
-    /// Run `call`: the result as the protocol's JSON.
-    pub(crate) async fn call(&mut self, name: &str, arguments: &str) -> Result<Value, RunError> {
+    /// Run `call`: the result as the protocol's type.
+    pub(crate) async fn call(&mut self, name: &str, arguments: &str) -> Result<CallOutput, RunError> {
         self.prepare();
         let _running = ticker::running();
         let outcome = self
@@ -236,10 +237,9 @@ impl ComponentInstance {
             Err(CallError::InvalidArguments(message)) => {
                 // A tool error, as the Extism flavour's SDK answers: the
                 // model reads it and can correct its arguments.
-                return Ok(json!({
-                    "content": [{"type": "text", "text": format!("invalid arguments for tool `{name}`: {message}")}],
-                    "isError": true,
-                }));
+                return Ok(CallOutput::Typed(protocol::CallToolResult::error(format!(
+                    "invalid arguments for tool `{name}`: {message}"
+                ))));
             }
         };
         let limit = self.store.data().env.limits.max_output_bytes;
@@ -247,7 +247,7 @@ impl ComponentInstance {
         if size > limit {
             return Err(RunError::Fault(too_large(size, limit)));
         }
-        result_json(result)
+        typed_result(result).map(CallOutput::Typed)
     }
 
     /// Bytes this instance holds against its memory limit.
@@ -339,85 +339,101 @@ fn tool_json(index: usize, tool: Tool) -> Result<Value, RunError> {
     Ok(Value::Object(map))
 }
 
-fn base64(bytes: &[u8]) -> Value {
-    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+fn base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn annotations_json(a: Annotations) -> Value {
-    let mut map = Map::new();
-    if let Some(audience) = a.audience {
-        let roles = audience
-            .into_iter()
-            .map(|r| Value::String(match r {
-                Role::Assistant => "assistant".to_owned(),
-                Role::User => "user".to_owned(),
-            }))
-            .collect();
-        map.insert("audience".to_owned(), Value::Array(roles));
+/// A JSON text field that must hold an object (`_meta`).
+fn object_field(pointer: &str, text: &str) -> Result<JsonObject, RunError> {
+    match parse_field(pointer, text)? {
+        Value::Object(map) => Ok(map),
+        other => Err(RunError::Output(OutputProblem::Invalid {
+            violations: vec![Violation {
+                instance_path: pointer.to_owned(),
+                keyword: "type".to_owned(),
+                message: format!("{other} is not of types \"null\", \"object\""),
+            }],
+        })),
     }
-    insert_some(&mut map, "priority", a.priority.and_then(|p| serde_json::Number::from_f64(p).map(Value::Number)));
-    insert_some(&mut map, "lastModified", a.last_modified.map(Value::String));
-    Value::Object(map)
 }
 
-fn content_json(index: usize, item: Content) -> Result<Value, RunError> {
-    let mut map = Map::new();
-    match item.kind {
+fn annotations(a: Annotations) -> protocol::Annotations {
+    protocol::Annotations {
+        audience: a.audience.map(|roles| {
+            roles
+                .into_iter()
+                .map(|r| match r {
+                    Role::Assistant => protocol::Role::Assistant,
+                    Role::User => protocol::Role::User,
+                })
+                .collect()
+        }),
+        priority: a.priority,
+        last_modified: a.last_modified,
+        extra: JsonObject::new(),
+    }
+}
+
+fn content(index: usize, item: Content) -> Result<protocol::Content, RunError> {
+    let meta = item.meta.map(|m| object_field(&format!("/content/{index}/_meta"), &m)).transpose()?;
+    let ann = item.annotations.map(annotations);
+    let binary = |b: bindings::toolhost::plugin::types::Binary| protocol::BinaryContent {
+        data: base64(&b.data),
+        mime_type: b.mime_type,
+        annotations: ann.clone(),
+        meta: meta.clone(),
+        extra: JsonObject::new(),
+    };
+    Ok(match item.kind {
         ContentKind::Text(text) => {
-            map.insert("type".to_owned(), json!("text"));
-            map.insert("text".to_owned(), Value::String(text));
+            protocol::Content::Text(protocol::TextContent { text, annotations: ann, meta, extra: JsonObject::new() })
         }
-        ContentKind::Image(binary) => {
-            map.insert("type".to_owned(), json!("image"));
-            map.insert("data".to_owned(), base64(&binary.data));
-            map.insert("mimeType".to_owned(), Value::String(binary.mime_type));
-        }
-        ContentKind::Audio(binary) => {
-            map.insert("type".to_owned(), json!("audio"));
-            map.insert("data".to_owned(), base64(&binary.data));
-            map.insert("mimeType".to_owned(), Value::String(binary.mime_type));
-        }
+        ContentKind::Image(b) => protocol::Content::Image(binary(b)),
+        ContentKind::Audio(b) => protocol::Content::Audio(binary(b)),
         ContentKind::Resource(resource) => {
-            let mut contents = Map::new();
-            contents.insert("uri".to_owned(), Value::String(resource.uri));
-            insert_some(&mut contents, "mimeType", resource.mime_type.map(Value::String));
-            match resource.body {
-                ResourceBody::Text(text) => contents.insert("text".to_owned(), Value::String(text)),
-                ResourceBody::Blob(blob) => contents.insert("blob".to_owned(), base64(&blob)),
+            let (text, blob) = match resource.body {
+                ResourceBody::Text(text) => (Some(text), None),
+                ResourceBody::Blob(blob) => (None, Some(base64(&blob))),
             };
-            map.insert("type".to_owned(), json!("resource"));
-            map.insert("resource".to_owned(), Value::Object(contents));
+            protocol::Content::Resource(protocol::EmbeddedResource {
+                resource: protocol::ResourceContents {
+                    uri: resource.uri,
+                    mime_type: resource.mime_type,
+                    text,
+                    blob,
+                    meta: None,
+                    extra: JsonObject::new(),
+                },
+                annotations: ann,
+                meta,
+                extra: JsonObject::new(),
+            })
         }
-        ContentKind::ResourceLink(link) => {
-            map.insert("type".to_owned(), json!("resource_link"));
-            map.insert("uri".to_owned(), Value::String(link.uri));
-            map.insert("name".to_owned(), Value::String(link.name));
-            insert_some(&mut map, "title", link.title.map(Value::String));
-            insert_some(&mut map, "description", link.description.map(Value::String));
-            insert_some(&mut map, "mimeType", link.mime_type.map(Value::String));
-            insert_some(&mut map, "size", link.size.map(|s| Value::Number(s.into())));
-        }
-    }
-    insert_some(&mut map, "annotations", item.annotations.map(annotations_json));
-    if let Some(meta) = item.meta {
-        map.insert("_meta".to_owned(), parse_field(&format!("/content/{index}/_meta"), &meta)?);
-    }
-    Ok(Value::Object(map))
+        ContentKind::ResourceLink(link) => protocol::Content::ResourceLink(protocol::ResourceLink {
+            uri: link.uri,
+            name: link.name,
+            title: link.title,
+            description: link.description,
+            mime_type: link.mime_type,
+            size: link.size,
+            annotations: ann,
+            meta,
+            extra: JsonObject::new(),
+        }),
+    })
 }
 
-fn result_json(result: CallToolResult) -> Result<Value, RunError> {
+/// The protocol's result, typed: a WIT result has the protocol's shape by
+/// construction, so only its JSON text fields are parsed here (and what
+/// types cannot say is checked by `validate::check_typed_result`).
+fn typed_result(result: CallToolResult) -> Result<protocol::CallToolResult, RunError> {
     let content =
-        result.content.into_iter().enumerate().map(|(i, item)| content_json(i, item)).collect::<Result<_, _>>()?;
-    let mut map = Map::new();
-    map.insert("content".to_owned(), Value::Array(content));
-    if result.is_error {
-        map.insert("isError".to_owned(), Value::Bool(true));
-    }
-    if let Some(structured) = result.structured_content {
-        map.insert("structuredContent".to_owned(), parse_field("/structuredContent", &structured)?);
-    }
-    if let Some(meta) = result.meta {
-        map.insert("_meta".to_owned(), parse_field("/_meta", &meta)?);
-    }
-    Ok(Value::Object(map))
+        result.content.into_iter().enumerate().map(|(i, item)| content(i, item)).collect::<Result<_, _>>()?;
+    Ok(protocol::CallToolResult {
+        content,
+        is_error: result.is_error.then_some(true),
+        structured_content: result.structured_content.map(|s| parse_field("/structuredContent", &s)).transpose()?,
+        meta: result.meta.map(|m| object_field("/_meta", &m)).transpose()?,
+        extra: JsonObject::new(),
+    })
 }

@@ -104,6 +104,13 @@ impl Payload {
     }
 }
 
+/// What `call` returned: JSON to check against the protocol (an Extism
+/// plugin's output), or a result typed already (a component's).
+pub(crate) enum CallOutput {
+    Json(Value),
+    Typed(toolhost_protocol::CallToolResult),
+}
+
 /// How a run failed: the guest's code, or what it returned.
 pub(crate) enum RunError {
     Fault(Fault),
@@ -138,12 +145,12 @@ impl Instance {
         }
     }
 
-    /// Run `call`; its output as JSON (not yet validated).
-    pub(crate) async fn call(&mut self, payload: &Payload) -> Result<Value, RunError> {
+    /// Run `call`; its output (not yet validated).
+    pub(crate) async fn call(&mut self, payload: &Payload) -> Result<CallOutput, RunError> {
         match (self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
                 let output = instance.run(Export::Call, request).await.map_err(RunError::Fault)?;
-                parse_json(&output).map_err(RunError::Output)
+                parse_json(&output).map(CallOutput::Json).map_err(RunError::Output)
             }
             (Instance::Component(instance), Payload::Component { name, arguments }) => {
                 instance.call(name, arguments).await
