@@ -34,6 +34,7 @@ mod error;
 mod filter;
 mod mcp;
 mod plugin;
+mod pool;
 mod registry;
 mod runtime;
 mod sandbox;

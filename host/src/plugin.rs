@@ -2,16 +2,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
 use crate::config::SecretOutput;
 use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
 use crate::runtime::cache::{CompileInfo, ModuleCache};
+use crate::pool::{Pool, Taken};
 use crate::runtime::cache::Compiled;
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
@@ -288,15 +288,16 @@ impl PluginBuilder {
             warnings: checked.problems,
             index,
             validation: self.validation,
-            idle: Mutex::new(Vec::with_capacity(pool_size)),
-            permits: Semaphore::new(pool_size),
-            pool_size,
+            pool: Pool::new(pool_size),
             compiled,
         };
         // The describe instance is a healthy call instance unless the calls
         // get secrets it was made without.
-        if inner.handed.is_empty() {
-            inner.recycle(instance);
+        if inner.handed.is_empty()
+            && let Taken::Empty(mut lease) = inner.pool.take().await
+        {
+            lease.fill(instance);
+            inner.pool.give_back(lease);
         }
         Ok(Plugin { inner: Arc::new(inner) })
     }
@@ -371,10 +372,7 @@ struct Inner {
     index: HashMap<String, usize>,
     validation: ValidationOptions,
     /// Ready instances.
-    idle: Mutex<Vec<Instance>>,
-    /// One permit per instance that may exist.
-    permits: Semaphore,
-    pool_size: usize,
+    pool: Pool<Instance>,
     compiled: CompileInfo,
 }
 
@@ -477,32 +475,41 @@ impl Plugin {
     /// many instances are ready.
     pub async fn prewarm(&self, instances: usize) -> Result<usize, Error> {
         let inner = &self.inner;
-        let wanted = instances.min(inner.pool_size);
-        let _permits = inner.permits.acquire_many(wanted as u32).await.map_err(|_| Error::Host("the instance pool is closed".to_owned()))?;
-        loop {
-            let ready = inner.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
-            if ready >= wanted {
-                return Ok(ready);
-            }
-            let instance = inner.module.instantiate(&inner.env).await.map_err(|fault| Error::PluginFailed {
-                plugin: inner.name.clone(),
-                operation: Operation::Instantiate,
-                fault,
-            })?;
-            inner.recycle(instance);
+        let wanted = instances.min(inner.pool.size());
+        // Hold every instance taken until there are enough, so none is
+        // counted twice; then give them all back, idle.
+        let mut held = Vec::with_capacity(wanted);
+        while held.len() < wanted {
+            let lease = match inner.pool.take().await {
+                Taken::Idle(lease) => lease,
+                Taken::Empty(mut lease) => {
+                    let instance = inner.module.instantiate(&inner.env).await.map_err(|fault| Error::PluginFailed {
+                        plugin: inner.name.clone(),
+                        operation: Operation::Instantiate,
+                        fault,
+                    })?;
+                    lease.fill(instance);
+                    lease
+                }
+            };
+            held.push(lease);
         }
+        for lease in held {
+            inner.pool.give_back(lease);
+        }
+        Ok(inner.pool.counts().0)
     }
 
     /// The instance pool now: its size, how many instances are idle and
     /// busy, and the memory the idle ones hold.
     pub fn pool_stats(&self) -> PoolStats {
-        let idle = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let busy = self.inner.pool_size - self.inner.permits.available_permits();
+        let pool = &self.inner.pool;
+        let (idle, live) = pool.counts();
         PoolStats {
-            size: self.inner.pool_size,
-            idle: idle.len(),
-            busy,
-            idle_memory_bytes: idle.iter().map(Instance::memory_used).sum(),
+            size: pool.size(),
+            idle,
+            busy: live - idle,
+            idle_memory_bytes: pool.idle_sum(Instance::memory_used),
         }
     }
 
@@ -719,15 +726,18 @@ impl Inner {
     /// fault, not its instance's). If this future is dropped mid-run, the
     /// instance goes with it.
     async fn run(&self, job: Job<'_>) -> Result<Ran, RunError> {
-        let _permit = self.permits.acquire().await.map_err(|_| {
-            RunError::Fault(Fault { kind: FaultKind::Runtime, message: "the instance pool is closed".to_owned() })
-        })?;
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut instance = match idle {
-            Some(instance) => instance,
-            None => self.module.instantiate(&self.env).await.map_err(|fault| {
-                RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
-            })?,
+        let mut lease = match self.pool.take().await {
+            Taken::Idle(lease) => lease,
+            Taken::Empty(mut lease) => {
+                let instance = self.module.instantiate(&self.env).await.map_err(|fault| {
+                    RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
+                })?;
+                lease.fill(instance);
+                lease
+            }
+        };
+        let Some(instance) = lease.instance() else {
+            return Err(RunError::Fault(Fault { kind: FaultKind::Runtime, message: "an empty pool lease".to_owned() }));
         };
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
@@ -735,15 +745,16 @@ impl Inner {
         };
         match output {
             Ok(value) => {
-                self.recycle(instance);
+                self.pool.give_back(lease);
                 Ok(value)
             }
             // The guest returned, but with something unusable: the
             // instance itself is sound.
             Err(RunError::Output(problem)) => {
-                self.recycle(instance);
+                self.pool.give_back(lease);
                 Err(RunError::Output(problem))
             }
+            // A fault: the lease is dropped with its instance.
             Err(fault) => Err(fault),
         }
     }
@@ -776,13 +787,6 @@ impl Inner {
         Ok(result)
     }
 
-    /// Return a healthy instance to the pool.
-    fn recycle(&self, instance: Instance) {
-        let mut idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if idle.len() < self.pool_size {
-            idle.push(instance);
-        }
-    }
 }
 
 /// What a pooled instance is asked to run.

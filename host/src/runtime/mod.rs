@@ -225,8 +225,22 @@ pub(crate) mod ticker {
     use std::thread::Thread;
 
     static THREAD: OnceLock<Thread> = OnceLock::new();
-    static ACTIVE: AtomicUsize = AtomicUsize::new(0);
     static PARKED: AtomicBool = AtomicBool::new(false);
+
+    /// Calls running, counted in shards (a cache line each) so that callers
+    /// on different threads do not write the same line on every call.
+    #[repr(align(64))]
+    struct Shard(AtomicUsize);
+    const SHARDS: usize = 16;
+    static ACTIVE: [Shard; SHARDS] = [const { Shard(AtomicUsize::new(0)) }; SHARDS];
+    static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+
+    fn active() -> usize {
+        ACTIVE.iter().map(|shard| shard.0.load(Ordering::SeqCst)).sum()
+    }
     /// Idle ticks before the ticker parks.
     const IDLE_TICKS: u32 = 200;
 
@@ -251,7 +265,7 @@ pub(crate) mod ticker {
                     engine.increment_epoch();
                 }
             }
-            if ACTIVE.load(Ordering::SeqCst) > 0 {
+            if active() > 0 {
                 idle = 0;
                 continue;
             }
@@ -260,7 +274,7 @@ pub(crate) mod ticker {
                 PARKED.store(true, Ordering::SeqCst);
                 // A call that started after the check above saw PARKED and
                 // will unpark us (an unpark before park is not lost).
-                if ACTIVE.load(Ordering::SeqCst) == 0 {
+                if active() == 0 {
                     std::thread::park();
                 }
                 PARKED.store(false, Ordering::SeqCst);
@@ -270,12 +284,15 @@ pub(crate) mod ticker {
     }
 
     /// Marks guest code as running while it lives: the ticker keeps ticking.
+    /// (It may be dropped on another thread than it was made on: it
+    /// remembers its shard.)
     #[must_use]
-    pub(crate) struct Running(());
+    pub(crate) struct Running(usize);
 
     /// Guest code is about to run.
     pub(crate) fn running() -> Running {
-        ACTIVE.fetch_add(1, Ordering::SeqCst);
+        let shard = SHARD.with(|s| *s);
+        ACTIVE[shard].0.fetch_add(1, Ordering::SeqCst);
         // Read before writing: callers on several threads would otherwise
         // bounce the flag's cache line on every call.
         if PARKED.load(Ordering::SeqCst)
@@ -284,12 +301,12 @@ pub(crate) mod ticker {
         {
             thread.unpark();
         }
-        Running(())
+        Running(shard)
     }
 
     impl Drop for Running {
         fn drop(&mut self) {
-            ACTIVE.fetch_sub(1, Ordering::SeqCst);
+            ACTIVE[self.0].0.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
