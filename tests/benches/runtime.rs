@@ -11,6 +11,8 @@
 //! - `throughput`: calls/s of `calculator.add` with 1 and 2 concurrent
 //!   callers (tokio, 2 workers); Extism with 1 and 2 threads, each with its
 //!   own instance. Target: toolhost 2 callers ≥ 1.8× 1 caller.
+//!   `toolhost_two_plugins/2`: two callers on two separately loaded copies
+//!   (no pool shared), to see what sharing one pool costs.
 //! - `load`: `Plugin::build` of `calculator` with a warm compiled-module
 //!   cache and with no cache (compiling). Target: ≤ 5 ms from the cache.
 //! - `memory/idle_instance` (printed, not timed): resident memory per idle
@@ -124,6 +126,23 @@ fn throughput(c: &mut Criterion) {
             })
         });
     }
+    // Two callers on two separately loaded copies of the plugin: nothing of
+    // the pool is shared (the engine and compiled code still are).
+    let second = load(&runtime, example("calculator"));
+    group.bench_function(BenchmarkId::new("toolhost_two_plugins", 2), |b| {
+        b.iter_custom(|iterations| {
+            let started = Instant::now();
+            runtime.block_on(async {
+                let (a, b) = (plugin.clone(), second.clone());
+                let share = iterations * BATCH / 2;
+                let x = tokio::spawn(async move { toolhost_calls(&a, share, 1).await });
+                let y = tokio::spawn(async move { toolhost_calls(&b, share, 1).await });
+                x.await.expect("caller");
+                y.await.expect("caller");
+            });
+            started.elapsed()
+        })
+    });
     // Extism: threads, each with an instance of its own, kept across
     // iterations (created outside the timing).
     let path = example("calculator");
