@@ -152,3 +152,31 @@ pub fn json_stdout(output: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
 }
+
+/// An HTTP server on 127.0.0.1 that answers each request with the next of
+/// `responses` (`{port}` replaced by its port) and counts them.
+pub fn serve_http(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut served = 0;
+        while served < responses.len() && std::time::Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream.set_nonblocking(false).ok();
+                    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok();
+                    let mut buffer = [0u8; 4096];
+                    let _ = std::io::Read::read(&mut stream, &mut buffer);
+                    let response = responses[served].replace("{port}", &port.to_string());
+                    let _ = std::io::Write::write_all(&mut stream, response.as_bytes());
+                    served += 1;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+        served
+    });
+    (port, handle)
+}

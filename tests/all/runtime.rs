@@ -2,13 +2,11 @@
 //! Extism ABI from a hand-written module, the instance pool, the
 //! compiled-module cache, what a guest prints, redirects.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy};
-use toolhost_tests::{example, fixture};
+use toolhost_tests::{example, fixture, serve_http};
 
 /// The plugin's raw output for an export, on Extism itself.
 fn on_extism(path: &std::path::Path, export: &str, input: &[u8]) -> Value {
@@ -338,34 +336,6 @@ fn the_cli_fills_and_then_uses_the_cache() {
     assert!(off.contains("cache=disabled"), "{off}");
 }
 
-/// An HTTP server on 127.0.0.1 that answers each request with the next of
-/// `responses` (`{port}` replaced by its port) and counts them.
-fn serve(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        listener.set_nonblocking(true).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut served = 0;
-        while served < responses.len() && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    stream.set_nonblocking(false).ok();
-                    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                    let mut buffer = [0u8; 4096];
-                    let _ = stream.read(&mut buffer);
-                    let response = responses[served].replace("{port}", &port.to_string());
-                    let _ = stream.write_all(response.as_bytes());
-                    served += 1;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        served
-    });
-    (port, handle)
-}
-
 #[tokio::test]
 async fn redirects_are_followed_only_to_granted_hosts() {
     let redirect = |to: &str| {
@@ -376,14 +346,14 @@ async fn redirects_are_followed_only_to_granted_hosts() {
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
 
     // Same host: followed.
-    let (port, server) = serve(vec![redirect("/next"), hello.clone()]);
+    let (port, server) = serve_http(vec![redirect("/next"), hello.clone()]);
     let result = plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})).await.expect("http");
     assert_eq!(result.texts().next(), Some("hello"));
     assert_eq!(server.join().unwrap(), 2);
 
     // Another host (`localhost` is not granted, though it is the same
     // machine): refused before the second request is sent.
-    let (port, server) = serve(vec![redirect("http://localhost:{port}/"), hello]);
+    let (port, server) = serve_http(vec![redirect("http://localhost:{port}/"), hello]);
     let error = plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})).await.unwrap_err();
     assert!(error.is_denied(), "{error:?}");
     assert!(error.to_string().contains("localhost"), "{error}");

@@ -1,8 +1,6 @@
 //! The sandbox: nothing unless granted, every call bounded, every fault
 //! isolated. Timings are generous bounds, not benchmarks.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -134,28 +132,9 @@ async fn host_environment_variables_are_invisible_and_config_is_the_way_in() {
 /// A one-shot HTTP server on 127.0.0.1 that answers `hello` to each request,
 /// serving at most `requests` requests and stopping by itself.
 fn serve_hello(requests: usize) -> (String, std::thread::JoinHandle<usize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    let url = format!("http://127.0.0.1:{}/", listener.local_addr().expect("addr").port());
-    let handle = std::thread::spawn(move || {
-        let mut served = 0;
-        listener.set_nonblocking(true).expect("nonblocking");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while served < requests && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    stream.set_nonblocking(false).ok();
-                    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                    let mut buffer = [0u8; 4096];
-                    let _ = stream.read(&mut buffer);
-                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
-                    served += 1;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        served
-    });
-    (url, handle)
+    let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
+    let (port, handle) = toolhost_tests::serve_http(vec![hello; requests]);
+    (format!("http://127.0.0.1:{port}/"), handle)
 }
 
 #[tokio::test]

@@ -15,15 +15,16 @@ use std::time::Instant;
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Store, StoreContextMut, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime::Store;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::extism::{HostEnv, MemoryBudget};
 use super::stdio::Tail;
+use super::guest::{self, Guest};
 use super::{CallOutput, EngineKind, RunError, engine, ticker};
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
-use crate::sandbox::{Access, format_size};
+use crate::sandbox::format_size;
 
 /// Bindings generated from `wit/plugin.wit`.
 mod bindings {
@@ -123,25 +124,8 @@ impl ComponentModule {
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
         let stderr = Tail::default();
         let stdout = Tail::default();
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        for grant in &env.allowed_paths {
-            let perms = match grant.access {
-                Access::ReadOnly => FsPerms::ReadOnly,
-                Access::ReadWrite => FsPerms::ReadWrite,
-            };
-            let guest = grant.guest_path().to_string_lossy();
-            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
-                kind: FaultKind::Runtime,
-                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
-            })?;
-        }
         let state = ComponentState {
-            wasi: wasi.build(),
+            wasi: guest::wasi(env, &stdout, &stderr)?.build(),
             table: ResourceTable::new(),
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
             env: Arc::clone(env),
@@ -149,33 +133,29 @@ impl ComponentModule {
             stderr,
             stdout,
         };
-        let engine = engine(self.kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
-        let mut store = Store::new(engine, state);
-        store.limiter(|state| &mut state.memory);
-        store.epoch_deadline_callback(on_tick);
-        arm(&mut store);
+        let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
         let plugin = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
         Ok(ComponentInstance { store, plugin })
     }
 }
 
-fn arm(store: &mut Store<ComponentState>) {
-    let limits = &store.data().env.limits;
-    let deadline = limits.timeout.map(|t| Instant::now() + t);
-    let fuel = limits.fuel;
-    store.data_mut().deadline = deadline;
-    if let Some(fuel) = fuel {
-        let _ = store.set_fuel(fuel);
+impl Guest for ComponentState {
+    fn env(&self) -> &HostEnv {
+        &self.env
     }
-    store.set_epoch_deadline(1);
-}
 
-fn on_tick(store: StoreContextMut<'_, ComponentState>) -> wasmtime::Result<UpdateDeadline> {
-    if store.data().deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-        return Err(wasmtime::Error::new(super::Stop::Timeout));
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
-    Ok(UpdateDeadline::Yield(1))
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    fn memory(&mut self) -> &mut MemoryBudget {
+        &mut self.memory
+    }
 }
 
 fn fault(error: &wasmtime::Error, state: &ComponentState) -> Fault {
@@ -193,7 +173,7 @@ impl ComponentInstance {
         let state = self.store.data_mut();
         state.stderr.clear();
         state.stdout.clear();
-        arm(&mut self.store);
+        guest::arm(&mut self.store);
     }
 
     /// Run `describe`: the tool list as the protocol's JSON.

@@ -17,17 +17,17 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use wasmtime::{
-    Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, StoreContextMut,
-    TypedFunc, UpdateDeadline, Val, ValType,
+    Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, TypedFunc, Val, ValType,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use wasmtime_wasi::I32Exit;
 
 use super::kernel::{Budget, Kernel, OutOfBudget};
 use super::stdio::Tail;
+use super::guest::{self, Guest};
 use super::{EngineKind, Stop, engine, ticker};
 use crate::error::{Fault, FaultKind};
-use crate::sandbox::{Access, Limits, PathGrant, format_size};
+use crate::sandbox::{Limits, PathGrant, format_size};
 
 /// The import module of Extism's host functions.
 pub(crate) const ENV: &str = "extism:host/env";
@@ -445,23 +445,10 @@ impl ExtismModule {
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ExtismInstance, Fault> {
         let stderr = Tail::default();
         let stdout = Tail::default();
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stdout.clone()).stderr(stderr.clone());
-        for grant in &env.allowed_paths {
-            let perms = match grant.access {
-                Access::ReadOnly => FsPerms::ReadOnly,
-                Access::ReadWrite => FsPerms::ReadWrite,
-            };
-            let guest = grant.guest_path().to_string_lossy();
-            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
-                kind: FaultKind::Runtime,
-                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
-            })?;
-        }
         let state = State {
             kernel: Kernel::default(),
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
-            wasi: wasi.build_p1(),
+            wasi: guest::wasi(env, &stdout, &stderr)?.build_p1(),
             env: Arc::clone(env),
             vars: BTreeMap::new(),
             http_status: 0,
@@ -470,12 +457,7 @@ impl ExtismModule {
             stderr,
             stdout,
         };
-        let engine = engine(self.kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
-        let mut store = Store::new(engine, state);
-        store.limiter(|state| &mut state.memory);
-        store.epoch_deadline_callback(on_tick);
-        arm(&mut store);
-
+        let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
         let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
         let func = |store: &mut Store<State>, name: &str| {
@@ -537,26 +519,22 @@ fn detect_init(module: &Module) -> Init {
     Init::None
 }
 
-/// Set the deadline of whatever runs next in this store, and its fuel.
-fn arm(store: &mut Store<State>) {
-    let limits = &store.data().env.limits;
-    let deadline = limits.timeout.map(|t| Instant::now() + t);
-    let fuel = limits.fuel;
-    store.data_mut().deadline = deadline;
-    if let Some(fuel) = fuel {
-        // Only fails on an engine without fuel, which a fuel limit never gets.
-        let _ = store.set_fuel(fuel);
+impl Guest for State {
+    fn env(&self) -> &HostEnv {
+        &self.env
     }
-    store.set_epoch_deadline(1);
-}
 
-/// At every epoch tick: stop the call if its deadline passed, else yield to
-/// the executor and run on.
-fn on_tick(store: StoreContextMut<'_, State>) -> wasmtime::Result<UpdateDeadline> {
-    if store.data().deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-        return Err(wasmtime::Error::new(Stop::Timeout));
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
-    Ok(UpdateDeadline::Yield(1))
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    fn memory(&mut self) -> &mut MemoryBudget {
+        &mut self.memory
+    }
 }
 
 /// An exported entry point, typed.
@@ -594,7 +572,7 @@ impl ExtismInstance {
         if state.kernel.set_input(input, &mut state.memory).is_err() {
             return Err(memory_fault(&state.env.limits));
         }
-        arm(&mut self.store);
+        guest::arm(&mut self.store);
         let entry = match export {
             Export::Describe => &self.describe,
             Export::Call => &self.call,

@@ -20,6 +20,7 @@
 pub(crate) mod cache;
 pub(crate) mod component;
 pub(crate) mod extism;
+mod guest;
 mod http;
 pub(crate) mod kernel;
 mod stdio;
