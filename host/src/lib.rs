@@ -4,8 +4,10 @@
 //!
 //! A **plugin** is a Wasm module (built with Extism's plugin kits, or with
 //! `toolhost-plugin-sdk`) that exports `describe`, returning its tools, and
-//! `call`, running one. This crate loads such plugins, keeps their tool list,
-//! and calls tools from async Rust:
+//! `call`, running one; or a component of the `toolhost:plugin` world
+//! (`wit/plugin.wit`) with the same two exports, typed. This crate loads
+//! either kind (telling them apart by itself), keeps their tool list, and
+//! calls tools from async Rust:
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), toolhost::Error> {
@@ -24,7 +26,11 @@
 //! [`CallToolResult`] with `isError: true`.
 //!
 //! Plugins run with WASI on and nothing granted: no files, no network, no
-//! environment variables; every call is bounded by [`Limits`].
+//! environment variables; every call is bounded by [`Limits`]. They run on
+//! toolhost's own runtime on wasmtime (the Extism ABI implemented natively):
+//! one shared engine, compiled modules cached on disk ([`ModuleCache`]), a
+//! bounded pool of instances per plugin, guests on the calling task with a
+//! deadline per call.
 
 #![deny(missing_docs)]
 
