@@ -29,6 +29,10 @@ const BLOCK_OVERHEAD: usize = std::mem::size_of::<Block>();
 /// instance does not keep a large input's or output's memory.
 const KEEP_CAPACITY: usize = 1 << 20;
 
+/// The most kernel memory an instance may have, whatever its memory limit:
+/// Extism's kernel is a wasm32 memory, 4 GiB at most.
+const MAX_ARENA: usize = 4 << 30;
+
 /// One allocation.
 #[derive(Debug, Clone, Copy)]
 struct Block {
@@ -118,10 +122,12 @@ impl Kernel {
             return Ok(Self::handle(block.start));
         }
         let start = self.arena.len();
-        let end = start.checked_add(n).ok_or(OutOfBudget)?;
-        // Reserve first, and charge what was reserved, before touching the
-        // arena: a refused allocation leaves the kernel as it was.
-        let needed_capacity = if end > self.arena.capacity() { end.max(self.arena.capacity() * 2) } else { 0 };
+        let end = start.checked_add(n).filter(|&end| end <= MAX_ARENA).ok_or(OutOfBudget)?;
+        // Charge first, then reserve (never more than the host can give: a
+        // refused reservation is a refused allocation, not an abort), before
+        // touching the arena: a refused allocation leaves the kernel as it was.
+        let needed_capacity =
+            if end > self.arena.capacity() { end.max(self.arena.capacity() * 2).min(MAX_ARENA) } else { 0 };
         let needed_blocks =
             if self.blocks.len() == self.blocks.capacity() { (self.blocks.capacity() * 2).max(8) } else { 0 };
         let extra = needed_capacity.saturating_sub(self.arena.capacity())
@@ -129,14 +135,16 @@ impl Kernel {
         if extra > 0 {
             budget.charge(extra)?;
             self.charged += extra;
-            if needed_capacity > 0 {
-                self.arena.reserve_exact(needed_capacity - self.arena.len());
+            let reserved = (needed_capacity == 0
+                || self.arena.try_reserve_exact(needed_capacity - self.arena.len()).is_ok())
+                && (needed_blocks == 0 || self.blocks.try_reserve_exact(needed_blocks - self.blocks.len()).is_ok());
+            // The allocator may give more, or (refused) nothing: count what
+            // is held.
+            let recharged = self.recharge(budget);
+            if !reserved {
+                return Err(OutOfBudget);
             }
-            if needed_blocks > 0 {
-                self.blocks.reserve_exact(needed_blocks - self.blocks.len());
-            }
-            // `reserve_exact` may give more than asked: count what we hold.
-            self.recharge(budget)?;
+            recharged?;
         }
         self.arena.resize(end, 0);
         self.blocks.push(Block { start, capacity: n, used: n, active: true });
@@ -457,5 +465,15 @@ mod tests {
         assert_eq!(k.length(a), 1000, "the earlier block is intact");
         assert!(budget.used <= 4096);
         assert_eq!(k.alloc(u64::MAX, &mut budget), Err(OutOfBudget));
+    }
+
+    #[test]
+    fn without_a_limit_the_kernel_still_stops_at_4_gib() {
+        let mut unlimited = Capped { cap: usize::MAX, used: 0 };
+        let mut k = Kernel::default();
+        assert_eq!(k.alloc(5 << 30, &mut unlimited), Err(OutOfBudget));
+        assert_eq!(k.alloc(1 << 62, &mut unlimited), Err(OutOfBudget));
+        assert_eq!(unlimited.used, 0, "nothing charged for refused allocations");
+        assert_ne!(k.alloc(64, &mut unlimited).unwrap(), 0);
     }
 }
