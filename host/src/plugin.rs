@@ -9,10 +9,9 @@ use serde_json::Value;
 use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
 use crate::config::SecretOutput;
-use crate::error::{Error, Fault, FaultKind, Operation, OutputProblem, Violation};
-use crate::runtime::cache::{CompileInfo, ModuleCache};
-use crate::pool::{Pool, Taken};
-use crate::runtime::cache::Compiled;
+use crate::error::{Error, Fault, Operation, OutputProblem, Violation};
+use crate::pool::{Place, Pool};
+use crate::runtime::cache::{CompileInfo, Compiled, ModuleCache};
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
 use crate::runtime::{self, CallOutput, EngineKind, Instance, Module, Payload, PluginKind, RunError};
@@ -221,22 +220,10 @@ impl PluginBuilder {
             .await
             .map_err(|fault| load_error(format!("it cannot be started: {fault}")))?;
         let raw = instance.describe().await.map_err(|e| run_error(&name, Operation::Describe, e))?;
-        let checked = validate::check_describe(&raw, &self.validation);
-        if !checked.problems.is_empty() && (checked.fatal || !self.validation.lenient) {
-            return Err(Error::InvalidPlugin { plugin: name, problems: checked.problems });
-        }
+        let (described, checked) = check_described(&name, raw, &self.validation)?;
         for warning in &checked.problems {
             tracing::warn!(plugin = %name, "tool left out: {warning}");
         }
-        let mut extra = match raw {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        };
-        extra.remove("tools");
-        let described = ListToolsResult {
-            tools: checked.tools.iter().map(|t| t.tool.clone()).collect(),
-            extra,
-        };
         let index = described
             .tools
             .iter()
@@ -293,11 +280,10 @@ impl PluginBuilder {
         };
         // The describe instance is a healthy call instance unless the calls
         // get secrets it was made without.
-        if inner.handed.is_empty()
-            && let Taken::Empty(mut lease) = inner.pool.take().await
-        {
-            lease.fill(instance);
-            inner.pool.give_back(lease);
+        if inner.handed.is_empty() {
+            // The pool is new: this is its first place, with no idle instance.
+            let (place, _) = inner.pool.take().await;
+            inner.pool.give_back(place, instance);
         }
         Ok(Plugin { inner: Arc::new(inner) })
     }
@@ -308,6 +294,27 @@ impl PluginBuilder {
 fn default_pool_size() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
+/// A `describe` output, checked: the tool list (tools with problems left
+/// out in lenient mode, fields other than `tools` kept) and the checked
+/// tools, or the problems that refuse the plugin.
+fn check_described(
+    name: &str,
+    raw: Value,
+    validation: &ValidationOptions,
+) -> Result<(ListToolsResult, validate::CheckedDescribe), Error> {
+    let checked = validate::check_describe(&raw, validation);
+    if !checked.problems.is_empty() && (checked.fatal || !validation.lenient) {
+        return Err(Error::InvalidPlugin { plugin: name.to_owned(), problems: checked.problems });
+    }
+    let mut extra = match raw {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    extra.remove("tools");
+    let described = ListToolsResult { tools: checked.tools.iter().map(|t| t.tool.clone()).collect(), extra };
+    Ok((described, checked))
 }
 
 /// A failed run as the library's error.
@@ -431,16 +438,7 @@ impl Plugin {
             Ran::Describe(raw) => raw,
             Ran::Call(_) => return Err(Error::Host("`call` ran instead of `describe`".to_owned())),
         };
-        let checked = validate::check_describe(&raw, &inner.validation);
-        if !checked.problems.is_empty() && (checked.fatal || !inner.validation.lenient) {
-            return Err(Error::InvalidPlugin { plugin: inner.name.clone(), problems: checked.problems });
-        }
-        let mut extra = match raw {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        };
-        extra.remove("tools");
-        Ok(ListToolsResult { tools: checked.tools.into_iter().map(|t| t.tool).collect(), extra })
+        Ok(check_described(&inner.name, raw, &inner.validation)?.0)
     }
 
     /// The tool of that name, if the plugin describes one.
@@ -480,22 +478,14 @@ impl Plugin {
         // counted twice; then give them all back, idle.
         let mut held = Vec::with_capacity(wanted);
         while held.len() < wanted {
-            let lease = match inner.pool.take().await {
-                Taken::Idle(lease) => lease,
-                Taken::Empty(mut lease) => {
-                    let instance = inner.module.instantiate(&inner.env).await.map_err(|fault| Error::PluginFailed {
-                        plugin: inner.name.clone(),
-                        operation: Operation::Instantiate,
-                        fault,
-                    })?;
-                    lease.fill(instance);
-                    lease
-                }
-            };
-            held.push(lease);
+            held.push(inner.checkout().await.map_err(|fault| Error::PluginFailed {
+                plugin: inner.name.clone(),
+                operation: Operation::Instantiate,
+                fault,
+            })?);
         }
-        for lease in held {
-            inner.pool.give_back(lease);
+        for (place, instance) in held {
+            inner.pool.give_back(place, instance);
         }
         Ok(inner.pool.counts().0)
     }
@@ -720,41 +710,42 @@ impl Inner {
         }
     }
 
-    /// Run an entry point on a pooled instance: wait for a permit, take an
-    /// idle instance (or make one), run, and put the instance back only if
-    /// the run succeeded (a result the host then refuses is the plugin's
-    /// fault, not its instance's). If this future is dropped mid-run, the
-    /// instance goes with it.
+    /// A place in the pool and an instance for it: an idle one, or a new
+    /// one (waiting while the pool is full and busy). The fault is the new
+    /// instance's start-up failing; its place is freed then.
+    async fn checkout(&self) -> Result<(Place<'_, Instance>, Instance), Fault> {
+        let (place, idle) = self.pool.take().await;
+        let instance = match idle {
+            Some(instance) => instance,
+            None => self.module.instantiate(&self.env).await?,
+        };
+        Ok((place, instance))
+    }
+
+    /// Run an entry point on a pooled instance and put the instance back
+    /// only if the run succeeded (a result the host then refuses is the
+    /// plugin's fault, not its instance's). If this future is dropped
+    /// mid-run, the instance goes with it.
     async fn run(&self, job: Job<'_>) -> Result<Ran, RunError> {
-        let mut lease = match self.pool.take().await {
-            Taken::Idle(lease) => lease,
-            Taken::Empty(mut lease) => {
-                let instance = self.module.instantiate(&self.env).await.map_err(|fault| {
-                    RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
-                })?;
-                lease.fill(instance);
-                lease
-            }
-        };
-        let Some(instance) = lease.instance() else {
-            return Err(RunError::Fault(Fault { kind: FaultKind::Runtime, message: "an empty pool lease".to_owned() }));
-        };
+        let (place, mut instance) = self.checkout().await.map_err(|fault| {
+            RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
+        })?;
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
             Job::Call(payload) => instance.call(payload).await.map(Ran::Call),
         };
         match output {
             Ok(value) => {
-                self.pool.give_back(lease);
+                self.pool.give_back(place, instance);
                 Ok(value)
             }
             // The guest returned, but with something unusable: the
             // instance itself is sound.
             Err(RunError::Output(problem)) => {
-                self.pool.give_back(lease);
+                self.pool.give_back(place, instance);
                 Err(RunError::Output(problem))
             }
-            // A fault: the lease is dropped with its instance.
+            // A fault: the instance is dropped and its place freed.
             Err(fault) => Err(fault),
         }
     }

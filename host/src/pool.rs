@@ -26,40 +26,19 @@ struct State<T> {
     waiting: usize,
 }
 
-/// What [`Pool::take`] gives: an idle instance, or the right to make one.
-pub(crate) enum Taken<'a, T> {
-    /// An idle instance.
-    Idle(Lease<'a, T>),
-    /// A place for a new instance: make one and [`Lease::fill`] it.
-    Empty(Lease<'a, T>),
-}
-
-/// A place in the pool, with or without its instance. Dropped without
-/// [`Pool::give_back`], the place is freed and the instance discarded.
-pub(crate) struct Lease<'a, T> {
+/// A place in the pool, held by a busy (or about to be made) instance.
+/// Dropped without [`Pool::give_back`], the place is freed: the instance
+/// that held it is discarded.
+pub(crate) struct Place<'a, T> {
     pool: &'a Pool<T>,
-    instance: Option<T>,
 }
 
-impl<T> Lease<'_, T> {
-    /// The instance (a lease from [`Taken::Empty`] has one after `fill`).
-    pub(crate) fn instance(&mut self) -> Option<&mut T> {
-        self.instance.as_mut()
-    }
-
-    /// Put a new instance in an empty place.
-    pub(crate) fn fill(&mut self, instance: T) {
-        self.instance = Some(instance);
-    }
-}
-
-impl<T> Drop for Lease<'_, T> {
+impl<T> Drop for Place<'_, T> {
     fn drop(&mut self) {
         let mut state = self.pool.lock();
         state.live -= 1;
         let wake = state.waiting > 0;
         drop(state);
-        drop(self.instance.take());
         if wake {
             self.pool.returned.notify_one();
         }
@@ -85,9 +64,9 @@ impl<T> Pool<T> {
         self.size
     }
 
-    /// An idle instance, or a place to make one; waits while the pool is
-    /// full and every instance busy.
-    pub(crate) async fn take(&self) -> Taken<'_, T> {
+    /// A place, with an idle instance to use, or `None`: make a new one.
+    /// Waits while the pool is full and every instance busy.
+    pub(crate) async fn take(&self) -> (Place<'_, T>, Option<T>) {
         // Counted as waiting from the first wait until this returns (or is
         // dropped, cancelled).
         struct Waiting<'a, T>(&'a Pool<T>, bool);
@@ -102,20 +81,16 @@ impl<T> Pool<T> {
         loop {
             {
                 let mut state = self.lock();
-                if let Some(instance) = state.idle.pop() {
+                let idle = state.idle.pop();
+                if idle.is_some() || state.live < self.size {
+                    if idle.is_none() {
+                        state.live += 1;
+                    }
                     if waiting.1 {
                         state.waiting -= 1;
                         waiting.1 = false;
                     }
-                    return Taken::Idle(Lease { pool: self, instance: Some(instance) });
-                }
-                if state.live < self.size {
-                    state.live += 1;
-                    if waiting.1 {
-                        state.waiting -= 1;
-                        waiting.1 = false;
-                    }
-                    return Taken::Empty(Lease { pool: self, instance: None });
+                    return (Place { pool: self }, idle);
                 }
                 if !waiting.1 {
                     state.waiting += 1;
@@ -128,12 +103,11 @@ impl<T> Pool<T> {
         }
     }
 
-    /// Return a leased instance: it becomes idle.
-    pub(crate) fn give_back(&self, mut lease: Lease<'_, T>) {
-        let Some(instance) = lease.instance.take() else { return };
-        // The place stays taken (the instance lives on, idle): the lease
-        // must not free it, and holds nothing else to drop.
-        std::mem::forget(lease);
+    /// Return an instance to its place: it becomes idle.
+    pub(crate) fn give_back(&self, place: Place<'_, T>, instance: T) {
+        // The place stays taken (the instance lives on, idle): it must not
+        // be freed, and holds nothing else to drop.
+        std::mem::forget(place);
         let mut state = self.lock();
         state.idle.push(instance);
         let wake = state.waiting > 0;
@@ -164,34 +138,33 @@ mod tests {
     #[tokio::test]
     async fn idle_instances_are_reused_and_discarded_ones_free_their_place() {
         let pool = Pool::new(2);
-        let Taken::Empty(mut a) = pool.take().await else { panic!("empty pool") };
-        a.fill(1);
-        pool.give_back(a);
+        let (place, idle) = pool.take().await;
+        assert_eq!(idle, None, "an empty pool gives a place to fill");
+        pool.give_back(place, 1);
         assert_eq!(pool.counts(), (1, 1));
-        let Taken::Idle(mut a) = pool.take().await else { panic!("idle instance") };
-        assert_eq!(a.instance(), Some(&mut 1));
-        drop(a); // discarded
+        let (place, idle) = pool.take().await;
+        assert_eq!(idle, Some(1));
+        drop(place); // discarded
         assert_eq!(pool.counts(), (0, 0));
     }
 
     #[tokio::test]
     async fn a_full_pool_makes_callers_wait_for_a_return() {
         let pool = Arc::new(Pool::new(1));
-        let Taken::Empty(mut held) = pool.take().await else { panic!() };
-        held.fill(7);
+        let (held, _) = pool.take().await;
         let served = Arc::new(AtomicUsize::new(0));
         let waiter = {
             let (pool, served) = (Arc::clone(&pool), Arc::clone(&served));
             tokio::spawn(async move {
-                let Taken::Idle(mut lease) = pool.take().await else { panic!("expected the returned instance") };
-                assert_eq!(lease.instance(), Some(&mut 7));
+                let (place, idle) = pool.take().await;
+                assert_eq!(idle, Some(7), "expected the returned instance");
                 served.fetch_add(1, Ordering::SeqCst);
-                pool.give_back(lease);
+                pool.give_back(place, 7);
             })
         };
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(served.load(Ordering::SeqCst), 0, "the waiter waits while the only instance is busy");
-        pool.give_back(held);
+        pool.give_back(held, 7);
         waiter.await.unwrap();
         assert_eq!(served.load(Ordering::SeqCst), 1);
         assert_eq!(pool.counts(), (1, 1));
@@ -200,10 +173,10 @@ mod tests {
     #[tokio::test]
     async fn a_discarded_instance_lets_a_waiter_make_a_new_one() {
         let pool = Arc::new(Pool::<u32>::new(1));
-        let Taken::Empty(held) = pool.take().await else { panic!() };
+        let (held, _) = pool.take().await;
         let waiter = {
             let pool = Arc::clone(&pool);
-            tokio::spawn(async move { matches!(pool.take().await, Taken::Empty(_)) })
+            tokio::spawn(async move { pool.take().await.1.is_none() })
         };
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         drop(held);

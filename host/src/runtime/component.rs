@@ -10,7 +10,6 @@
 //! protocol's JSON here, so validation and everything after it is shared.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -18,13 +17,11 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::Store;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::extism::{HostEnv, MemoryBudget};
-use super::stdio::Tail;
-use super::guest::{self, Guest};
+use super::extism::HostEnv;
+use super::guest::{self, Guest, GuestCore};
 use super::{CallOutput, EngineKind, RunError, engine, ticker};
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
-use crate::sandbox::format_size;
 
 /// Bindings generated from `wit/plugin.wit`.
 mod bindings {
@@ -42,13 +39,10 @@ use bindings::toolhost::plugin::types::{
 
 /// The data of a component instance's store.
 pub(crate) struct ComponentState {
+    /// Grants, limits, memory budget, deadline, captured output.
+    core: GuestCore,
     wasi: WasiCtx,
     table: ResourceTable,
-    memory: MemoryBudget,
-    env: Arc<HostEnv>,
-    deadline: Option<Instant>,
-    stderr: Tail,
-    stdout: Tail,
 }
 
 impl WasiView for ComponentState {
@@ -59,12 +53,12 @@ impl WasiView for ComponentState {
 
 impl bindings::toolhost::plugin::host::Host for ComponentState {
     fn config_get(&mut self, key: String) -> Option<String> {
-        self.env.config.get(&key).cloned()
+        self.core.env.config.get(&key).cloned()
     }
 
     fn log(&mut self, level: LogLevel, message: String) {
         const TARGET: &str = "toolhost::guest";
-        let plugin = self.env.name.as_str();
+        let plugin = self.core.env.name.as_str();
         match level {
             LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
             LogLevel::Warn => tracing::warn!(target: TARGET, plugin, "{message}"),
@@ -122,44 +116,23 @@ impl ComponentModule {
 
     /// A new instance under the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
-        let stderr = Tail::default();
-        let stdout = Tail::default();
-        let state = ComponentState {
-            wasi: guest::wasi(env, &stdout, &stderr)?.build(),
-            table: ResourceTable::new(),
-            memory: MemoryBudget::new(env.limits.memory_max_bytes),
-            env: Arc::clone(env),
-            deadline: None,
-            stderr,
-            stdout,
-        };
+        let (core, mut wasi) = GuestCore::new(env)?;
+        let state = ComponentState { core, wasi: wasi.build(), table: ResourceTable::new() };
         let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
-        let plugin = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
+        let plugin = self.pre.instantiate_async(&mut store).await.map_err(|e| store.data().core.fault(&e))?;
         Ok(ComponentInstance { store, plugin })
     }
 }
 
 impl Guest for ComponentState {
-    fn env(&self) -> &HostEnv {
-        &self.env
+    fn core(&self) -> &GuestCore {
+        &self.core
     }
 
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
+    fn core_mut(&mut self) -> &mut GuestCore {
+        &mut self.core
     }
-
-    fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.deadline = deadline;
-    }
-
-    fn memory(&mut self) -> &mut MemoryBudget {
-        &mut self.memory
-    }
-}
-
-fn fault(error: &wasmtime::Error, state: &ComponentState) -> Fault {
-    super::extism::classify(error, &state.env.limits, &state.stderr)
 }
 
 /// One instance of a component plugin.
@@ -169,40 +142,30 @@ pub(crate) struct ComponentInstance {
 }
 
 impl ComponentInstance {
-    fn prepare(&mut self) {
-        let state = self.store.data_mut();
-        state.stderr.clear();
-        state.stdout.clear();
-        guest::arm(&mut self.store);
-    }
-
     /// Run `describe`: the tool list as the protocol's JSON.
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
-        self.prepare();
+        guest::prepare(&mut self.store);
         let _running = ticker::running();
         let tools = self
             .plugin
             .call_describe(&mut self.store)
             .await
-            .map_err(|e| RunError::Fault(fault(&e, self.store.data())))?;
-        let limit = self.store.data().env.limits.max_output_bytes;
+            .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let size: usize = tools.iter().map(tool_size).sum();
-        if size > limit {
-            return Err(RunError::Fault(too_large(size, limit)));
-        }
+        self.store.data().core.check_output_size(size as u64).map_err(RunError::Fault)?;
         let tools = tools.into_iter().enumerate().map(|(i, tool)| tool_json(i, tool)).collect::<Result<_, _>>()?;
         Ok(json!({ "tools": Value::Array(tools) }))
     }
 
     /// Run `call`: the result as the protocol's type.
     pub(crate) async fn call(&mut self, name: &str, arguments: &str) -> Result<CallOutput, RunError> {
-        self.prepare();
+        guest::prepare(&mut self.store);
         let _running = ticker::running();
         let outcome = self
             .plugin
             .call_call(&mut self.store, name, arguments)
             .await
-            .map_err(|e| RunError::Fault(fault(&e, self.store.data())))?;
+            .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let result = match outcome {
             Ok(result) => result,
             Err(CallError::Failed(message)) => {
@@ -222,24 +185,13 @@ impl ComponentInstance {
                 ))));
             }
         };
-        let limit = self.store.data().env.limits.max_output_bytes;
-        let size = result_size(&result);
-        if size > limit {
-            return Err(RunError::Fault(too_large(size, limit)));
-        }
+        self.store.data().core.check_output_size(result_size(&result) as u64).map_err(RunError::Fault)?;
         typed_result(result).map(CallOutput::Typed)
     }
 
     /// Bytes this instance holds against its memory limit.
     pub(crate) fn memory_used(&self) -> usize {
-        self.store.data().memory.used()
-    }
-}
-
-fn too_large(size: usize, limit: usize) -> Fault {
-    Fault {
-        kind: FaultKind::OutputTooLarge,
-        message: format!("{size} bytes of output, over the limit of {}", format_size(limit as u64)),
+        self.store.data().core.memory.used()
     }
 }
 

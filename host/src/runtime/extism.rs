@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use wasmtime::{
     Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, TypedFunc, Val, ValType,
@@ -23,8 +22,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::I32Exit;
 
 use super::kernel::{Budget, Kernel, OutOfBudget};
-use super::stdio::Tail;
-use super::guest::{self, Guest};
+use super::guest::{self, Guest, GuestCore};
 use super::{EngineKind, Stop, engine, ticker};
 use crate::error::{Fault, FaultKind};
 use crate::sandbox::{Limits, PathGrant, format_size};
@@ -147,24 +145,20 @@ impl ResourceLimiter for MemoryBudget {
 
 /// The data of one instance's store.
 pub(crate) struct State {
+    /// Grants, limits, memory budget, deadline, captured output.
+    pub(crate) core: GuestCore,
     pub(crate) kernel: Kernel,
-    pub(crate) memory: MemoryBudget,
     wasi: WasiP1Ctx,
-    pub(crate) env: Arc<HostEnv>,
     vars: BTreeMap<String, Vec<u8>>,
     pub(crate) http_status: u16,
     pub(crate) http_headers: Option<BTreeMap<String, String>>,
-    /// When the running call must stop.
-    pub(crate) deadline: Option<Instant>,
-    stderr: Tail,
-    stdout: Tail,
 }
 
 impl State {
     /// Copy bytes into a new kernel block (the null handle for none),
     /// trapping when the memory budget is spent.
     pub(crate) fn write_new(&mut self, bytes: &[u8]) -> wasmtime::Result<u64> {
-        self.kernel.write_new(bytes, &mut self.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+        self.kernel.write_new(bytes, &mut self.core.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
     }
 
     /// The bytes of a live block, copied, and the block freed (host
@@ -208,7 +202,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     // The kernel: memory blocks, input, output, error.
     linker.func_wrap(ENV, "alloc", |mut c: Caller<'_, State>, n: u64| -> wasmtime::Result<u64> {
         let state = c.data_mut();
-        state.kernel.alloc(n, &mut state.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+        state.kernel.alloc(n, &mut state.core.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
     })?;
     linker.func_wrap(ENV, "free", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.free(h))?;
     linker.func_wrap(ENV, "length", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
@@ -236,14 +230,14 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "memory_bytes", |c: Caller<'_, State>| c.data().kernel.memory_bytes())?;
     linker.func_wrap(ENV, "reset", |mut c: Caller<'_, State>| {
         let state = c.data_mut();
-        state.kernel.reset(&mut state.memory);
+        state.kernel.reset(&mut state.core.memory);
     })?;
 
     // Config and variables.
     linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
         let state = c.data_mut();
         let key = state.take_string(key, "config key")?;
-        let env = Arc::clone(&state.env);
+        let env = Arc::clone(&state.core.env);
         match env.config.get(&key) {
             Some(value) => state.write_new(value.as_bytes()),
             None => Ok(0),
@@ -320,7 +314,7 @@ fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> was
     }
     let bytes = state.take_block(handle, "log message")?;
     let message = String::from_utf8_lossy(&bytes);
-    let plugin = state.env.name.as_str();
+    let plugin = state.core.env.name.as_str();
     match level {
         tracing::Level::ERROR => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
         tracing::Level::WARN => tracing::warn!(target: LOG_TARGET, plugin, "{message}"),
@@ -443,23 +437,18 @@ impl ExtismModule {
     /// A new instance, started (its language runtime initialised) under
     /// the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ExtismInstance, Fault> {
-        let stderr = Tail::default();
-        let stdout = Tail::default();
+        let (core, mut wasi) = GuestCore::new(env)?;
         let state = State {
+            core,
             kernel: Kernel::default(),
-            memory: MemoryBudget::new(env.limits.memory_max_bytes),
-            wasi: guest::wasi(env, &stdout, &stderr)?.build_p1(),
-            env: Arc::clone(env),
+            wasi: wasi.build_p1(),
             vars: BTreeMap::new(),
             http_status: 0,
             http_headers: None,
-            deadline: None,
-            stderr,
-            stdout,
         };
         let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
-        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| fault(&e, store.data()))?;
+        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| store.data().core.fault(&e))?;
         let func = |store: &mut Store<State>, name: &str| {
             instance.get_func(&mut *store, name).ok_or_else(|| Fault {
                 kind: FaultKind::Runtime,
@@ -470,18 +459,18 @@ impl ExtismModule {
             Init::None => {}
             Init::Wasi(name) => {
                 let init = func(&mut store, name)?;
-                init.call_async(&mut store, &[], &mut []).await.map_err(|e| fault(&e, store.data()))?;
+                init.call_async(&mut store, &[], &mut []).await.map_err(|e| store.data().core.fault(&e))?;
             }
             Init::Haskell { reactor } => {
                 if reactor {
                     let init = func(&mut store, "_initialize")?;
-                    init.call_async(&mut store, &[], &mut []).await.map_err(|e| fault(&e, store.data()))?;
+                    init.call_async(&mut store, &[], &mut []).await.map_err(|e| store.data().core.fault(&e))?;
                 }
                 let hs_init = func(&mut store, "hs_init")?;
                 let ty = hs_init.ty(&store);
                 let params: Vec<Val> = ty.params().map(|_| Val::I32(0)).collect();
                 let mut results: Vec<Val> = ty.results().map(|_| Val::I32(0)).collect();
-                hs_init.call_async(&mut store, &params, &mut results).await.map_err(|e| fault(&e, store.data()))?;
+                hs_init.call_async(&mut store, &params, &mut results).await.map_err(|e| store.data().core.fault(&e))?;
             }
         }
         let entry = |store: &mut Store<State>, name: &str, shape: Shape| -> Result<Entry, Fault> {
@@ -520,20 +509,12 @@ fn detect_init(module: &Module) -> Init {
 }
 
 impl Guest for State {
-    fn env(&self) -> &HostEnv {
-        &self.env
+    fn core(&self) -> &GuestCore {
+        &self.core
     }
 
-    fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
-    fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.deadline = deadline;
-    }
-
-    fn memory(&mut self) -> &mut MemoryBudget {
-        &mut self.memory
+    fn core_mut(&mut self) -> &mut GuestCore {
+        &mut self.core
     }
 }
 
@@ -564,15 +545,13 @@ impl ExtismInstance {
     /// failed. An instance whose run failed must be dropped.
     pub(crate) async fn run(&mut self, export: Export, input: &[u8]) -> Result<Vec<u8>, Fault> {
         let state = self.store.data_mut();
-        state.kernel.reset(&mut state.memory);
-        state.stderr.clear();
-        state.stdout.clear();
+        state.kernel.reset(&mut state.core.memory);
         state.http_status = 0;
         state.http_headers = None;
-        if state.kernel.set_input(input, &mut state.memory).is_err() {
-            return Err(memory_fault(&state.env.limits));
+        if state.kernel.set_input(input, &mut state.core.memory).is_err() {
+            return Err(state.core.memory_fault());
         }
-        guest::arm(&mut self.store);
+        guest::prepare(&mut self.store);
         let entry = match export {
             Export::Describe => &self.describe,
             Export::Call => &self.call,
@@ -588,7 +567,7 @@ impl ExtismInstance {
             // A WASI exit with status 0 is a normal return (Extism's reading).
             Err(e) if e.downcast_ref::<I32Exit>().is_some_and(|exit| exit.0 == 0) => 0,
             Err(e) => {
-                let mut fault = fault(&e, state);
+                let mut fault = state.core.fault(&e);
                 // A guest that set an error before it trapped said why.
                 if fault.kind == FaultKind::Trap
                     && let Some(message) = state.kernel.error_message()
@@ -603,77 +582,18 @@ impl ExtismInstance {
         }
         if code != 0 {
             let mut message = format!("it returned {code} without an error message");
-            if let Some(words) = state.stderr.last_words() {
+            if let Some(words) = state.core.stderr_words() {
                 message.push_str(&format!("; its stderr ends with: {words}"));
             }
             return Err(Fault { kind: FaultKind::Error, message });
         }
-        let limit = state.env.limits.max_output_bytes;
-        let length = state.kernel.output_length();
-        if length > limit as u64 {
-            return Err(Fault {
-                kind: FaultKind::OutputTooLarge,
-                message: format!("{length} bytes of output, over the limit of {}", format_size(limit as u64)),
-            });
-        }
+        state.core.check_output_size(state.kernel.output_length())?;
         Ok(state.kernel.output().to_vec())
     }
 
     /// Bytes this instance holds against its memory limit (linear memories
     /// and kernel memory).
     pub(crate) fn memory_used(&self) -> usize {
-        self.store.data().memory.used()
+        self.store.data().core.memory.used()
     }
-}
-
-fn memory_fault(limits: &Limits) -> Fault {
-    let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
-    Fault { kind: FaultKind::MemoryLimit, message: format!("the instance tried to grow its memory past {limit}") }
-}
-
-/// Turn a failed run into a [`Fault`].
-pub(crate) fn fault(error: &wasmtime::Error, state: &State) -> Fault {
-    classify(error, &state.env.limits, &state.stderr)
-}
-
-/// Turn a failed run into a [`Fault`], given the limits it ran under and
-/// what the guest wrote to stderr.
-pub(crate) fn classify(error: &wasmtime::Error, limits: &Limits, stderr: &Tail) -> Fault {
-    let with_stderr = |message: String| match stderr.last_words() {
-        Some(words) => format!("{message}; its stderr ends with: {words}"),
-        None => message,
-    };
-    if let Some(stop) = error.chain().find_map(|e| e.downcast_ref::<Stop>()) {
-        return match stop {
-            Stop::Timeout => timeout_fault(limits),
-            Stop::MemoryLimit => memory_fault(limits),
-            Stop::Denied(message) => Fault { kind: FaultKind::Denied, message: message.clone() },
-            Stop::Host(message) => Fault { kind: FaultKind::Error, message: message.clone() },
-        };
-    }
-    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
-        return match trap {
-            wasmtime::Trap::Interrupt => timeout_fault(limits),
-            wasmtime::Trap::OutOfFuel => {
-                let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
-                Fault { kind: FaultKind::FuelExhausted, message: format!("the call used up {budget} instruction budget") }
-            }
-            wasmtime::Trap::UnreachableCodeReached => Fault {
-                kind: FaultKind::Trap,
-                message: with_stderr("`unreachable` executed: the plugin panicked or aborted".to_owned()),
-            },
-            other => Fault { kind: FaultKind::Trap, message: with_stderr(other.to_string()) },
-        };
-    }
-    if let Some(exit) = error.downcast_ref::<I32Exit>() {
-        return Fault { kind: FaultKind::Exit, message: with_stderr(format!("WASI exit code {}", exit.0)) };
-    }
-    // Anything else (a WASI host error, an instantiation failure): the root
-    // cause is the sentence that says what happened.
-    Fault { kind: FaultKind::Trap, message: with_stderr(error.root_cause().to_string()) }
-}
-
-fn timeout_fault(limits: &Limits) -> Fault {
-    let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
-    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
 }

@@ -1,28 +1,98 @@
-//! What both kinds of plugin instance share: a store with the memory
-//! budget, the per-call deadline and fuel, and a WASI context granting only
-//! what the policy grants.
+//! What both kinds of plugin instance share: the part of a store's data
+//! that holds the plugin's grants and limits, the memory budget, the
+//! running call's deadline and the guest's captured output; the store
+//! built around it; and how a failed run is told apart.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::{Store, StoreContextMut, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::extism::{HostEnv, MemoryBudget};
 use super::stdio::Tail;
 use super::{EngineKind, Stop, engine};
 use crate::error::{Fault, FaultKind};
-use crate::sandbox::Access;
+use crate::sandbox::{Access, Limits, format_size};
+
+/// What every store's data holds, whatever the kind of plugin.
+pub(crate) struct GuestCore {
+    /// The plugin's name, config, grants and limits.
+    pub(crate) env: Arc<HostEnv>,
+    /// Linear memories (and Extism kernel memory) against the limit.
+    pub(crate) memory: MemoryBudget,
+    /// When the running call must stop.
+    pub(crate) deadline: Option<Instant>,
+    stdout: Tail,
+    stderr: Tail,
+}
+
+impl GuestCore {
+    /// The core of a new instance, and a WASI context builder that grants
+    /// the policy's directories and nothing else, with stdout and stderr
+    /// kept in the core.
+    pub(crate) fn new(env: &Arc<HostEnv>) -> Result<(GuestCore, WasiCtxBuilder), Fault> {
+        let core = GuestCore {
+            env: Arc::clone(env),
+            memory: MemoryBudget::new(env.limits.memory_max_bytes),
+            deadline: None,
+            stdout: Tail::default(),
+            stderr: Tail::default(),
+        };
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(core.stdout.clone())
+            .stderr(core.stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for grant in &env.allowed_paths {
+            let perms = match grant.access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            let guest = grant.guest_path().to_string_lossy();
+            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
+                kind: FaultKind::Runtime,
+                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
+            })?;
+        }
+        Ok((core, wasi))
+    }
+
+    /// The last lines the guest wrote to stderr, if any.
+    pub(crate) fn stderr_words(&self) -> Option<String> {
+        self.stderr.last_words()
+    }
+
+    /// Refuse output of `size` bytes over the limit.
+    pub(crate) fn check_output_size(&self, size: u64) -> Result<(), Fault> {
+        let limit = self.env.limits.max_output_bytes as u64;
+        if size > limit {
+            return Err(Fault {
+                kind: FaultKind::OutputTooLarge,
+                message: format!("{size} bytes of output, over the limit of {}", format_size(limit)),
+            });
+        }
+        Ok(())
+    }
+
+    /// The fault of an instance that hit its memory limit.
+    pub(crate) fn memory_fault(&self) -> Fault {
+        memory_fault(&self.env.limits)
+    }
+
+    /// Turn a failed run into a [`Fault`].
+    pub(crate) fn fault(&self, error: &wasmtime::Error) -> Fault {
+        classify(error, &self.env.limits, &self.stderr)
+    }
+}
 
 /// The data of a store, as the shared machinery needs it.
 pub(crate) trait Guest: Send + 'static {
-    /// The plugin's grants and limits.
-    fn env(&self) -> &HostEnv;
-    /// When the running call must stop.
-    fn deadline(&self) -> Option<Instant>;
-    /// Set it.
-    fn set_deadline(&mut self, deadline: Option<Instant>);
-    /// The memory budget (the store's resource limiter).
-    fn memory(&mut self) -> &mut MemoryBudget;
+    /// The shared part.
+    fn core(&self) -> &GuestCore;
+    /// The shared part, to change.
+    fn core_mut(&mut self) -> &mut GuestCore;
 }
 
 /// A store for `state` on the shared engine: limited, with the epoch
@@ -30,18 +100,26 @@ pub(crate) trait Guest: Send + 'static {
 pub(crate) fn new_store<T: Guest>(kind: EngineKind, state: T) -> Result<Store<T>, Fault> {
     let engine = engine(kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
     let mut store = Store::new(engine, state);
-    store.limiter(|state| state.memory());
+    store.limiter(|state| &mut state.core_mut().memory);
     store.epoch_deadline_callback(on_tick::<T>);
     arm(&mut store);
     Ok(store)
 }
 
+/// Before a call: forget what the guest printed last time, and arm.
+pub(crate) fn prepare<T: Guest>(store: &mut Store<T>) {
+    let core = store.data().core();
+    core.stdout.clear();
+    core.stderr.clear();
+    arm(store);
+}
+
 /// Set the deadline of whatever runs next in this store, and its fuel.
-pub(crate) fn arm<T: Guest>(store: &mut Store<T>) {
-    let limits = &store.data().env().limits;
+fn arm<T: Guest>(store: &mut Store<T>) {
+    let limits = &store.data().core().env.limits;
     let deadline = limits.timeout.map(|t| Instant::now() + t);
     let fuel = limits.fuel;
-    store.data_mut().set_deadline(deadline);
+    store.data_mut().core_mut().deadline = deadline;
     if let Some(fuel) = fuel {
         // Only fails on an engine without fuel, which a fuel limit never gets.
         let _ = store.set_fuel(fuel);
@@ -52,27 +130,55 @@ pub(crate) fn arm<T: Guest>(store: &mut Store<T>) {
 /// At every epoch tick: stop the call if its deadline passed, else yield to
 /// the executor and run on.
 fn on_tick<T: Guest>(store: StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDeadline> {
-    if store.data().deadline().is_some_and(|deadline| Instant::now() >= deadline) {
+    if store.data().core().deadline.is_some_and(|deadline| Instant::now() >= deadline) {
         return Err(wasmtime::Error::new(Stop::Timeout));
     }
     Ok(UpdateDeadline::Yield(1))
 }
 
-/// A WASI context builder that grants the policy's directories and nothing
-/// else, with stdout and stderr kept in `stdout` and `stderr`.
-pub(crate) fn wasi(env: &HostEnv, stdout: &Tail, stderr: &Tail) -> Result<WasiCtxBuilder, Fault> {
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdout(stdout.clone()).stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
-    for grant in &env.allowed_paths {
-        let perms = match grant.access {
-            Access::ReadOnly => FsPerms::ReadOnly,
-            Access::ReadWrite => FsPerms::ReadWrite,
+fn memory_fault(limits: &Limits) -> Fault {
+    let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
+    Fault { kind: FaultKind::MemoryLimit, message: format!("the instance tried to grow its memory past {limit}") }
+}
+
+fn timeout_fault(limits: &Limits) -> Fault {
+    let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
+    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
+}
+
+/// Turn a failed run into a [`Fault`], given the limits it ran under and
+/// what the guest wrote to stderr.
+fn classify(error: &wasmtime::Error, limits: &Limits, stderr: &Tail) -> Fault {
+    let with_stderr = |message: String| match stderr.last_words() {
+        Some(words) => format!("{message}; its stderr ends with: {words}"),
+        None => message,
+    };
+    if let Some(stop) = error.chain().find_map(|e| e.downcast_ref::<Stop>()) {
+        return match stop {
+            Stop::Timeout => timeout_fault(limits),
+            Stop::MemoryLimit => memory_fault(limits),
+            Stop::Denied(message) => Fault { kind: FaultKind::Denied, message: message.clone() },
+            Stop::Host(message) => Fault { kind: FaultKind::Error, message: message.clone() },
         };
-        let guest = grant.guest_path().to_string_lossy();
-        wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
-            kind: FaultKind::Runtime,
-            message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
-        })?;
     }
-    Ok(wasi)
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        return match trap {
+            wasmtime::Trap::Interrupt => timeout_fault(limits),
+            wasmtime::Trap::OutOfFuel => {
+                let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
+                Fault { kind: FaultKind::FuelExhausted, message: format!("the call used up {budget} instruction budget") }
+            }
+            wasmtime::Trap::UnreachableCodeReached => Fault {
+                kind: FaultKind::Trap,
+                message: with_stderr("`unreachable` executed: the plugin panicked or aborted".to_owned()),
+            },
+            other => Fault { kind: FaultKind::Trap, message: with_stderr(other.to_string()) },
+        };
+    }
+    if let Some(exit) = error.downcast_ref::<I32Exit>() {
+        return Fault { kind: FaultKind::Exit, message: with_stderr(format!("WASI exit code {}", exit.0)) };
+    }
+    // Anything else (a WASI host error, an instantiation failure): the root
+    // cause is the sentence that says what happened.
+    Fault { kind: FaultKind::Trap, message: with_stderr(error.root_cause().to_string()) }
 }

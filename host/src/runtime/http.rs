@@ -92,9 +92,9 @@ pub(crate) async fn request(caller: &mut Caller<'_, State>, request: u64, body: 
     let body = if body == 0 { None } else { Some(state.take_block(body, "HTTP request body")?) };
     state.http_status = 0;
     state.http_headers = None;
-    let allowed = state.env.allowed_hosts.clone();
+    let allowed = state.core.env.allowed_hosts.clone();
     check_url(&description.url, &allowed)?;
-    let deadline = state.deadline;
+    let deadline = state.core.deadline;
 
     let outcome = tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
         .await

@@ -14,8 +14,9 @@
 //!   ([`extism`]), so existing Extism plugins run unchanged without Extism's
 //!   per-call costs (see DESIGN.md, "Performance").
 //! - Components of the `toolhost:plugin` world ([`component`]) run on the
-//!   same engine, under the same limits; their typed results are turned into
-//!   the protocol's JSON, so everything after a call is shared.
+//!   same engine, under the same limits ([`guest`] holds what both kinds
+//!   share); their typed results become the protocol's types, so everything
+//!   after a call is shared.
 
 pub(crate) mod cache;
 pub(crate) mod component;
@@ -64,8 +65,9 @@ impl PluginKind {
         if bytes.starts_with(&COMPONENT_HEADER) {
             return PluginKind::Component;
         }
-        let text = std::str::from_utf8(&bytes[..bytes.len().min(4096)]).unwrap_or("");
-        let text = text.trim_start();
+        // (Lossy: the cut at 4 KiB may split a character.)
+        let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+        let text = head.trim_start();
         // Skip leading `;;` line comments of a WAT file.
         let mut rest = text;
         while let Some(comment) = rest.strip_prefix(";;") {
