@@ -203,7 +203,7 @@ pub(crate) fn engine(kind: EngineKind) -> Result<&'static Engine, String> {
         EngineKind::Fuel => &FUEL,
     };
     let engine = cell.get_or_init(|| Engine::new(&config(kind)).map_err(|e| e.to_string())).as_ref()?;
-    ticker::start();
+    ticker::start()?;
     Ok(engine)
 }
 
@@ -248,15 +248,22 @@ pub(crate) mod ticker {
     const IDLE_TICKS: u32 = 200;
 
     /// Start the ticker if it is not running.
-    pub(crate) fn start() {
-        THREAD.get_or_init(|| {
-            std::thread::Builder::new()
-                .name("toolhost-epoch".to_owned())
-                .spawn(run)
-                .expect("start the epoch ticker thread")
-                .thread()
-                .clone()
-        });
+    pub(crate) fn start() -> Result<(), String> {
+        if THREAD.get().is_some() {
+            return Ok(());
+        }
+        // One starter at a time, so there is one ticker.
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _starting = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+        if THREAD.get().is_some() {
+            return Ok(());
+        }
+        let spawned = std::thread::Builder::new()
+            .name("toolhost-epoch".to_owned())
+            .spawn(run)
+            .map_err(|e| format!("cannot start the epoch ticker thread: {e}"))?;
+        let _ = THREAD.set(spawned.thread().clone());
+        Ok(())
     }
 
     fn run() {
