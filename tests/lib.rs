@@ -129,10 +129,16 @@ pub fn mcp_client_script() -> PathBuf {
 /// Run `toolhost` with `args`, feeding it `stdin` (or nothing), and wait for
 /// it.
 pub fn run_toolhost(args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    run_toolhost_with_env(args, stdin, &[])
+}
+
+/// [`run_toolhost`] with these environment variables set for the process.
+pub fn run_toolhost_with_env(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> std::process::Output {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
     let mut child = Command::new(toolhost())
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::filter::{ToolApprovals, ToolFilter};
 use crate::sandbox::Policy;
-use crate::secrets::{SecretError, SecretProvider};
+use crate::secrets::{SecretError, SecretProvider, SensitiveValues};
 use crate::validate::{self, ValidationOptions};
 
 /// The separator between a toolset id and a tool name in namespaced names:
@@ -61,6 +61,13 @@ pub struct ToolsetConfig {
     pub validation: ValidationOptions,
     /// What to do when a result contains a secret handed to the plugin.
     pub secret_output: SecretOutput,
+    /// The secrets granted to the toolset (`secrets: [NAME, ...]`): its
+    /// tools that declare one of them get it; nothing else grants a secret.
+    pub secrets: Vec<String>,
+    /// The values `${secret:NAME}` references resolved to in `server` (the
+    /// plugin's config, say), by name: kept out of its output like handed
+    /// secrets.
+    pub sensitive: SensitiveValues,
     /// Defaults for tools the `tools` list does not name.
     pub defaults: ToolSettings,
     /// Per-tool settings, by the plugin's own tool name.
@@ -252,6 +259,8 @@ struct RawToolset {
     #[serde(default)]
     headers: Option<Value>,
     #[serde(default)]
+    secrets: Vec<String>,
+    #[serde(default)]
     tools: Vec<RawTool>,
     #[serde(default)]
     toolset_defaults: RawDefaults,
@@ -385,6 +394,14 @@ fn parse_toolset(
         policy,
         validation,
         secret_output,
+        secrets: raw.secrets,
+        sensitive: {
+            let mut sensitive = SensitiveValues::new();
+            for (name, value) in resolved {
+                sensitive.push(name, value);
+            }
+            sensitive
+        },
         defaults,
         tools,
         include: raw.extensions.include_tools,

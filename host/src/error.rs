@@ -98,9 +98,9 @@ pub enum Error {
         violations: Vec<Violation>,
     },
 
-    /// The tool needs a secret the host's secret provider does not have; the
-    /// call was refused before the plugin ran.
-    #[error("tool `{tool}` of plugin `{plugin}` needs the secret `{secret}`, which is not available")]
+    /// The tool declares a secret that was not granted, or that the secret
+    /// provider does not have; the call was refused before the plugin ran.
+    #[error("tool `{tool}` of plugin `{plugin}` needs the secret `{secret}`, which {reason}")]
     MissingSecret {
         /// The plugin's name.
         plugin: String,
@@ -108,6 +108,8 @@ pub enum Error {
         tool: String,
         /// The id of the missing secret.
         secret: String,
+        /// Why it is missing.
+        reason: MissingSecretReason,
     },
 
     /// The plugin's code failed: it trapped, returned an Extism error, exited,
@@ -144,6 +146,51 @@ pub enum Error {
 }
 
 impl Error {
+    /// Visit every text of the error that may quote what a plugin chose
+    /// (messages, paths into its output, tool names), to redact it.
+    pub(crate) fn plugin_texts_mut(&mut self, visit: &mut dyn FnMut(&mut String)) {
+        let violations = |violations: &mut Vec<Violation>, visit: &mut dyn FnMut(&mut String)| {
+            for violation in violations {
+                visit(&mut violation.instance_path);
+                visit(&mut violation.message);
+            }
+        };
+        match self {
+            Error::Load { message, .. } => visit(message),
+            Error::InvalidPlugin { problems, .. } => {
+                for problem in problems {
+                    if let Some(tool) = &mut problem.tool {
+                        visit(tool);
+                    }
+                    visit(&mut problem.pointer);
+                    visit(&mut problem.message);
+                }
+            }
+            Error::UnknownTool { available, .. } | Error::NoSuchTool { available, .. } => {
+                available.iter_mut().for_each(|name| visit(name));
+            }
+            Error::InvalidArguments { violations: found, .. } => violations(found, visit),
+            Error::PluginFailed { fault, operation, .. } => {
+                visit(&mut fault.message);
+                if let Operation::Tool(tool) = operation {
+                    visit(tool);
+                }
+            }
+            Error::InvalidOutput { problem, operation, .. } => {
+                match problem {
+                    OutputProblem::NotJson { message } => visit(message),
+                    OutputProblem::Invalid { violations: found } => violations(found, visit),
+                    OutputProblem::NotUtf8 { .. } | OutputProblem::SecretLeak { .. } => {}
+                }
+                if let Operation::Tool(tool) = operation {
+                    visit(tool);
+                }
+            }
+            Error::Host(message) => visit(message),
+            Error::Read { .. } | Error::Policy { .. } | Error::MissingSecret { .. } | Error::Registry(_) => {}
+        }
+    }
+
     /// The plugin's `describe` output has problems (every one is listed).
     pub fn is_invalid_plugin(&self) -> bool {
         matches!(self, Error::InvalidPlugin { .. })
@@ -169,7 +216,7 @@ impl Error {
         matches!(self, Error::Read { .. } | Error::Load { .. } | Error::InvalidPlugin { .. })
     }
 
-    /// A secret the tool needs is not available.
+    /// A secret the tool declares was not granted or is not available.
     pub fn is_missing_secret(&self) -> bool {
         matches!(self, Error::MissingSecret { .. })
     }
@@ -285,6 +332,28 @@ impl fmt::Display for Fault {
             FaultKind::Denied => write!(f, "the plugin was refused a capability: {}", self.message),
             FaultKind::Runtime => write!(f, "the runtime failed: {}", self.message),
         }
+    }
+}
+
+/// Why a secret a tool declares was not handed to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MissingSecretReason {
+    /// Whoever runs the host did not grant it (the CLI's `--secret NAME`, a
+    /// toolset's `secrets: [NAME]`, [`PluginBuilder::grant_secret`](crate::PluginBuilder::grant_secret)).
+    /// A plugin declaring a secret never grants it to itself.
+    NotGranted,
+    /// It was granted, but the secret provider has no value for it (or the
+    /// lookup failed; the log says why).
+    NotAvailable,
+}
+
+impl fmt::Display for MissingSecretReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MissingSecretReason::NotGranted => "was not granted",
+            MissingSecretReason::NotAvailable => "was granted but is not available from the secret provider",
+        })
     }
 }
 

@@ -47,7 +47,7 @@ mod sandbox;
 mod secrets;
 mod validate;
 
-pub use error::{BoxError, Error, Fault, FaultKind, Operation, OutputProblem, Violation};
+pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
 pub use runtime::PluginKind;
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
@@ -67,7 +67,7 @@ pub use mcp::{McpServer, ToolSource};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use secrets::{
     EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,
-    SecretRequirement,
+    SecretRequirement, SensitiveValues,
 };
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

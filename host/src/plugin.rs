@@ -9,14 +9,14 @@ use serde_json::Value;
 use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
 use crate::config::SecretOutput;
-use crate::error::{Error, Fault, Operation, OutputProblem, Violation};
+use crate::error::{Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 use crate::pool::{Place, Pool};
 use crate::runtime::cache::{CompileInfo, Compiled, ModuleCache};
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
-use crate::runtime::{self, CallOutput, EngineKind, Instance, Module, Payload, PluginKind, RunError};
+use crate::runtime::{self, CallOutput, EngineKind, Instance, Module, Payload, PluginKind, RunError, ToolSecrets};
 use crate::sandbox::{Limits, PathGrant, Policy};
-use crate::secrets::{HandedSecrets, NoSecrets, SecretProvider};
+use crate::secrets::{NoSecrets, Redacted, Redactor, SecretProvider, SensitiveValues};
 use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
 
 /// Where a plugin's Wasm comes from.
@@ -46,6 +46,8 @@ pub struct PluginBuilder {
     policy: Policy,
     validation: ValidationOptions,
     secrets: Arc<dyn SecretProvider>,
+    granted: BTreeSet<String>,
+    sensitive: SensitiveValues,
     secret_output: SecretOutput,
     pool_size: usize,
     cache: ModuleCache,
@@ -59,6 +61,8 @@ impl std::fmt::Debug for PluginBuilder {
             .field("policy", &self.policy)
             .field("validation", &self.validation)
             .field("secrets", &self.secrets.describe())
+            .field("granted", &self.granted)
+            .field("sensitive", &self.sensitive)
             .field("secret_output", &self.secret_output)
             .field("pool_size", &self.pool_size)
             .field("cache", &self.cache)
@@ -74,6 +78,8 @@ impl PluginBuilder {
             policy: Policy::default(),
             validation: ValidationOptions::default(),
             secrets: Arc::new(NoSecrets),
+            granted: BTreeSet::new(),
+            sensitive: SensitiveValues::new(),
             secret_output: SecretOutput::default(),
             pool_size: default_pool_size(),
             cache: ModuleCache::from_env(),
@@ -86,11 +92,44 @@ impl PluginBuilder {
         self
     }
 
-    /// Where the secrets the plugin's tools declare (`requirements.secrets`)
-    /// come from. The plugin gets exactly those, as config values keyed by
-    /// the secret's id; by default it gets none.
+    /// Where the values of granted secrets come from (by default nowhere).
+    ///
+    /// A provider alone hands nothing over: a secret reaches the plugin only
+    /// when it is granted ([`grant_secret`](Self::grant_secret)) *and* one of
+    /// its tools declares it (`requirements.secrets`), and then only during
+    /// calls of the tools that declare it, as a config value keyed by the
+    /// secret's id. The plugin never chooses what it gets: a declared secret
+    /// that was not granted is reported missing, and the provider is never
+    /// asked for it.
     pub fn with_secret_provider(mut self, secrets: Arc<dyn SecretProvider>) -> Self {
         self.secrets = secrets;
+        self
+    }
+
+    /// Grant the secret `name`: the tools that declare it may have it.
+    pub fn grant_secret(mut self, name: impl Into<String>) -> Self {
+        self.granted.insert(name.into());
+        self
+    }
+
+    /// Grant several secrets at once (see [`grant_secret`](Self::grant_secret)).
+    pub fn with_granted_secrets<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.granted.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Values the plugin gets some other way than as a declared secret (a
+    /// config value read from a secret store, say) that must never leave it:
+    /// they are redacted from its results, errors and log lines as handed
+    /// secrets are.
+    pub fn with_sensitive_values(mut self, values: SensitiveValues) -> Self {
+        for (name, value) in values.pairs() {
+            self.sensitive.push(name, value);
+        }
         self
     }
 
@@ -211,16 +250,43 @@ impl PluginBuilder {
         let describe_env = Arc::new(HostEnv {
             name: name.clone(),
             config: self.policy.config.clone(),
+            secrets: Default::default(),
+            redactor: Arc::new(Redactor::new(&self.sensitive)),
             allowed_hosts: self.policy.allowed_hosts.clone(),
             allowed_paths: self.policy.allowed_paths.clone(),
             limits: self.policy.limits.clone(),
         });
+        // `describe` runs with no secret in reach, but the config may hold
+        // secret values: what it says is redacted like any output.
+        let redact_error = |mut error: Error| {
+            let mut found = Vec::new();
+            error.plugin_texts_mut(&mut |text| describe_env.redactor.redact_text(text, &mut found));
+            error
+        };
         let mut instance = module
             .instantiate(&describe_env)
             .await
-            .map_err(|fault| load_error(format!("it cannot be started: {fault}")))?;
-        let raw = instance.describe().await.map_err(|e| run_error(&name, Operation::Describe, e))?;
-        let (described, checked) = check_described(&name, raw, &self.validation)?;
+            .map_err(|fault| redact_error(load_error(format!("it cannot be started: {fault}"))))?;
+        let mut raw =
+            instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
+        match describe_env.redactor.redact_json(&mut raw, self.policy.limits.max_output_bytes) {
+            Ok(found) if found.is_empty() => {}
+            Ok(found) => tracing::warn!(plugin = %name, secrets = ?found, "`describe` quoted secret values; redacted"),
+            Err(found) => {
+                return Err(Error::PluginFailed {
+                    plugin: name.clone(),
+                    operation: Operation::Describe,
+                    fault: Fault {
+                        kind: FaultKind::OutputTooLarge,
+                        message: format!(
+                            "redacting secret {} would take the output past the limit",
+                            found.join(", ")
+                        ),
+                    },
+                });
+            }
+        }
+        let (described, checked) = check_described(&name, raw, &self.validation).map_err(redact_error)?;
         for warning in &checked.problems {
             tracing::warn!(plugin = %name, "tool left out: {warning}");
         }
@@ -231,43 +297,66 @@ impl PluginBuilder {
             .map(|(i, tool)| (tool.name.clone(), i))
             .collect();
 
-        // The secrets the tools declare, and nothing else, go to the call
-        // instances as config values. `describe` ran without them.
-        let mut handed = HandedSecrets::default();
-        let mut missing_secrets = BTreeSet::new();
+        // A secret is handed over when it is granted and declared, and
+        // then only to the calls of the tools that declare it. The plugin's
+        // declaration alone gets it nothing: the provider is not even asked.
+        // `describe` ran without any.
+        let mut secrets = std::collections::BTreeMap::new();
+        let mut missing_secrets = std::collections::BTreeMap::new();
         let declared: BTreeSet<&str> = checked
             .tools
             .iter()
             .flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str()))
             .collect();
-        let mut config = self.policy.config.clone();
         for id in declared {
+            if !self.granted.contains(id) {
+                missing_secrets.insert(id.to_owned(), MissingSecretReason::NotGranted);
+                continue;
+            }
             match self.secrets.secret(id) {
                 Ok(Some(value)) => {
-                    config.insert(id.to_owned(), value.clone());
-                    handed.push(id.to_owned(), value);
+                    secrets.insert(id.to_owned(), value);
                 }
                 Ok(None) => {
-                    missing_secrets.insert(id.to_owned());
+                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
                 }
                 Err(error) => {
                     tracing::warn!(plugin = %name, secret = id, "cannot look the secret up: {error}");
-                    missing_secrets.insert(id.to_owned());
+                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
                 }
             }
         }
-        let env = if handed.is_empty() {
+        let tool_secrets: Vec<ToolSecrets> = checked
+            .tools
+            .iter()
+            .map(|t| {
+                t.requirements
+                    .secrets
+                    .iter()
+                    .map(|s| s.id.clone())
+                    .filter(|id| secrets.contains_key(id))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        let env = if secrets.is_empty() {
             describe_env
         } else {
-            Arc::new(HostEnv { config, ..HostEnv::clone(&describe_env) })
+            let mut sensitive = self.sensitive.clone();
+            for (id, value) in &secrets {
+                sensitive.push(id.clone(), value.clone());
+            }
+            Arc::new(HostEnv { secrets, redactor: Arc::new(Redactor::new(&sensitive)), ..HostEnv::clone(&describe_env) })
         };
 
         let pool_size = self.pool_size.max(1);
         let inner = Inner {
             name,
             module,
+            redactor: Arc::clone(&env.redactor),
             env,
-            handed,
+            tool_secrets,
             missing_secrets,
             secret_output: self.secret_output,
             described,
@@ -280,7 +369,7 @@ impl PluginBuilder {
         };
         // The describe instance is a healthy call instance unless the calls
         // get secrets it was made without.
-        if inner.handed.is_empty() {
+        if inner.env.secrets.is_empty() {
             // The pool is new: this is its first place, with no idle instance.
             let (place, _) = inner.pool.take().await;
             inner.pool.give_back(place, instance);
@@ -366,12 +455,15 @@ struct Inner {
     name: String,
     /// The compiled plugin every instance is made from.
     module: Arc<Module>,
-    /// What call instances are given: config (with secrets), grants, limits.
+    /// What call instances are given: config, secrets, grants, limits.
     env: Arc<HostEnv>,
-    /// The secrets in `env`'s config, to keep them out of results.
-    handed: HandedSecrets,
-    /// Secrets a tool declares that the provider does not have.
-    missing_secrets: BTreeSet<String>,
+    /// Keeps the handed secrets and the config's secret values out of
+    /// results and errors.
+    redactor: Arc<Redactor>,
+    /// Per tool (in `checked`'s order): the secrets its calls may read.
+    tool_secrets: Vec<ToolSecrets>,
+    /// Secrets a tool declares that were not handed over, and why.
+    missing_secrets: std::collections::BTreeMap<String, MissingSecretReason>,
     secret_output: SecretOutput,
     described: ListToolsResult,
     checked: Vec<CheckedTool>,
@@ -434,11 +526,19 @@ impl Plugin {
     /// still describes itself the same way (and for measuring `describe`).
     pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
         let inner = &self.inner;
-        let raw = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e))? {
-            Ran::Describe(raw) => raw,
-            Ran::Call(_) => return Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+        let outcome = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e)) {
+            Ok(Ran::Describe(mut raw)) => match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes) {
+                Ok(_) => check_described(&inner.name, raw, &inner.validation).map(|(described, _)| described),
+                Err(found) => Err(Error::InvalidOutput {
+                    plugin: inner.name.clone(),
+                    operation: Operation::Describe,
+                    problem: OutputProblem::SecretLeak { secrets: found },
+                }),
+            },
+            Ok(Ran::Call(_)) => Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+            Err(error) => Err(error),
         };
-        Ok(check_described(&inner.name, raw, &inner.validation)?.0)
+        outcome.map_err(|error| inner.scrub(error))
     }
 
     /// The tool of that name, if the plugin describes one.
@@ -538,8 +638,9 @@ impl Plugin {
 
     /// Encode the request, run `call`, check and scrub the result.
     async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
+        let index = self.index_of(name)?;
         let request = self.prepare_call(name, arguments)?;
-        let outcome = self.inner.call_unscrubbed(name, &request).await;
+        let outcome = self.inner.call_unscrubbed(name, &request, &self.inner.tool_secrets[index]).await;
         self.inner.scrubbed(name, outcome)
     }
 
@@ -586,8 +687,14 @@ impl Plugin {
         self.inner.check_output(name, result)
     }
 
-    /// The secrets a tool declares that the host could not provide.
+    /// The secrets a tool declares that were not handed over: not granted,
+    /// or not available from the provider. Its calls are refused.
     pub fn missing_secrets(&self, name: &str) -> Vec<&str> {
+        self.missing_secret_reasons(name).into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// [`missing_secrets`](Self::missing_secrets), each with why it is missing.
+    pub fn missing_secret_reasons(&self, name: &str) -> Vec<(&str, MissingSecretReason)> {
         self.inner
             .index
             .get(name)
@@ -596,8 +703,8 @@ impl Plugin {
                     .requirements
                     .secrets
                     .iter()
-                    .map(|s| s.id.as_str())
-                    .filter(|id| self.inner.missing_secrets.contains(*id))
+                    .filter_map(|s| self.inner.missing_secrets.get_key_value(&s.id))
+                    .map(|(id, reason)| (id.as_str(), *reason))
                     .collect()
             })
             .unwrap_or_default()
@@ -614,11 +721,12 @@ impl Plugin {
 
     /// Check the tool's secrets and the request's size, and encode it.
     fn prepare_call(&self, name: &str, arguments: JsonObject) -> Result<Payload, Error> {
-        if let Some(secret) = self.missing_secrets(name).first() {
+        if let Some((secret, reason)) = self.missing_secret_reasons(name).first() {
             return Err(Error::MissingSecret {
                 plugin: self.inner.name.clone(),
                 tool: name.to_owned(),
                 secret: (*secret).to_owned(),
+                reason: *reason,
             });
         }
         let invalid = |violations| Error::InvalidArguments {
@@ -650,57 +758,75 @@ impl Plugin {
 }
 
 impl Inner {
-    /// Redact handed-out secrets from a finished call's result (or refuse
-    /// it), and from its error.
+    /// Redact the sensitive values (handed-out secrets, secret config
+    /// values) from a finished call's result, or refuse it as the policy
+    /// says; and from its error.
     fn scrubbed(&self, tool: &str, outcome: Result<CallToolResult, Error>) -> Result<CallToolResult, Error> {
-        match outcome {
-            Ok(mut result) => {
-                let found = self.handed.redact_result(&mut result);
+        let result = outcome.map_err(|error| self.scrub(error))?;
+        let leak = |secrets: Vec<String>| Error::InvalidOutput {
+            plugin: self.name.clone(),
+            operation: Operation::Tool(tool.to_owned()),
+            problem: OutputProblem::SecretLeak { secrets },
+        };
+        let found = match self.secret_output {
+            SecretOutput::Refuse => {
+                let found = self.redactor.scan_result(&result);
                 if found.is_empty() {
                     return Ok(result);
                 }
-                tracing::warn!(plugin = %self.name, tool, secrets = ?found, "the result contained secrets handed to the plugin");
-                match self.secret_output {
-                    SecretOutput::Redact => Ok(result),
-                    SecretOutput::Refuse => Err(Error::InvalidOutput {
+                tracing::warn!(plugin = %self.name, tool, secrets = ?found, "a result contained secret values; refused");
+                return Err(leak(found));
+            }
+            SecretOutput::Redact => match self.redactor.redact_result(result, self.env.limits.max_output_bytes) {
+                Redacted::Clean(result) => return Ok(result),
+                Redacted::Replaced(result, found) => {
+                    tracing::warn!(plugin = %self.name, tool, secrets = ?found, "a result contained secret values; redacted");
+                    return Ok(result);
+                }
+                Redacted::TooLarge(found) => {
+                    return Err(Error::PluginFailed {
                         plugin: self.name.clone(),
                         operation: Operation::Tool(tool.to_owned()),
-                        problem: OutputProblem::SecretLeak { secrets: found },
-                    }),
+                        fault: Fault {
+                            kind: FaultKind::OutputTooLarge,
+                            message: format!(
+                                "redacting secret {} would take the output past the limit of {} bytes",
+                                found.join(", "),
+                                self.env.limits.max_output_bytes
+                            ),
+                        },
+                    });
                 }
-            }
-            Err(error) => Err(self.scrub(error)),
-        }
+                Redacted::Unusable(found) => found,
+            },
+        };
+        tracing::warn!(plugin = %self.name, tool, secrets = ?found, "a result contained secret values where redacting them breaks it; refused");
+        Err(leak(found))
     }
 
-    /// An error with every handed-out secret value replaced: a plugin's
-    /// error message or a violation may quote what it returned.
+    /// An error with every sensitive value replaced: a plugin's error
+    /// message, its stderr, a violation's message or path may quote what it
+    /// returned.
     fn scrub(&self, mut error: Error) -> Error {
-        if self.handed.is_empty() {
+        if self.redactor.is_empty() {
             return error;
         }
         let mut found = Vec::new();
-        match &mut error {
-            Error::PluginFailed { fault, .. } => self.handed.redact_str(&mut fault.message, &mut found),
-            Error::InvalidOutput { problem: OutputProblem::Invalid { violations }, .. } => {
-                for violation in violations {
-                    self.handed.redact_str(&mut violation.message, &mut found);
-                }
-            }
-            Error::InvalidOutput { problem: OutputProblem::NotJson { message }, .. } => {
-                self.handed.redact_str(message, &mut found);
-            }
-            _ => {}
-        }
+        error.plugin_texts_mut(&mut |text| self.redactor.redact_text(text, &mut found));
         if !found.is_empty() {
-            tracing::warn!(plugin = %self.name, secrets = ?found, "an error quoted secrets handed to the plugin");
+            tracing::warn!(plugin = %self.name, secrets = ?found, "an error quoted secret values; redacted");
         }
         error
     }
 
-    async fn call_unscrubbed(&self, tool: &str, payload: &Payload) -> Result<CallToolResult, Error> {
+    async fn call_unscrubbed(
+        &self,
+        tool: &str,
+        payload: &Payload,
+        secrets: &ToolSecrets,
+    ) -> Result<CallToolResult, Error> {
         let output = self
-            .run(Job::Call(payload))
+            .run(Job::Call(payload, secrets))
             .await
             .map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {
@@ -732,7 +858,7 @@ impl Inner {
         })?;
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
-            Job::Call(payload) => instance.call(payload).await.map(Ran::Call),
+            Job::Call(payload, secrets) => instance.call(payload, secrets).await.map(Ran::Call),
         };
         match output {
             Ok(value) => {
@@ -783,7 +909,8 @@ impl Inner {
 /// What a pooled instance is asked to run.
 enum Job<'a> {
     Describe,
-    Call(&'a Payload),
+    /// A call, with the secrets its tool may read.
+    Call(&'a Payload, &'a ToolSecrets),
 }
 
 /// What it returned.

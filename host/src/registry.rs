@@ -419,6 +419,8 @@ async fn prepare(
         .with_policy(config.policy.clone())
         .with_validation(config.validation.clone())
         .with_secret_provider(secrets)
+        .with_granted_secrets(config.secrets.iter().cloned())
+        .with_sensitive_values(config.sensitive.clone())
         .with_secret_output(config.secret_output)
         .build()
         .await?;

@@ -4,17 +4,25 @@
 //! A tool declares the secrets it needs in `requirements` (in its `_meta`, or
 //! beside its description), as `shared/spec/tool-definition.md` describes:
 //! `{"secrets": [{"id": "API_KEY"}], "authorization": [...], "user_id": true}`.
-//! The host asks a [`SecretProvider`] for exactly those, hands them to the
-//! plugin as config values (key = the secret's id), refuses a call whose tool
-//! needs a secret the provider does not have, and scans every result for the
-//! values it handed out.
+//! A plugin never chooses what it gets: the person running toolhost grants
+//! secrets by name (`--secret NAME`, or `secrets: [NAME]` on a toolset), and
+//! a secret is handed over only when it is both granted and declared. The
+//! host asks a [`SecretProvider`] for those, hands each to the calls of the
+//! tools that declare it (as a config value keyed by the secret's id),
+//! refuses a call whose tool needs a secret that was not granted or that the
+//! provider does not have, and redacts every value it handed out (and every
+//! secret value in the plugin's config) from everything the plugin sends
+//! back: results, errors and log lines.
 
 use std::fmt;
 use std::path::PathBuf;
 
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 use serde_json::Value;
-use toolhost_protocol::{CallToolResult, Content, Tool};
+use toolhost_protocol::{CallToolResult, Tool};
 
 /// A secret lookup that failed (not a missing secret: that is `Ok(None)`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -162,81 +170,311 @@ impl Requirements {
     }
 }
 
-/// The secrets handed to one plugin, by id.
-#[derive(Clone, Default)]
-pub(crate) struct HandedSecrets {
+/// Values a plugin must never send back, by the name they are known by:
+/// the secrets handed to its tools and the secret values in its config
+/// (`${secret:NAME}` in a toolsets file). No `Debug` of the values.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SensitiveValues {
     values: Vec<(String, String)>,
 }
 
-impl fmt::Debug for HandedSecrets {
+impl fmt::Debug for SensitiveValues {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.values.iter().map(|(id, _)| id)).finish()
+        f.debug_list().entries(self.values.iter().map(|(name, _)| name)).finish()
     }
 }
 
-impl HandedSecrets {
-    pub(crate) fn push(&mut self, id: String, value: String) {
-        self.values.push((id, value));
+impl SensitiveValues {
+    /// No values.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Add a value, known in messages by `name` (never by its value).
+    pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.values.push((name.into(), value.into()));
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 
-    /// Replace every handed-out value in `text`; the ids of those found.
-    pub(crate) fn redact_str(&self, text: &mut String, found: &mut Vec<String>) {
-        for (id, value) in &self.values {
-            if !value.is_empty() && text.contains(value.as_str()) {
-                *text = text.replace(value.as_str(), &format!("[redacted secret {id}]"));
-                if !found.contains(id) {
-                    found.push(id.clone());
-                }
+    /// The names, in the order they were added.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.values.iter().map(|(name, _)| name.as_str())
+    }
+
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+}
+
+/// How much redaction may add to what it redacts, when no output cap
+/// applies (errors, log lines): past it, the whole text is withheld.
+const TEXT_GROWTH: usize = 64 * 1024;
+
+/// Finds and replaces the sensitive values of one plugin wherever they
+/// appear in what the plugin sends back: every string, object key and
+/// number of a result (base64 fields decoded first), every error text and
+/// every log line. One pass per string, whatever the number of values
+/// (Aho-Corasick, leftmost-longest).
+#[derive(Default)]
+pub(crate) struct Redactor {
+    /// Per pattern of the matcher: the name and its replacement.
+    names: Vec<String>,
+    markers: Vec<String>,
+    matcher: Option<AhoCorasick>,
+}
+
+/// Redaction would add more than it may.
+#[derive(Debug)]
+pub(crate) struct TooLarge;
+
+/// The names of the values found, and how many bytes redaction may still add.
+pub(crate) struct Found {
+    pub(crate) names: Vec<String>,
+    room: usize,
+}
+
+impl Found {
+    fn new(room: usize) -> Self {
+        Found { names: Vec::new(), room }
+    }
+
+    fn note(&mut self, name: &str) {
+        if !self.names.iter().any(|n| n == name) {
+            self.names.push(name.to_owned());
+        }
+    }
+}
+
+/// What redacting a result came to.
+pub(crate) enum Redacted {
+    /// Nothing sensitive in it: the result as it was.
+    Clean(CallToolResult),
+    /// Sensitive values found (their names), replaced in the result.
+    Replaced(CallToolResult, Vec<String>),
+    /// Sensitive values found (their names), and the redacted result would
+    /// be larger than the output cap.
+    TooLarge(Vec<String>),
+    /// Sensitive values found (their names) where replacing them breaks the
+    /// result (an object key the protocol needs, say).
+    Unusable(Vec<String>),
+}
+
+impl Redactor {
+    /// A redactor for these values (empty values are ignored: they match
+    /// everywhere and reveal nothing).
+    pub(crate) fn new(values: &SensitiveValues) -> Self {
+        let mut names = Vec::new();
+        let mut patterns: Vec<&str> = Vec::new();
+        for (name, value) in values.pairs() {
+            if value.is_empty() || patterns.contains(&value) {
+                continue;
             }
+            names.push(name.to_owned());
+            patterns.push(value);
+        }
+        if patterns.is_empty() {
+            return Redactor::default();
+        }
+        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok();
+        let markers = names.iter().map(|name| format!("[redacted secret {name}]")).collect();
+        Redactor { names, markers, matcher }
+    }
+
+    /// Whether there is nothing to redact.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.matcher.is_none()
+    }
+
+    fn found_in(&self, haystack: &[u8]) -> bool {
+        self.matcher.as_ref().is_some_and(|m| m.is_match(haystack))
+    }
+
+    /// `haystack` with every value replaced, or `None` when it has none.
+    fn replace(&self, haystack: &[u8], found: &mut Found) -> Result<Option<Vec<u8>>, TooLarge> {
+        let Some(matcher) = &self.matcher else { return Ok(None) };
+        let mut out = Vec::new();
+        let mut last = 0;
+        for hit in matcher.find_iter(haystack) {
+            let i = hit.pattern().as_usize();
+            let marker = self.markers[i].as_bytes();
+            let growth = marker.len().saturating_sub(hit.len());
+            found.room = found.room.checked_sub(growth).ok_or(TooLarge)?;
+            found.note(&self.names[i]);
+            if out.is_empty() {
+                out.reserve(haystack.len());
+            }
+            out.extend_from_slice(&haystack[last..hit.start()]);
+            out.extend_from_slice(marker);
+            last = hit.end();
+        }
+        if last == 0 && out.is_empty() {
+            return Ok(None);
+        }
+        out.extend_from_slice(&haystack[last..]);
+        Ok(Some(out))
+    }
+
+    fn redact_string(&self, text: &mut String, found: &mut Found) -> Result<bool, TooLarge> {
+        match self.replace(text.as_bytes(), found)? {
+            Some(bytes) => {
+                // Whole UTF-8 values replaced by UTF-8 markers at match
+                // boundaries: still UTF-8.
+                *text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                Ok(true)
+            }
+            None => Ok(false),
         }
     }
 
-    fn redact_value(&self, value: &mut Value, found: &mut Vec<String>) {
+    /// A string that may be base64 (the protocol's form of binary data):
+    /// redact inside its decoded bytes.
+    fn redact_base64(&self, text: &mut String, found: &mut Found) -> Result<(), TooLarge> {
+        if text.len() < 4 || !text.len().is_multiple_of(4) || !text.bytes().all(is_base64_byte) {
+            return Ok(());
+        }
+        let Ok(decoded) = BASE64.decode(text.as_bytes()) else { return Ok(()) };
+        if let Some(bytes) = self.replace(&decoded, found)? {
+            let encoded = BASE64.encode(bytes);
+            found.room = found.room.checked_sub(encoded.len().saturating_sub(text.len())).ok_or(TooLarge)?;
+            *text = encoded;
+        }
+        Ok(())
+    }
+
+    /// Redact every string, object key and number of a JSON value.
+    fn redact_value(&self, value: &mut Value, found: &mut Found) -> Result<(), TooLarge> {
         match value {
-            Value::String(text) => self.redact_str(text, found),
-            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v, found)),
-            Value::Object(map) => {
-                for v in map.values_mut() {
-                    self.redact_value(v, found);
+            Value::String(text) => {
+                if !self.redact_string(text, found)? {
+                    self.redact_base64(text, found)?;
                 }
             }
-            _ => {}
+            Value::Number(number) => {
+                let mut text = number.to_string();
+                if self.redact_string(&mut text, found)? {
+                    *value = Value::String(text);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    self.redact_value(item, found)?;
+                }
+            }
+            Value::Object(map) => {
+                if map.keys().any(|key| self.found_in(key.as_bytes())) {
+                    let entries = std::mem::take(map);
+                    for (mut key, item) in entries {
+                        self.redact_string(&mut key, found)?;
+                        map.insert(key, item);
+                    }
+                }
+                for item in map.values_mut() {
+                    self.redact_value(item, found)?;
+                }
+            }
+            Value::Null | Value::Bool(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Whether any value appears anywhere in `value` (keys, strings,
+    /// numbers, decoded base64).
+    fn found_in_value(&self, value: &Value) -> bool {
+        match value {
+            Value::String(text) => {
+                self.found_in(text.as_bytes())
+                    || (text.len() >= 4
+                        && text.len().is_multiple_of(4)
+                        && text.bytes().all(is_base64_byte)
+                        && BASE64.decode(text.as_bytes()).is_ok_and(|bytes| self.found_in(&bytes)))
+            }
+            Value::Number(number) => self.found_in(number.to_string().as_bytes()),
+            Value::Array(items) => items.iter().any(|item| self.found_in_value(item)),
+            Value::Object(map) => map.iter().any(|(key, item)| self.found_in(key.as_bytes()) || self.found_in_value(item)),
+            Value::Null | Value::Bool(_) => false,
         }
     }
 
-    /// Redact every handed-out value from a result's text, resource text
-    /// and structured content; the ids of the secrets found.
-    pub(crate) fn redact_result(&self, result: &mut CallToolResult) -> Vec<String> {
-        let mut found = Vec::new();
+    /// Redact a result, every field of it (content of every type, `_meta`,
+    /// annotations, structured content, fields the protocol does not know),
+    /// never letting it grow past `max_output_bytes`.
+    pub(crate) fn redact_result(&self, result: CallToolResult, max_output_bytes: usize) -> Redacted {
         if self.is_empty() {
-            return found;
+            return Redacted::Clean(result);
         }
-        for item in &mut result.content {
-            match item {
-                Content::Text(text) => self.redact_str(&mut text.text, &mut found),
-                Content::Resource(resource) => {
-                    if let Some(text) = &mut resource.resource.text {
-                        self.redact_str(text, &mut found);
-                    }
-                }
-                Content::ResourceLink(link) => {
-                    self.redact_str(&mut link.uri, &mut found);
-                    if let Some(description) = &mut link.description {
-                        self.redact_str(description, &mut found);
-                    }
-                }
-                Content::Image(_) | Content::Audio(_) => {}
+        let Ok(mut value) = serde_json::to_value(&result) else {
+            // Our own types always serialize.
+            return Redacted::Clean(result);
+        };
+        if !self.found_in_value(&value) {
+            return Redacted::Clean(result);
+        }
+        let size = serde_json::to_vec(&value).map_or(usize::MAX, |bytes| bytes.len());
+        let mut found = Found::new(max_output_bytes.saturating_sub(size));
+        if self.redact_value(&mut value, &mut found).is_err() {
+            return Redacted::TooLarge(found.names);
+        }
+        match serde_json::from_value(value) {
+            Ok(result) => Redacted::Replaced(result, found.names),
+            Err(_) => Redacted::Unusable(found.names),
+        }
+    }
+
+    /// Redact a JSON document the plugin returned (its `describe` output),
+    /// letting it grow by at most `room` bytes: the names found, or `Err`
+    /// with them when it would grow more.
+    pub(crate) fn redact_json(&self, value: &mut Value, room: usize) -> Result<Vec<String>, Vec<String>> {
+        if self.is_empty() || !self.found_in_value(value) {
+            return Ok(Vec::new());
+        }
+        let mut found = Found::new(room);
+        match self.redact_value(value, &mut found) {
+            Ok(()) => Ok(found.names),
+            Err(TooLarge) => Err(found.names),
+        }
+    }
+
+    /// Whether a result holds any sensitive value (for the policy that
+    /// refuses such results without redacting them): the names found.
+    pub(crate) fn scan_result(&self, result: &CallToolResult) -> Vec<String> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let Ok(value) = serde_json::to_value(result) else { return Vec::new() };
+        if !self.found_in_value(&value) {
+            return Vec::new();
+        }
+        let mut found = Found::new(usize::MAX);
+        let mut copy = value;
+        let _ = self.redact_value(&mut copy, &mut found);
+        found.names
+    }
+
+    /// Redact a text the plugin chose that goes into an error or a log
+    /// line; a text that would grow too much is withheld whole. The names
+    /// found are added to `names`.
+    pub(crate) fn redact_text(&self, text: &mut String, names: &mut Vec<String>) {
+        if self.is_empty() || !self.found_in(text.as_bytes()) {
+            return;
+        }
+        let mut found = Found::new(TEXT_GROWTH);
+        if self.redact_string(text, &mut found).is_err() {
+            *text = format!("[text withheld: it contains secret {}]", found.names.join(", "));
+        }
+        for name in found.names {
+            if !names.contains(&name) {
+                names.push(name);
             }
         }
-        if let Some(structured) = &mut result.structured_content {
-            self.redact_value(structured, &mut found);
-        }
-        found
     }
+}
+
+fn is_base64_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'='
 }
 
 #[cfg(test)]
@@ -269,21 +507,81 @@ mod tests {
         assert!(Requirements::of(&tool).is_err());
     }
 
+    fn redactor(pairs: &[(&str, &str)]) -> Redactor {
+        let mut values = SensitiveValues::new();
+        for (name, value) in pairs {
+            values.push(*name, *value);
+        }
+        Redactor::new(&values)
+    }
+
     #[test]
-    fn redaction_covers_text_resources_and_structured_content() {
-        let mut handed = HandedSecrets::default();
-        handed.push("KEY".into(), "hunter2".into());
-        let mut result: CallToolResult = serde_json::from_value(json!({
+    fn redaction_covers_every_field_of_a_result() {
+        let redactor = redactor(&[("KEY", "hunter2"), ("PIN", "90210")]);
+        let b64 = |bytes: &[u8]| BASE64.encode(bytes);
+        let result: CallToolResult = serde_json::from_value(json!({
             "content": [
-                {"type": "text", "text": "the key is hunter2!"},
-                {"type": "resource", "resource": {"uri": "mem://x", "text": "hunter2"}}
+                {"type": "text", "text": "the key is hunter2!", "_meta": {"k": "hunter2"}, "annotations": {"lastModified": "hunter2"}},
+                {"type": "resource", "resource": {"uri": "mem://hunter2", "mimeType": "text/hunter2", "text": "hunter2"}},
+                {"type": "resource", "resource": {"uri": "mem://b", "blob": b64(b"\x00binary hunter2 inside")}},
+                {"type": "resource_link", "uri": "mem://x", "name": "hunter2", "title": "hunter2 title"},
+                {"type": "image", "data": b64(b"\x89PNG hunter2"), "mimeType": "image/hunter2"},
+                {"type": "audio", "data": b64(b"RIFF hunter2"), "mimeType": "audio/wav"}
             ],
-            "structuredContent": {"nested": ["a", {"k": "xhunter2x"}]}
+            "structuredContent": {"nested": ["a", {"k": "xhunter2x"}], "hunter2": 1, "pin": 90210, "pins": [1902101]},
+            "_meta": {"leak": "hunter2"},
+            "unknownField": "hunter2"
         }))
         .unwrap();
-        assert_eq!(handed.redact_result(&mut result), ["KEY"]);
+        let Redacted::Replaced(result, mut names) = redactor.redact_result(result, 1 << 20) else {
+            panic!("not redacted")
+        };
+        names.sort();
+        assert_eq!(names, ["KEY", "PIN"]);
         let text = serde_json::to_string(&result).unwrap();
-        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("hunter2") && !text.contains("90210"), "{text}");
+        assert!(!text.contains(&b64(b"RIFF hunter2")), "{text}");
         assert!(text.contains("[redacted secret KEY]"), "{text}");
+        for item in &result.content {
+            let value = serde_json::to_value(item).unwrap();
+            for field in ["data", "blob"] {
+                if let Some(data) = value.get(field).or_else(|| value.get("resource").and_then(|r| r.get(field))) {
+                    let bytes = BASE64.decode(data.as_str().unwrap()).unwrap();
+                    assert!(!String::from_utf8_lossy(&bytes).contains("hunter2"));
+                }
+            }
+        }
+        assert_eq!(redactor.scan_result(&result), Vec::<String>::new());
+    }
+
+    #[test]
+    fn redaction_never_grows_a_result_past_the_cap() {
+        let redactor = redactor(&[("ONE", "a")]);
+        let result = CallToolResult::text("a".repeat(100_000));
+        assert!(matches!(redactor.redact_result(result.clone(), 16 << 20), Redacted::Replaced(..)));
+        assert!(matches!(redactor.redact_result(result, 200_000), Redacted::TooLarge(names) if names == ["ONE"]));
+    }
+
+    #[test]
+    fn error_text_is_redacted_or_withheld() {
+        let redactor = redactor(&[("KEY", "hunter2")]);
+        let mut names = Vec::new();
+        let mut text = "failed with hunter2".to_owned();
+        redactor.redact_text(&mut text, &mut names);
+        assert_eq!((text.as_str(), names.as_slice()), ("failed with [redacted secret KEY]", &["KEY".to_owned()][..]));
+        let one = redactor_one();
+        let mut long = "x".repeat(10_000);
+        one.redact_text(&mut long, &mut names);
+        assert_eq!(long, "[text withheld: it contains secret X]");
+    }
+
+    fn redactor_one() -> Redactor {
+        redactor(&[("X", "x")])
+    }
+
+    #[test]
+    fn empty_values_match_nothing() {
+        let redactor = redactor(&[("EMPTY", "")]);
+        assert!(redactor.is_empty());
     }
 }

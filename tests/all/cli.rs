@@ -262,7 +262,8 @@ fn approval_is_refused_without_a_terminal_and_given_with_yes() {
 fn a_tool_that_needs_a_missing_secret_is_refused_naming_it() {
     let dir = scratch("secret");
     let config = dir.join("t.json");
-    let doc = serde_json::json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri", "server": {"url": path(fixture("sdk-secrets"))}}]});
+    let doc = serde_json::json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri",
+        "secrets": ["SERVICE_TOKEN", "NOBODY_HAS_THIS"], "server": {"url": path(fixture("sdk-secrets"))}}]});
     std::fs::write(&config, doc.to_string()).expect("config");
     let store = dir.join("secrets");
     std::fs::create_dir_all(&store).expect("store");
@@ -272,7 +273,11 @@ fn a_tool_that_needs_a_missing_secret_is_refused_naming_it() {
 
     let missing = run(&["call", "--config", &config, "--secrets-dir", &store, "svc__needs_missing"], None);
     assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
-    assert!(stderr(&missing).contains("needs the secret `NOBODY_HAS_THIS`, which is not available"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("needs the secret `NOBODY_HAS_THIS`, which was granted but is not available"),
+        "{}",
+        stderr(&missing)
+    );
 
     let present = run(&["call", "--config", &config, "--secrets-dir", &store, "svc__token_length"], None);
     assert_eq!(json_stdout(&present)["content"][0]["text"], "the token has 3 characters", "{}", stderr(&present));

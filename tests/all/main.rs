@@ -30,6 +30,7 @@ mod properties;
 mod runtime;
 mod sandbox;
 mod scaffold;
+mod secrets;
 mod serve;
 mod toolsets;
 mod validation;

@@ -148,6 +148,7 @@ fn secret_values_never_appear_in_configuration_errors() {
 
 fn secrets_config(dir: &std::path::Path, secret_output: &str, flavour: toolhost_tests::Flavour) -> PathBuf {
     let doc = json!({"schema": "s", "toolsets": [{"id": "svc", "kind": "uri",
+        "secrets": ["SERVICE_TOKEN", "UNDECLARED_SECRET"],
         "server": {"url": flavour.fixture("sdk-secrets").display().to_string(), "secretOutput": secret_output}}]});
     let path = dir.join(format!("secrets-{secret_output}.json"));
     std::fs::write(&path, doc.to_string()).expect("config");

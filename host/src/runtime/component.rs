@@ -18,7 +18,7 @@ use wasmtime::Store;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::extism::HostEnv;
-use super::guest::{self, Guest, GuestCore};
+use super::guest::{self, Guest, GuestCore, ToolSecrets};
 use super::{CallOutput, EngineKind, RunError, engine, ticker};
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
@@ -53,11 +53,12 @@ impl WasiView for ComponentState {
 
 impl bindings::toolhost::plugin::host::Host for ComponentState {
     fn config_get(&mut self, key: String) -> Option<String> {
-        self.core.env.config.get(&key).cloned()
+        self.core.config_value(&key).map(str::to_owned)
     }
 
     fn log(&mut self, level: LogLevel, message: String) {
         const TARGET: &str = "toolhost::guest";
+        let message = self.core.log_line(&message);
         let plugin = self.core.env.name.as_str();
         match level {
             LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
@@ -144,7 +145,7 @@ pub(crate) struct ComponentInstance {
 impl ComponentInstance {
     /// Run `describe`: the tool list as the protocol's JSON.
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
-        guest::prepare(&mut self.store);
+        guest::prepare(&mut self.store, &ToolSecrets::default());
         let _running = ticker::running();
         let tools = self
             .plugin
@@ -158,8 +159,9 @@ impl ComponentInstance {
     }
 
     /// Run `call`: the result as the protocol's type.
-    pub(crate) async fn call(&mut self, name: &str, arguments: &str) -> Result<CallOutput, RunError> {
-        guest::prepare(&mut self.store);
+    /// `secrets`: the ids of the secrets this call may read.
+    pub(crate) async fn call(&mut self, name: &str, arguments: &str, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
+        guest::prepare(&mut self.store, secrets);
         let _running = ticker::running();
         let outcome = self
             .plugin

@@ -22,7 +22,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::I32Exit;
 
 use super::kernel::{Budget, Kernel, OutOfBudget};
-use super::guest::{self, Guest, GuestCore};
+use super::guest::{self, Guest, GuestCore, ToolSecrets};
 use super::{EngineKind, Stop, engine, ticker};
 use crate::error::{Fault, FaultKind};
 use crate::sandbox::{Limits, PathGrant, format_size};
@@ -85,8 +85,14 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 pub(crate) struct HostEnv {
     /// The plugin's name, for logs.
     pub(crate) name: String,
-    /// Config values (`config_get`), secrets included.
+    /// Config values (`config_get`).
     pub(crate) config: BTreeMap<String, String>,
+    /// The secrets handed to the plugin, by id: `config_get` of one answers
+    /// only during calls of a tool that declares it.
+    pub(crate) secrets: BTreeMap<String, String>,
+    /// The plugin's sensitive values (its secrets and the secret values of
+    /// its config), kept out of its log lines.
+    pub(crate) redactor: Arc<crate::secrets::Redactor>,
     /// Host patterns HTTP requests may go to.
     pub(crate) allowed_hosts: Vec<String>,
     /// Directories the plugin sees.
@@ -237,8 +243,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
         let state = c.data_mut();
         let key = state.take_string(key, "config key")?;
-        let env = Arc::clone(&state.core.env);
-        match env.config.get(&key) {
+        match state.core.config_value(&key).map(str::to_owned) {
             Some(value) => state.write_new(value.as_bytes()),
             None => Ok(0),
         }
@@ -313,7 +318,7 @@ fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> was
         return Ok(());
     }
     let bytes = state.take_block(handle, "log message")?;
-    let message = String::from_utf8_lossy(&bytes);
+    let message = state.core.log_line(&String::from_utf8_lossy(&bytes));
     let plugin = state.core.env.name.as_str();
     match level {
         tracing::Level::ERROR => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
@@ -543,7 +548,8 @@ pub(crate) struct ExtismInstance {
 impl ExtismInstance {
     /// Run an entry point with `input` and return its output, or how it
     /// failed. An instance whose run failed must be dropped.
-    pub(crate) async fn run(&mut self, export: Export, input: &[u8]) -> Result<Vec<u8>, Fault> {
+    /// `secrets`: the ids of the secrets this run may read.
+    pub(crate) async fn run(&mut self, export: Export, input: &[u8], secrets: &ToolSecrets) -> Result<Vec<u8>, Fault> {
         let state = self.store.data_mut();
         state.kernel.reset(&mut state.core.memory);
         state.http_status = 0;
@@ -551,7 +557,7 @@ impl ExtismInstance {
         if state.kernel.set_input(input, &mut state.core.memory).is_err() {
             return Err(state.core.memory_fault());
         }
-        guest::prepare(&mut self.store);
+        guest::prepare(&mut self.store, secrets);
         let entry = match export {
             Export::Describe => &self.describe,
             Export::Call => &self.call,

@@ -23,6 +23,9 @@ pub(crate) struct GuestCore {
     pub(crate) memory: MemoryBudget,
     /// When the running call must stop.
     pub(crate) deadline: Option<Instant>,
+    /// The ids of the secrets the running call may read: those its tool
+    /// declares and was handed. None during `describe`.
+    in_reach: ToolSecrets,
     stdout: Tail,
     stderr: Tail,
 }
@@ -36,6 +39,7 @@ impl GuestCore {
             env: Arc::clone(env),
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
             deadline: None,
+            in_reach: ToolSecrets::default(),
             stdout: Tail::default(),
             stderr: Tail::default(),
         };
@@ -57,6 +61,24 @@ impl GuestCore {
             })?;
         }
         Ok((core, wasi))
+    }
+
+    /// A config value as the running call sees it: a secret only when the
+    /// call's tool declares it and was handed it, else the plugin's config.
+    pub(crate) fn config_value(&self, key: &str) -> Option<&str> {
+        if self.in_reach.iter().any(|id| id == key)
+            && let Some(value) = self.env.secrets.get(key)
+        {
+            return Some(value);
+        }
+        self.env.config.get(key).map(String::as_str)
+    }
+
+    /// A log line of the guest's, with every sensitive value redacted.
+    pub(crate) fn log_line(&self, message: &str) -> String {
+        let mut line = message.to_owned();
+        self.env.redactor.redact_text(&mut line, &mut Vec::new());
+        line
     }
 
     /// The last lines the guest wrote to stderr, if any.
@@ -106,13 +128,18 @@ pub(crate) fn new_store<T: Guest>(kind: EngineKind, state: T) -> Result<Store<T>
     Ok(store)
 }
 
-/// Before a call: forget what the guest printed last time, and arm.
-pub(crate) fn prepare<T: Guest>(store: &mut Store<T>) {
-    let core = store.data().core();
+/// Before a call: forget what the guest printed last time, put the call's
+/// secrets in reach (none for `describe`), and arm.
+pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, secrets: &ToolSecrets) {
+    let core = store.data_mut().core_mut();
     core.stdout.clear();
     core.stderr.clear();
+    core.in_reach = ToolSecrets::clone(secrets);
     arm(store);
 }
+
+/// The ids of the secrets one tool's calls may read.
+pub(crate) type ToolSecrets = Arc<[String]>;
 
 /// Set the deadline of whatever runs next in this store, and its fuel.
 fn arm<T: Guest>(store: &mut Store<T>) {

@@ -36,6 +36,7 @@ use wasmtime::{Config, Engine};
 use crate::error::{Fault, OutputProblem};
 use component::{ComponentInstance, ComponentModule};
 use extism::{Export, ExtismInstance, ExtismModule, HostEnv};
+pub(crate) use guest::ToolSecrets;
 
 /// The two flavours of plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,22 +142,24 @@ impl Instance {
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         match self {
             Instance::Extism(instance) => {
-                let output = instance.run(Export::Describe, b"").await.map_err(RunError::Fault)?;
+                let output =
+                    instance.run(Export::Describe, b"", &ToolSecrets::default()).await.map_err(RunError::Fault)?;
                 parse_json(&output).map_err(RunError::Output)
             }
             Instance::Component(instance) => instance.describe().await,
         }
     }
 
-    /// Run `call`; its output (not yet validated).
-    pub(crate) async fn call(&mut self, payload: &Payload) -> Result<CallOutput, RunError> {
+    /// Run `call`, with the secrets of `secrets` in reach; its output (not
+    /// yet validated).
+    pub(crate) async fn call(&mut self, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
         match (self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
-                let output = instance.run(Export::Call, request).await.map_err(RunError::Fault)?;
+                let output = instance.run(Export::Call, request, secrets).await.map_err(RunError::Fault)?;
                 parse_json(&output).map(CallOutput::Json).map_err(RunError::Output)
             }
             (Instance::Component(instance), Payload::Component { name, arguments }) => {
-                instance.call(name, arguments).await
+                instance.call(name, arguments, secrets).await
             }
             _ => Err(RunError::Fault(Fault {
                 kind: crate::error::FaultKind::Runtime,

@@ -133,6 +133,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
+        secrets: SecretOptions,
+        #[command(flatten)]
         options: PluginOptions,
     },
     /// Create a plugin crate on the toolhost SDK: one example tool, a test
@@ -175,9 +177,15 @@ enum Command {
     },
 }
 
-/// Where secrets come from.
+/// Which secrets a plugin may have, and where their values come from.
 #[derive(Debug, Args)]
 struct SecretOptions {
+    /// Grant the secret NAME (repeatable): a tool that declares it gets its
+    /// value, from the environment variable NAME or from the file NAME in
+    /// --secrets-dir. Nothing else grants a secret; with a toolsets file,
+    /// grant secrets per toolset with `secrets: [NAME, ...]`.
+    #[arg(long = "secret", value_name = "NAME")]
+    secret: Vec<String>,
     /// Read secrets from files in DIR (the secret NAME is the file DIR/NAME)
     /// instead of from environment variables of the same name.
     #[arg(long, value_name = "DIR")]
@@ -185,6 +193,16 @@ struct SecretOptions {
 }
 
 impl SecretOptions {
+    /// Refuse `--secret` with a toolsets file, where grants are per toolset.
+    fn not_with_toolsets(&self) -> Result<(), Failure> {
+        if self.secret.is_empty() {
+            return Ok(());
+        }
+        Err(usage(anyhow::anyhow!(
+            "--secret grants a secret to a single plugin; in a toolsets file, grant secrets per toolset with `secrets: [NAME, ...]` beside `server`"
+        )))
+    }
+
     fn provider(&self) -> Arc<dyn SecretProvider> {
         match &self.secrets_dir {
             Some(dir) => Arc::new(FileSecretProvider::new(dir)),
@@ -337,7 +355,7 @@ impl PluginOptions {
             builder = builder.with_max_idle_instances(size);
         }
         if let Some(secrets) = secrets {
-            builder = builder.with_secret_provider(secrets.provider());
+            builder = builder.with_secret_provider(secrets.provider()).with_granted_secrets(secrets.secret.iter().cloned());
         }
         let plugin = builder.build().await?;
         for warning in plugin.warnings() {
@@ -483,6 +501,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                             )));
                         }
                     };
+                    secrets.not_with_toolsets()?;
                     let registry = load_registry(&file, &secrets).await?;
                     let arguments = read_arguments(args, args_file.as_deref()).map_err(usage)?;
                     let approver: Box<dyn Approver> =
@@ -524,6 +543,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                             "with a toolsets file, grants, limits and config come from the file, not from flags"
                         )));
                     }
+                    secrets.not_with_toolsets()?;
                     let registry = Arc::new(load_registry(&file, &secrets).await?);
                     tokio::spawn(watch_config(file, secrets.provider(), Arc::clone(&registry)));
                     ToolSource::Registry(registry)
@@ -567,14 +587,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             }
             Ok(if report.passed { 0 } else { exit::TOOL_ERROR })
         }
-        Command::Bench { plugin, tool, arguments, calls, concurrency, json, mut options } => {
+        Command::Bench { plugin, tool, arguments, calls, concurrency, json, secrets, mut options } => {
             let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
             let concurrency = usize::from(concurrency);
             // Enough idle instances for every caller, unless told otherwise.
             options.pool_size.get_or_insert(concurrency.max(default_pool_size()));
             let arguments = read_arguments(arguments.as_deref(), None).map_err(usage)?;
             let started = std::time::Instant::now();
-            let plugin = Arc::new(options.load(&plugin, pairs, None).await?);
+            let plugin = Arc::new(options.load(&plugin, pairs, Some(&secrets)).await?);
             let load_seconds = started.elapsed().as_secs_f64();
             // Refuse bad arguments once, not on every call.
             plugin.validate_arguments(&tool, arguments.clone())?;
@@ -640,6 +660,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Tools { config, json, secrets } => {
+            secrets.not_with_toolsets()?;
             let registry = load_registry(&config, &secrets).await?;
             let tools = registry.all_tools();
             if json {
