@@ -825,10 +825,11 @@ impl Inner {
         payload: &Payload,
         secrets: &ToolSecrets,
     ) -> Result<CallToolResult, Error> {
-        let output = self
-            .run(Job::Call(payload, secrets))
-            .await
-            .map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
+        tracing::debug!(plugin = %self.name, tool, "call started");
+        let mut running = Running { plugin: &self.name, tool, finished: false };
+        let output = self.run(Job::Call(payload, secrets)).await;
+        running.finished = true;
+        let output = output.map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {
             Ran::Call(CallOutput::Json(raw)) => self.check_output(tool, raw),
             Ran::Call(CallOutput::Typed(result)) => self.check_typed(tool, result),
@@ -904,6 +905,22 @@ impl Inner {
         Ok(result)
     }
 
+}
+
+/// Notes a call dropped before it finished (its caller cancelled it): its
+/// guest was stopped there and then, and its instance discarded.
+struct Running<'a> {
+    plugin: &'a str,
+    tool: &'a str,
+    finished: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            tracing::debug!(plugin = %self.plugin, tool = self.tool, "call cancelled: the guest was stopped and its instance discarded");
+        }
+    }
 }
 
 /// What a pooled instance is asked to run.

@@ -159,13 +159,16 @@ fn a_describe_with_three_problems_lists_all_three() {
 
 #[test]
 fn a_spinning_plugin_is_stopped_at_the_timeout_and_exits_3() {
+    // Build the binary (when the test run has not) before the clock starts.
+    toolhost_tests::toolhost();
     let start = std::time::Instant::now();
     let output = run(&["call", "--timeout", "500ms", &path(fixture("hostile")), "spin", "{}"], None);
     let elapsed = start.elapsed();
     assert_eq!(output.status.code(), Some(3));
     let message = stderr(&output);
     assert!(message.contains("plugin `hostile` failed in tool `spin`: the call timed out"), "{message}");
-    assert!(elapsed < std::time::Duration::from_secs(5), "took {elapsed:?}");
+    // Generous: it only tells "stopped" from "ran on" (the spin never ends).
+    assert!(elapsed < std::time::Duration::from_secs(25), "took {elapsed:?}");
 }
 
 #[test]
