@@ -48,8 +48,9 @@ async fn unbounded_allocation_hits_the_memory_limit() {
 
 #[tokio::test]
 async fn output_over_the_cap_is_refused() {
-    // 200 MiB of output needs room for the buffer and its copy.
-    let mut policy = Policy::default();
+    // 200 MiB of output needs room for the buffer and its copy, and time:
+    // on a busy machine a debug build's kernel takes a while to store it.
+    let mut policy = policy_with_timeout(Duration::from_secs(600));
     policy.limits.memory_max_bytes = Some(1 << 30);
     let plugin = hostile_with(policy).await;
     let error = plugin.call_tool("huge", json!({})).await.unwrap_err();
@@ -57,7 +58,7 @@ async fn output_over_the_cap_is_refused() {
     assert!(error.to_string().contains("209715200 bytes of output, over the limit of 16MiB"), "{error}");
 
     // Under the default memory cap the same tool is stopped by the memory limit.
-    let error = hostile_with(Policy::default()).await.call_tool("huge", json!({})).await.unwrap_err();
+    let error = hostile_with(policy_with_timeout(Duration::from_secs(600))).await.call_tool("huge", json!({})).await.unwrap_err();
     assert!(error.is_memory_limit(), "{error:?}");
 }
 
