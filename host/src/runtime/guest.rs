@@ -10,6 +10,8 @@ use wasmtime::{Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::extism::{HostEnv, MemoryBudget};
+use super::files::OpenFiles;
+use super::output::{LogBudget, LogLine};
 use super::stdio::Tail;
 use super::{EngineKind, Stop, engine};
 use crate::error::{Fault, FaultKind};
@@ -23,6 +25,10 @@ pub(crate) struct GuestCore {
     pub(crate) memory: MemoryBudget,
     /// When the running call must stop.
     pub(crate) deadline: Option<Instant>,
+    /// What the running call may still log.
+    pub(crate) logs: LogBudget,
+    /// Files the instance holds open (at most [`super::files::MAX_OPEN_FILES`]).
+    pub(crate) files: OpenFiles,
     stdout: Tail,
     stderr: Tail,
 }
@@ -36,6 +42,8 @@ impl GuestCore {
             env: Arc::clone(env),
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
             deadline: None,
+            logs: LogBudget::default(),
+            files: OpenFiles::default(),
             stdout: Tail::default(),
             stderr: Tail::default(),
         };
@@ -57,6 +65,18 @@ impl GuestCore {
             })?;
         }
         Ok((core, wasi))
+    }
+
+    /// Whether (and what of) a log line of `len` bytes may be written under
+    /// the call's log budget; `head` holds at least its first
+    /// [`super::output::MAX_LOG_LINE_BYTES`]. Once the budget is spent, the
+    /// note saying so is returned once, then `None`.
+    pub(crate) fn admit_log(&mut self, head: &[u8], len: usize) -> Option<String> {
+        match self.logs.admit(head, len) {
+            LogLine::Write(line) => Some(line),
+            LogLine::Note => Some(LogBudget::note()),
+            LogLine::Drop => None,
+        }
     }
 
     /// The last lines the guest wrote to stderr, if any.
@@ -106,11 +126,13 @@ pub(crate) fn new_store<T: Guest>(kind: EngineKind, state: T) -> Result<Store<T>
     Ok(store)
 }
 
-/// Before a call: forget what the guest printed last time, and arm.
+/// Before a call: forget what the guest printed last time, renew its log
+/// budget, and arm.
 pub(crate) fn prepare<T: Guest>(store: &mut Store<T>) {
-    let core = store.data().core();
+    let core = store.data_mut().core_mut();
     core.stdout.clear();
     core.stderr.clear();
+    core.logs.reset();
     arm(store);
 }
 
@@ -125,6 +147,29 @@ fn arm<T: Guest>(store: &mut Store<T>) {
         let _ = store.set_fuel(fuel);
     }
     store.set_epoch_deadline(1);
+}
+
+/// Run a guest's future (a call, an instantiation) under `deadline`,
+/// wherever the guest is: the epoch callback stops Wasm code that runs past
+/// it, but a guest waiting in a host call (a WASI sleep or `poll_oneoff`, a
+/// slow file read, an HTTP request) runs no Wasm code, so the wait itself is
+/// bounded here. Past the deadline the future is dropped (its fiber with
+/// it) and the run fails with [`Stop::Timeout`]: the instance must then be
+/// discarded, as after any fault.
+///
+/// Needs tokio's time driver (`enable_time` or `enable_all`), as WASI's
+/// clocks do.
+pub(crate) async fn bounded<R>(
+    deadline: Option<Instant>,
+    run: impl std::future::Future<Output = wasmtime::Result<R>>,
+) -> wasmtime::Result<R> {
+    match deadline {
+        None => run.await,
+        Some(deadline) => match tokio::time::timeout_at(deadline.into(), run).await {
+            Ok(ran) => ran,
+            Err(_) => Err(wasmtime::Error::new(Stop::Timeout)),
+        },
+    }
 }
 
 /// At every epoch tick: stop the call if its deadline passed, else yield to
