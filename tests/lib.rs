@@ -186,3 +186,38 @@ pub fn serve_http(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize
     });
     (port, handle)
 }
+
+
+/// Like [`serve_http`], and the server's thread returns the requests it
+/// received (their head: request line and headers, as text).
+pub fn serve_http_recording(responses: Vec<String>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut requests = Vec::new();
+        while requests.len() < responses.len() && std::time::Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream.set_nonblocking(false).ok();
+                    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok();
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match std::io::Read::read(&mut stream, &mut buffer) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    let response = responses[requests.len()].replace("{port}", &port.to_string());
+                    let _ = std::io::Write::write_all(&mut stream, response.as_bytes());
+                    requests.push(String::from_utf8_lossy(&head).into_owned());
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+        requests
+    });
+    (port, handle)
+}

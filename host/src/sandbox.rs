@@ -24,8 +24,9 @@ pub struct Policy {
     /// Directories the plugin may see, each at a path of its own.
     pub allowed_paths: Vec<PathGrant>,
     /// Host names the plugin may send HTTP requests to: exact
-    /// (`api.example.com`) or with wildcards (`*.example.com`). Requests to
-    /// any other host are refused by the host.
+    /// (`api.example.com`) or with wildcards (`*.example.com`), on any port,
+    /// or on one port only (`127.0.0.1:8080`, `*.example.com:443`). Requests
+    /// to any other host (or port) are refused by the host.
     pub allowed_hosts: Vec<String>,
     /// Key/value pairs the plugin reads through Extism's config mechanism.
     pub config: BTreeMap<String, String>,
@@ -224,7 +225,9 @@ impl Policy {
 }
 
 /// A host pattern: a host name, optionally with `*` wildcards
-/// (`*.example.com`); no scheme, port or path.
+/// (`*.example.com`), optionally with a port (`127.0.0.1:8080`,
+/// `*.example.com:443`, `[::1]:8080`); no scheme or path. A pattern without
+/// a port matches every port of the hosts it names.
 pub fn check_host_pattern(pattern: &str) -> Result<(), PolicyError> {
     let invalid = |reason: &str| PolicyError::Host { pattern: pattern.to_owned(), reason: reason.to_owned() };
     if pattern.is_empty() {
@@ -233,10 +236,37 @@ pub fn check_host_pattern(pattern: &str) -> Result<(), PolicyError> {
     if pattern.contains("://") || pattern.contains('/') {
         return Err(invalid("give a host name (like api.example.com), not a URL"));
     }
-    if !pattern.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*' | '_' | '[' | ']' | ':')) {
+    let (host, port) = split_host_port(pattern);
+    if host.is_empty() {
+        return Err(invalid("the host name is empty"));
+    }
+    if !host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '*' | '_' | '[' | ']' | ':')) {
         return Err(invalid("a host name has only letters, digits, `.`, `-` and `*` wildcards"));
     }
+    if let Some(port) = port
+        && !(port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|p| p > 0))
+    {
+        return Err(invalid("a port is a number from 1 to 65535 (`host:8080`)"));
+    }
     Ok(())
+}
+
+/// A host pattern's host part and, if it names one, its port: `host:port`,
+/// `[v6]:port`; an IPv6 address without brackets (`::1`) has no port.
+pub(crate) fn split_host_port(pattern: &str) -> (&str, Option<&str>) {
+    if pattern.starts_with('[') {
+        return match pattern.find(']') {
+            Some(end) => match pattern[end + 1..].strip_prefix(':') {
+                Some(port) => (&pattern[..=end], Some(port)),
+                None => (pattern, None),
+            },
+            None => (pattern, None),
+        };
+    }
+    match pattern.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, Some(port)),
+        _ => (pattern, None),
+    }
 }
 
 /// A policy value that cannot be honoured.
@@ -425,6 +455,20 @@ mod tests {
         assert!(":/x".parse::<PathGrant>().is_err());
         assert!("/nonexistent-dir-for-toolhost".parse::<PathGrant>().unwrap().check().is_err());
         assert!("/tmp:relative".parse::<PathGrant>().unwrap().check().is_err());
+    }
+
+    #[test]
+    fn host_patterns_may_name_a_port() {
+        for good in ["example.com", "*.example.com:443", "127.0.0.1:8080", "[::1]:8080", "[::1]", "::1"] {
+            assert_eq!(check_host_pattern(good), Ok(()), "{good}");
+        }
+        for bad in ["example.com:", "example.com:0", "example.com:65536", "example.com:http", ":80", "https://x"] {
+            assert!(check_host_pattern(bad).is_err(), "{bad}");
+        }
+        assert_eq!(split_host_port("127.0.0.1:8080"), ("127.0.0.1", Some("8080")));
+        assert_eq!(split_host_port("[::1]:8080"), ("[::1]", Some("8080")));
+        assert_eq!(split_host_port("::1"), ("::1", None));
+        assert_eq!(split_host_port("*.example.com"), ("*.example.com", None));
     }
 
     #[test]

@@ -221,10 +221,13 @@ const TEXT_GROWTH: usize = 64 * 1024;
 /// (Aho-Corasick, leftmost-longest).
 #[derive(Default)]
 pub(crate) struct Redactor {
-    /// Per pattern of the matcher: the name and its replacement.
+    /// Per pattern of the matcher: the name, the value and its replacement.
     names: Vec<String>,
+    values: Vec<String>,
     markers: Vec<String>,
     matcher: Option<AhoCorasick>,
+    /// The longest value's length.
+    longest: usize,
 }
 
 /// Redaction would add more than it may.
@@ -281,7 +284,9 @@ impl Redactor {
         }
         let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok();
         let markers = names.iter().map(|name| format!("[redacted secret {name}]")).collect();
-        Redactor { names, markers, matcher }
+        let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+        let values = patterns.into_iter().map(str::to_owned).collect();
+        Redactor { names, values, markers, matcher, longest }
     }
 
     /// Whether there is nothing to redact.
@@ -454,6 +459,40 @@ impl Redactor {
         found.names
     }
 
+    /// The start of `bytes` that a cut at `max` bytes would keep, redacted
+    /// first over a window reaching past the cut by the longest value, so
+    /// that a value the cut falls in is redacted whole rather than left as
+    /// an unrecognisable fragment. The caller then cuts the result at `max`.
+    /// Reads at most `max` + the longest value's length.
+    pub(crate) fn redact_head(&self, bytes: &[u8], max: usize) -> Vec<u8> {
+        let window = &bytes[..bytes.len().min(max.saturating_add(self.longest))];
+        match self.replace(window, &mut Found::new(usize::MAX)) {
+            Ok(Some(redacted)) => redacted,
+            _ => window.to_vec(),
+        }
+    }
+
+    /// A text whose start was cut off (the last lines of a stream): redact
+    /// it, and a fragment of a value it starts with (the end of a value the
+    /// cut fell in) too.
+    pub(crate) fn redact_tail(&self, text: &mut String) {
+        self.redact_text(text, &mut Vec::new());
+        // A cut is often marked with an ellipsis.
+        let lead = if text.starts_with('…') { '…'.len_utf8() } else { 0 };
+        for (i, value) in self.values.iter().enumerate() {
+            // The longest proper suffix of the value the text starts with.
+            let body = &text[lead..];
+            let fragment = (1..value.len())
+                .filter(|&at| value.is_char_boundary(at))
+                .map(|at| &value[at..])
+                .find(|suffix| body.starts_with(suffix));
+            if let Some(fragment) = fragment {
+                *text = format!("{}{}{}", &text[..lead], self.markers[i], &body[fragment.len()..]);
+                return;
+            }
+        }
+    }
+
     /// Redact a text the plugin chose that goes into an error or a log
     /// line; a text that would grow too much is withheld whole. The names
     /// found are added to `names`.
@@ -577,6 +616,24 @@ mod tests {
 
     fn redactor_one() -> Redactor {
         redactor(&[("X", "x")])
+    }
+
+    #[test]
+    fn a_cut_never_leaves_a_fragment_of_a_value() {
+        let redactor = redactor(&[("KEY", "hunter2-hunter2")]);
+        // A cut at 10 falls inside the value: the window reaches past it.
+        let head = redactor.redact_head(b"abcdefhunter2-hunter2 and more", 10);
+        assert!(String::from_utf8_lossy(&head).starts_with("abcdef[redacted secret KEY]"));
+        // A tail that starts inside the value.
+        let mut tail = "ter2-hunter2 | panicked".to_owned();
+        redactor.redact_tail(&mut tail);
+        assert_eq!(tail, "[redacted secret KEY] | panicked");
+        let mut tail = "…2-hunter2 | panicked".to_owned();
+        redactor.redact_tail(&mut tail);
+        assert_eq!(tail, "…[redacted secret KEY] | panicked");
+        let mut clean = "nothing here".to_owned();
+        redactor.redact_tail(&mut clean);
+        assert_eq!(clean, "nothing here");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy};
-use toolhost_tests::{example, fixture, serve_http};
+use toolhost_tests::{example, fixture, serve_http, serve_http_recording};
 
 /// The plugin's raw output for an export, on Extism itself.
 fn on_extism(path: &std::path::Path, export: &str, input: &[u8]) -> Value {
@@ -299,9 +299,12 @@ async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
     std::fs::write(entry, &bytes[..40]).unwrap();
     assert!(matches!(load().await.unwrap().compile_info().cache, CacheStatus::Rebuilt(_)));
 
-    // A well-formed entry whose payload is not a module wasmtime accepts.
+    // A well-formed entry (its own key) whose payload is not a module
+    // wasmtime accepts.
+    let key = std::fs::read(entry).unwrap()[16..48].to_vec();
     let payload = b"\x7fELF and then nothing useful";
-    let mut forged = b"toolhost-cwasm\n\x02".to_vec();
+    let mut forged = b"toolhost-cwasm\n\x03".to_vec();
+    forged.extend_from_slice(&key);
     forged.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     forged.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
     forged.extend_from_slice(payload);
@@ -309,6 +312,57 @@ async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
     match &load().await.unwrap().compile_info().cache {
         CacheStatus::Rebuilt(reason) => assert!(reason.contains("wasmtime refused"), "{reason}"),
         other => panic!("expected a rebuild, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cache_entry_copied_under_another_plugins_key_is_rebuilt_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::at(dir.path());
+    let load = |name: &str| Plugin::builder_from_file(example(name)).with_module_cache(cache.clone()).build();
+    load("calculator").await.expect("fill the cache");
+    let calculator_entry = cache_entries(dir.path()).pop().unwrap();
+    load("text").await.expect("fill the cache");
+    let text_entry = cache_entries(dir.path()).into_iter().find(|e| *e != calculator_entry).unwrap();
+    // The calculator's machine code under the text plugin's name.
+    std::fs::copy(&calculator_entry, &text_entry).unwrap();
+    let text = load("text").await.expect("load text");
+    match &text.compile_info().cache {
+        CacheStatus::Rebuilt(reason) => assert!(reason.contains("another plugin"), "{reason}"),
+        other => panic!("expected a rebuild, got {other:?}"),
+    }
+    assert!(text.tools().iter().any(|t| t.name == "reverse"), "the text plugin runs its own code");
+    let reversed = text.call_tool("reverse", json!({"text": "abc"})).await.expect("reverse");
+    assert_eq!(reversed.texts().next(), Some("cba"));
+    assert_eq!(load("text").await.unwrap().compile_info().cache, CacheStatus::Hit, "the entry was rewritten");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_cache_directory_other_users_may_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("modules");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(ModuleCache::at(&dir)).build();
+    for _ in 0..2 {
+        let plugin = load().await.expect("loads by compiling");
+        match &plugin.compile_info().cache {
+            CacheStatus::Unsafe(reason) => assert!(reason.contains("written by other users"), "{reason}"),
+            other => panic!("expected the cache refused, got {other:?}"),
+        }
+        assert_eq!(plugin.call_tool("add", json!({"a": 2, "b": 3})).await.unwrap().texts().next(), Some("5"));
+    }
+    assert!(cache_entries(&dir).is_empty(), "nothing was written to it");
+
+    // Private again, but owned by another user (only root can arrange that).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if std::os::unix::fs::chown(&dir, Some(65534), None).is_ok() {
+        match &load().await.unwrap().compile_info().cache {
+            CacheStatus::Unsafe(reason) => assert!(reason.contains("owned by another user"), "{reason}"),
+            other => panic!("expected the cache refused, got {other:?}"),
+        }
     }
 }
 
@@ -358,4 +412,37 @@ async fn redirects_are_followed_only_to_granted_hosts() {
     assert!(error.is_denied(), "{error:?}");
     assert!(error.to_string().contains("localhost"), "{error}");
     drop(server); // it waits for a second request that never comes
+}
+
+#[tokio::test]
+async fn credentials_are_not_sent_on_to_another_origin() {
+    let redirect = |to: &str| {
+        format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    };
+    let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
+    let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned(), "localhost".to_owned()], ..Policy::default() };
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
+    let headers = json!({"Authorization": "Bearer s3cret", "cookie": "session=s3cret", "Proxy-Authorization": "Basic s3cret", "X-Plain": "kept"});
+
+    // Same origin: the credentials go along.
+    let (port, server) = serve_http_recording(vec![redirect("/next"), hello.clone()]);
+    let url = format!("http://127.0.0.1:{port}/");
+    let result = plugin.call_tool("http", json!({"url": url, "headers": headers})).await.expect("http");
+    assert_eq!(result.texts().next(), Some("hello"));
+    let requests = server.join().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].to_ascii_lowercase().contains("authorization: bearer s3cret"), "{}", requests[1]);
+
+    // Another host (granted too): the first request has them, the
+    // redirected one does not.
+    let (port, server) = serve_http_recording(vec![redirect("http://localhost:{port}/next"), hello]);
+    let url = format!("http://127.0.0.1:{port}/");
+    let result = plugin.call_tool("http", json!({"url": url, "headers": headers})).await.expect("http");
+    assert_eq!(result.texts().next(), Some("hello"));
+    let requests = server.join().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].contains("s3cret"), "{}", requests[0]);
+    assert!(requests[1].starts_with("GET /next"), "{}", requests[1]);
+    assert!(!requests[1].contains("s3cret"), "credentials went to another origin: {}", requests[1]);
+    assert!(requests[1].to_ascii_lowercase().contains("x-plain: kept"), "{}", requests[1]);
 }

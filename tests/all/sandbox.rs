@@ -155,6 +155,35 @@ async fn http_is_refused_unless_the_host_is_granted() {
 }
 
 #[tokio::test]
+async fn a_host_grant_with_a_port_allows_that_port_only() {
+    let (url, server) = serve_hello(1);
+    let port: u16 = url.trim_end_matches('/').rsplit(':').next().unwrap().parse().unwrap();
+    let other_port = if port == 65535 { port - 1 } else { port + 1 };
+    let elsewhere = Plugin::builder_from_file(fixture("hostile"))
+        .with_allowed_host(format!("127.0.0.1:{other_port}"))
+        .build()
+        .await
+        .expect("load");
+    let refused = elsewhere.call_tool("http", json!({"url": url})).await.unwrap_err();
+    assert!(refused.is_denied(), "{refused:?}");
+
+    let granted =
+        Plugin::builder_from_file(fixture("hostile")).with_allowed_host(format!("127.0.0.1:{port}")).build().await.expect("load");
+    let result = granted.call_tool("http", json!({"url": url})).await.expect("the granted port");
+    assert_eq!(text_of(&result), "hello");
+    assert_eq!(server.join().expect("server"), 1, "exactly the granted request reached the server");
+
+    // The CLI takes the same patterns; a bad port is refused at start-up.
+    let hostile = fixture("hostile");
+    let output = toolhost_tests::run_toolhost(
+        &["call", "--allow-host", "127.0.0.1:0", hostile.to_str().unwrap(), "ok", "{}"],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("a port is a number"), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[tokio::test]
 async fn healthy_calls_complete_while_a_spinning_call_is_being_stopped() {
     // The spin never ends by itself and its timeout is far off: whatever the
     // machine's load, it is still running when the healthy calls are done.

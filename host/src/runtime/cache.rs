@@ -5,12 +5,15 @@
 //! and the engine's configuration (everything that changes the machine
 //! code), so a plugin that changed, or a toolhost built differently, never
 //! finds an old entry, and no plugin can be made to find another's. An
-//! entry holds a header, its payload's length and CRC-32, and the payload
-//! (wasmtime's serialised module). Before an entry is deserialised its
-//! length and checksum are verified; wasmtime then checks its own header
-//! (version, target, flags). An entry that fails either check is reported,
-//! deleted and rebuilt: it is never trusted blindly. Writes go to a
-//! temporary file renamed into place, so a reader never sees half an entry.
+//! entry holds a header (with that key again), its payload's length and
+//! CRC-32, and the payload (wasmtime's serialised module). Before an entry
+//! is deserialised its key is compared with the one it was found under (an
+//! entry copied or renamed onto another plugin's name would run the other
+//! plugin's code), and its length and checksum are verified; wasmtime then
+//! checks its own header (version, target, flags). An entry that fails a
+//! check is reported, deleted and rebuilt: it is never trusted blindly.
+//! Writes go to a temporary file renamed into place, so a reader never sees
+//! half an entry.
 //!
 //! The checksum is there to catch corruption (a torn write, a bad disk, a
 //! truncated copy), which a CRC does reliably at a fraction of a
@@ -18,7 +21,10 @@
 //! someone who can write to the cache directory.
 //!
 //! The cache directory must be as trusted as the toolhost binary: loading an
-//! entry runs its machine code. It is created readable by its owner only.
+//! entry runs its machine code. It is created readable by its owner only,
+//! and a directory that another user owns or may write to (or whose parent
+//! they may, without the sticky bit) is refused: the cache is then off, with
+//! a warning, and plugins are compiled.
 
 use std::hash::Hasher;
 use std::io::Write as _;
@@ -66,9 +72,12 @@ impl Compiled {
 }
 
 /// First bytes of every entry (16 bytes, the last one the format version).
-const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x02";
-/// Header: magic, payload length (u64 LE), payload CRC-32 (u32 LE).
-const HEADER: usize = MAGIC.len() + 8 + 4;
+const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x03";
+/// Bytes of an entry's key (a SHA-256).
+const KEY: usize = 32;
+/// Header: magic, the entry's key, payload length (u64 LE), payload CRC-32
+/// (u32 LE).
+const HEADER: usize = MAGIC.len() + KEY + 8 + 4;
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
 /// The environment variable that moves (or, set to `off` or empty, turns
@@ -95,6 +104,10 @@ pub enum CacheStatus {
     Rebuilt(String),
     /// The cache is off: compiled.
     Disabled,
+    /// The cache directory is not safe to use (the reason: another user
+    /// owns it or may write to it): nothing was read from it or written to
+    /// it; compiled.
+    Unsafe(String),
 }
 
 /// How long loading a plugin's module took, and how it was obtained.
@@ -114,6 +127,7 @@ impl std::fmt::Display for CacheStatus {
             CacheStatus::Miss => "miss",
             CacheStatus::Rebuilt(_) => "rebuilt",
             CacheStatus::Disabled => "disabled",
+            CacheStatus::Unsafe(_) => "unsafe",
         })
     }
 }
@@ -171,10 +185,16 @@ impl ModuleCache {
             let module = Compiled::compile(engine, wasm, kind)?;
             return Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }));
         };
-        let path = dir.join(format!("{}.cwasm", key(engine, wasm, kind)));
+        if let Some(reason) = unsafe_dir(dir) {
+            tracing::warn!(dir = %dir.display(), "the compiled-module cache is off: {reason}; compiling");
+            let module = Compiled::compile(engine, wasm, kind)?;
+            return Ok((module, CompileInfo { cache: CacheStatus::Unsafe(reason), elapsed: started.elapsed() }));
+        }
+        let key = key(engine, wasm, kind);
+        let path = dir.join(format!("{}.cwasm", hex(&key)));
         let mut status = CacheStatus::Miss;
         match std::fs::read(&path) {
-            Ok(entry) => match check_entry(&entry) {
+            Ok(entry) => match check_entry(&entry, &key) {
                 Ok(payload) => {
                     // SAFETY: `payload` is what `Module::serialize` wrote for
                     // this engine configuration (the key says so) and its
@@ -196,7 +216,7 @@ impl ModuleCache {
             let _ = std::fs::remove_file(&path);
         }
         let module = Compiled::compile(engine, wasm, kind)?;
-        if let Err(e) = store(dir, &path, &module) {
+        if let Err(e) = store(dir, &path, &key, &module) {
             tracing::warn!(dir = %dir.display(), "cannot write the compiled-module cache: {e}");
         }
         Ok((module, CompileInfo { cache: status, elapsed: started.elapsed() }))
@@ -205,7 +225,7 @@ impl ModuleCache {
 
 /// The entry name: SHA-256 over a format tag, wasmtime's version, the
 /// engine's compatibility hash and the Wasm bytes.
-fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> String {
+fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> [u8; KEY] {
     struct Sha(Sha256);
     impl Hasher for Sha {
         fn finish(&self) -> u64 {
@@ -222,7 +242,7 @@ fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> String {
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
     hasher.write(&(wasm.len() as u64).to_le_bytes());
     hasher.write(wasm);
-    hex(&hasher.0.finalize())
+    hasher.0.finalize().into()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -230,22 +250,31 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// An entry: header and payload.
-fn entry(payload: &[u8]) -> Vec<u8> {
+fn entry(key: &[u8; KEY], payload: &[u8]) -> Vec<u8> {
     let mut entry = Vec::with_capacity(HEADER + payload.len());
     entry.extend_from_slice(MAGIC);
+    entry.extend_from_slice(key);
     entry.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     entry.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
     entry.extend_from_slice(payload);
     entry
 }
 
-/// The payload of a sound entry, or why the entry is not sound.
-fn check_entry(entry: &[u8]) -> Result<&[u8], String> {
+/// The payload of a sound entry found under `key`, or why the entry is not
+/// sound.
+fn check_entry<'a>(entry: &'a [u8], key: &[u8; KEY]) -> Result<&'a [u8], String> {
     if entry.len() < HEADER || &entry[..MAGIC.len()] != MAGIC {
         return Err("its header is not toolhost's".to_owned());
     }
-    let length = u64::from_le_bytes(entry[MAGIC.len()..MAGIC.len() + 8].try_into().expect("8 bytes"));
-    let sum = u32::from_le_bytes(entry[MAGIC.len() + 8..HEADER].try_into().expect("4 bytes"));
+    let at = MAGIC.len();
+    if &entry[at..at + KEY] != key {
+        return Err("it was made for another plugin or engine (its key is not the one it is named by: \
+                    copied or renamed?)"
+            .to_owned());
+    }
+    let at = at + KEY;
+    let length = u64::from_le_bytes(entry[at..at + 8].try_into().expect("8 bytes"));
+    let sum = u32::from_le_bytes(entry[at + 8..HEADER].try_into().expect("4 bytes"));
     let payload = &entry[HEADER..];
     if payload.len() as u64 != length {
         return Err(format!("it is {} bytes long, not {length} (the file is truncated)", payload.len()));
@@ -257,11 +286,15 @@ fn check_entry(entry: &[u8]) -> Result<&[u8], String> {
 }
 
 /// Write an entry atomically, then trim the cache.
-fn store(dir: &Path, path: &Path, module: &Compiled) -> std::io::Result<()> {
+fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io::Result<()> {
     let payload = module.serialize().map_err(std::io::Error::other)?;
     create_private_dir(dir)?;
+    // Made by someone else in the meantime?
+    if let Some(reason) = unsafe_dir(dir) {
+        return Err(std::io::Error::other(reason));
+    }
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(&entry(&payload))?;
+    temp.write_all(&entry(key, &payload))?;
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
     trim(dir);
@@ -277,6 +310,47 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         builder.mode(0o700);
     }
     builder.create(dir)
+}
+
+/// Why `dir` is not safe to keep machine code in, if it is not: it (or,
+/// if it does not exist yet, nothing) must be a directory owned by the
+/// current user and writable by no one else; its parent must be owned by
+/// the current user or root and writable by no one else unless it has the
+/// sticky bit (like `/tmp`), so that no one else can replace the directory.
+#[cfg(unix)]
+fn unsafe_dir(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let check = |path: &Path, parent: bool| -> Option<String> {
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("{} cannot be inspected ({e})", path.display())),
+        };
+        let what = if parent { "its parent directory" } else { "the directory" };
+        if !meta.is_dir() {
+            return Some(format!("{what} {} is not a directory", path.display()));
+        }
+        if meta.uid() != me && !(parent && meta.uid() == 0) {
+            return Some(format!("{what} {} is owned by another user (uid {}, not {me})", path.display(), meta.uid()));
+        }
+        let mode = meta.mode();
+        if mode & 0o022 != 0 && !(parent && mode & 0o1000 != 0) {
+            return Some(format!(
+                "{what} {} may be written by other users (mode {:o})",
+                path.display(),
+                mode & 0o7777
+            ));
+        }
+        None
+    };
+    check(dir, false).or_else(|| dir.parent().filter(|p| !p.as_os_str().is_empty()).and_then(|p| check(p, true)))
+}
+
+#[cfg(not(unix))]
+fn unsafe_dir(_dir: &Path) -> Option<String> {
+    None
 }
 
 /// Remove the oldest entries beyond [`MAX_ENTRIES`].
@@ -302,15 +376,37 @@ mod tests {
 
     #[test]
     fn entries_are_checked_before_use() {
+        let key = [7; KEY];
         let payload = b"not really a module";
-        let entry = entry(payload);
-        assert_eq!(check_entry(&entry), Ok(&payload[..]));
+        let entry = entry(&key, payload);
+        assert_eq!(check_entry(&entry, &key), Ok(&payload[..]));
 
         let mut flipped = entry.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert!(check_entry(&flipped).unwrap_err().contains("checksum"));
-        assert!(check_entry(&entry[..entry.len() - 1]).unwrap_err().contains("truncated"));
-        assert!(check_entry(&entry[..20]).unwrap_err().contains("header"));
-        assert!(check_entry(b"\0asm garbage garbage garbage garbage garbage garbage").unwrap_err().contains("header"));
+        assert!(check_entry(&flipped, &key).unwrap_err().contains("checksum"));
+        assert!(check_entry(&entry[..entry.len() - 1], &key).unwrap_err().contains("truncated"));
+        assert!(check_entry(&entry[..20], &key).unwrap_err().contains("header"));
+        let garbage = b"\0asm garbage garbage garbage garbage garbage garbage garbage garbage garbage";
+        assert!(check_entry(garbage, &key).unwrap_err().contains("header"));
+        assert!(check_entry(&entry, &[8; KEY]).unwrap_err().contains("another plugin"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn directories_others_may_write_are_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("modules");
+        assert_eq!(unsafe_dir(&dir), None, "not there yet, in a private parent");
+        create_private_dir(&dir).unwrap();
+        assert_eq!(unsafe_dir(&dir), None);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(unsafe_dir(&dir).unwrap().contains("written by other users"), "{:?}", unsafe_dir(&dir));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(unsafe_dir(&dir).unwrap().contains("parent"), "{:?}", unsafe_dir(&dir));
+        // A sticky parent (like /tmp) is fine.
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(unsafe_dir(&dir), None);
     }
 }

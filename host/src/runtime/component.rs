@@ -19,7 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::extism::HostEnv;
 use super::guest::{self, Guest, GuestCore, ToolSecrets};
-use super::{CallOutput, EngineKind, RunError, engine, ticker};
+use super::{CallOutput, EngineKind, RunError, engine, output, ticker};
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
 
@@ -58,6 +58,8 @@ impl bindings::toolhost::plugin::host::Host for ComponentState {
 
     fn log(&mut self, level: LogLevel, message: String) {
         const TARGET: &str = "toolhost::guest";
+        let head = self.core.env.redactor.redact_head(message.as_bytes(), output::MAX_LOG_LINE_BYTES);
+        let Some(message) = self.core.admit_log(&head, message.len()) else { return };
         let message = self.core.log_line(&message);
         let plugin = self.core.env.name.as_str();
         match level {
@@ -85,6 +87,7 @@ fn linker(kind: EngineKind) -> Result<&'static Linker<ComponentState>, String> {
         let engine = engine(kind)?;
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
+        super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
         bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
             .map_err(|e| e.to_string())?;
         Ok(linker)
@@ -118,10 +121,13 @@ impl ComponentModule {
     /// A new instance under the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
         let (core, mut wasi) = GuestCore::new(env)?;
-        let state = ComponentState { core, wasi: wasi.build(), table: ResourceTable::new() };
+        let state = ComponentState { core, wasi: wasi.build(), table: super::files::resource_table() };
         let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
-        let plugin = self.pre.instantiate_async(&mut store).await.map_err(|e| store.data().core.fault(&e))?;
+        let deadline = store.data().core.deadline;
+        let plugin = guest::bounded(deadline, self.pre.instantiate_async(&mut store))
+            .await
+            .map_err(|e| store.data().core.fault(&e))?;
         Ok(ComponentInstance { store, plugin })
     }
 }
@@ -147,9 +153,8 @@ impl ComponentInstance {
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         guest::prepare(&mut self.store, &ToolSecrets::default());
         let _running = ticker::running();
-        let tools = self
-            .plugin
-            .call_describe(&mut self.store)
+        let deadline = self.store.data().core.deadline;
+        let tools = guest::bounded(deadline, self.plugin.call_describe(&mut self.store))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let size: usize = tools.iter().map(tool_size).sum();
@@ -163,30 +168,44 @@ impl ComponentInstance {
     pub(crate) async fn call(&mut self, name: &str, arguments: &str, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
         guest::prepare(&mut self.store, secrets);
         let _running = ticker::running();
-        let outcome = self
-            .plugin
-            .call_call(&mut self.store, name, arguments)
+        let deadline = self.store.data().core.deadline;
+        let outcome = guest::bounded(deadline, self.plugin.call_call(&mut self.store, name, arguments))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let result = match outcome {
             Ok(result) => result,
+            // The plugin's messages are cut short (`output::shorten`).
             Err(CallError::Failed(message)) => {
-                return Err(RunError::Fault(Fault { kind: FaultKind::Error, message }));
+                return Err(RunError::Fault(Fault { kind: FaultKind::Error, message: output::shorten(message, &self.store.data().core.env.redactor) }));
             }
             Err(CallError::UnknownTool(tool)) => {
                 return Err(RunError::Fault(Fault {
                     kind: FaultKind::Error,
-                    message: format!("the plugin says it has no tool `{tool}`, though its `describe` lists it"),
+                    message: format!(
+                        "the plugin says it has no tool `{}`, though its `describe` lists it",
+                        output::shorten(tool, &self.store.data().core.env.redactor)
+                    ),
                 }));
             }
             Err(CallError::InvalidArguments(message)) => {
                 // A tool error, as the Extism flavour's SDK answers: the
                 // model reads it and can correct its arguments.
                 return Ok(CallOutput::Typed(protocol::CallToolResult::error(format!(
-                    "invalid arguments for tool `{name}`: {message}"
+                    "invalid arguments for tool `{name}`: {}",
+                    output::shorten(message, &self.store.data().core.env.redactor)
                 ))));
             }
         };
+        if result.content.len() > output::MAX_CONTENT_ITEMS {
+            return Err(RunError::Fault(Fault {
+                kind: FaultKind::OutputTooLarge,
+                message: format!(
+                    "{} content items, over the limit of {} per result",
+                    result.content.len(),
+                    output::MAX_CONTENT_ITEMS
+                ),
+            }));
+        }
         self.store.data().core.check_output_size(result_size(&result) as u64).map_err(RunError::Fault)?;
         typed_result(result).map(CallOutput::Typed)
     }
@@ -197,9 +216,11 @@ impl ComponentInstance {
     }
 }
 
-/// About the bytes a tool description carries (for the output cap).
+/// About the bytes a tool description costs (for the output cap): what it
+/// carries and a fixed overhead.
 fn tool_size(tool: &Tool) -> usize {
-    tool.name.len()
+    output::TOOL_WEIGHT
+        + tool.name.len()
         + tool.title.as_ref().map_or(0, String::len)
         + tool.description.as_ref().map_or(0, String::len)
         + tool.input_schema.len()
@@ -208,7 +229,9 @@ fn tool_size(tool: &Tool) -> usize {
         + tool.tags.as_ref().map_or(0, |tags| tags.iter().map(String::len).sum())
 }
 
-/// About the bytes a result carries (for the output cap).
+/// About the bytes a result costs in the host (for the output cap): what
+/// it carries, and a fixed overhead per content item, so that empty items
+/// are not free.
 fn result_size(result: &CallToolResult) -> usize {
     let content: usize = result
         .content
@@ -223,7 +246,7 @@ fn result_size(result: &CallToolResult) -> usize {
                 },
                 ContentKind::ResourceLink(link) => link.uri.len() + link.name.len(),
             };
-            kind + item.meta.as_ref().map_or(0, String::len)
+            output::CONTENT_ITEM_WEIGHT + kind + item.meta.as_ref().map_or(0, String::len)
         })
         .sum();
     content

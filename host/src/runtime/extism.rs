@@ -23,7 +23,7 @@ use wasmtime_wasi::I32Exit;
 
 use super::kernel::{Budget, Kernel, OutOfBudget};
 use super::guest::{self, Guest, GuestCore, ToolSecrets};
-use super::{EngineKind, Stop, engine, ticker};
+use super::{EngineKind, Stop, engine, output, ticker};
 use crate::error::{Fault, FaultKind};
 use crate::sandbox::{Limits, PathGrant, format_size};
 
@@ -75,9 +75,12 @@ const ENV_FUNCTIONS: &[(&str, &[ValType], &[ValType])] = {
 
 /// Most bytes of variables an instance may keep (Extism's default).
 const MAX_VAR_BYTES: usize = 1024 * 1024;
-/// Most elements a table may grow to: tables live in host memory and are
-/// not counted by the memory limit, so they get a cap of their own.
+/// Most elements a table may grow to, whatever the memory limit.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+/// Bytes a table element is charged against the memory limit: wasmtime
+/// keeps a funcref as a pointer (8 bytes) and a continuation as two; we
+/// charge the larger, so a table never holds more host memory than counted.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
 
 /// What every instance of one plugin shares: its name, grants and limits.
 /// (No `Debug`: the config holds secrets.)
@@ -144,8 +147,16 @@ impl ResourceLimiter for MemoryBudget {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= maximum.unwrap_or(usize::MAX).min(MAX_TABLE_ELEMENTS))
+    /// Tables live in host memory: their elements count against the same
+    /// limit as linear memories (a module's initial tables too, charged at
+    /// instantiation, so a huge declared table is refused, not allocated).
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > maximum.unwrap_or(usize::MAX).min(MAX_TABLE_ELEMENTS) {
+            return Ok(false);
+        }
+        let bytes = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge(bytes).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
+        Ok(true)
     }
 }
 
@@ -154,7 +165,7 @@ pub(crate) struct State {
     /// Grants, limits, memory budget, deadline, captured output.
     pub(crate) core: GuestCore,
     pub(crate) kernel: Kernel,
-    wasi: WasiP1Ctx,
+    pub(crate) wasi: WasiP1Ctx,
     vars: BTreeMap<String, Vec<u8>>,
     pub(crate) http_status: u16,
     pub(crate) http_headers: Option<BTreeMap<String, String>>,
@@ -204,6 +215,7 @@ fn linker(kind: EngineKind) -> Result<&'static Linker<State>, String> {
 fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut State| &mut state.wasi)?;
+    super::files::cap_p1(&mut linker)?;
 
     // The kernel: memory blocks, input, output, error.
     linker.func_wrap(ENV, "alloc", |mut c: Caller<'_, State>, n: u64| -> wasmtime::Result<u64> {
@@ -317,8 +329,16 @@ fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> was
         state.kernel.free(handle);
         return Ok(());
     }
-    let bytes = state.take_block(handle, "log message")?;
-    let message = state.core.log_line(&String::from_utf8_lossy(&bytes));
+    // At most a line's worth is read, within the call's log budget.
+    let Some(bytes) = state.kernel.block_bytes(handle) else {
+        return Err(wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for log message"))));
+    };
+    // Redacted before it is cut, so no secret is cut in two.
+    let head = state.core.env.redactor.redact_head(bytes, output::MAX_LOG_LINE_BYTES);
+    let admitted = state.core.admit_log(&head, bytes.len());
+    state.kernel.free(handle);
+    let Some(message) = admitted else { return Ok(()) };
+    let message = state.core.log_line(&message);
     let plugin = state.core.env.name.as_str();
     match level {
         tracing::Level::ERROR => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
@@ -453,7 +473,10 @@ impl ExtismModule {
         };
         let mut store = guest::new_store(self.kind, state)?;
         let _running = ticker::running();
-        let instance = self.pre.instantiate_async(&mut store).await.map_err(|e| store.data().core.fault(&e))?;
+        let deadline = store.data().core.deadline;
+        let instance = guest::bounded(deadline, self.pre.instantiate_async(&mut store))
+            .await
+            .map_err(|e| store.data().core.fault(&e))?;
         let func = |store: &mut Store<State>, name: &str| {
             instance.get_func(&mut *store, name).ok_or_else(|| Fault {
                 kind: FaultKind::Runtime,
@@ -464,18 +487,24 @@ impl ExtismModule {
             Init::None => {}
             Init::Wasi(name) => {
                 let init = func(&mut store, name)?;
-                init.call_async(&mut store, &[], &mut []).await.map_err(|e| store.data().core.fault(&e))?;
+                guest::bounded(deadline, init.call_async(&mut store, &[], &mut []))
+                    .await
+                    .map_err(|e| store.data().core.fault(&e))?;
             }
             Init::Haskell { reactor } => {
                 if reactor {
                     let init = func(&mut store, "_initialize")?;
-                    init.call_async(&mut store, &[], &mut []).await.map_err(|e| store.data().core.fault(&e))?;
+                    guest::bounded(deadline, init.call_async(&mut store, &[], &mut []))
+                        .await
+                        .map_err(|e| store.data().core.fault(&e))?;
                 }
                 let hs_init = func(&mut store, "hs_init")?;
                 let ty = hs_init.ty(&store);
                 let params: Vec<Val> = ty.params().map(|_| Val::I32(0)).collect();
                 let mut results: Vec<Val> = ty.results().map(|_| Val::I32(0)).collect();
-                hs_init.call_async(&mut store, &params, &mut results).await.map_err(|e| store.data().core.fault(&e))?;
+                guest::bounded(deadline, hs_init.call_async(&mut store, &params, &mut results))
+                    .await
+                    .map_err(|e| store.data().core.fault(&e))?;
             }
         }
         let entry = |store: &mut Store<State>, name: &str, shape: Shape| -> Result<Entry, Fault> {
@@ -563,9 +592,10 @@ impl ExtismInstance {
             Export::Call => &self.call,
         };
         let _running = ticker::running();
+        let deadline = self.store.data().core.deadline;
         let ran = match entry {
-            Entry::Code(f) => f.call_async(&mut self.store, ()).await,
-            Entry::Unit(f) => f.call_async(&mut self.store, ()).await.map(|()| 0),
+            Entry::Code(f) => guest::bounded(deadline, f.call_async(&mut self.store, ())).await,
+            Entry::Unit(f) => guest::bounded(deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
         };
         let state = self.store.data();
         let code = match ran {
@@ -578,13 +608,15 @@ impl ExtismInstance {
                 if fault.kind == FaultKind::Trap
                     && let Some(message) = state.kernel.error_message()
                 {
-                    fault.message = format!("{}; the plugin's error: {}", fault.message, String::from_utf8_lossy(message));
+                    let message = output::short_message(message, &state.core.env.redactor);
+                    fault.message = format!("{}; the plugin's error: {message}", fault.message);
                 }
                 return Err(fault);
             }
         };
         if let Some(message) = state.kernel.error_message() {
-            return Err(Fault { kind: FaultKind::Error, message: String::from_utf8_lossy(message).into_owned() });
+            // Only the first few KiB are read: a message is no output.
+            return Err(Fault { kind: FaultKind::Error, message: output::short_message(message, &state.core.env.redactor) });
         }
         if code != 0 {
             let mut message = format!("it returned {code} without an error message");
@@ -601,5 +633,10 @@ impl ExtismInstance {
     /// and kernel memory).
     pub(crate) fn memory_used(&self) -> usize {
         self.store.data().core.memory.used()
+    }
+
+    /// The output cap of its calls.
+    pub(crate) fn max_output_bytes(&self) -> usize {
+        self.store.data().core.env.limits.max_output_bytes
     }
 }

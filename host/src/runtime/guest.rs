@@ -10,6 +10,8 @@ use wasmtime::{Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::extism::{HostEnv, MemoryBudget};
+use super::files::OpenFiles;
+use super::output::{LogBudget, LogLine};
 use super::stdio::Tail;
 use super::{EngineKind, Stop, engine};
 use crate::error::{Fault, FaultKind};
@@ -26,6 +28,10 @@ pub(crate) struct GuestCore {
     /// The ids of the secrets the running call may read: those its tool
     /// declares and was handed. None during `describe`.
     in_reach: ToolSecrets,
+    /// What the running call may still log.
+    pub(crate) logs: LogBudget,
+    /// Files the instance holds open (at most [`super::files::MAX_OPEN_FILES`]).
+    pub(crate) files: OpenFiles,
     stdout: Tail,
     stderr: Tail,
 }
@@ -40,6 +46,8 @@ impl GuestCore {
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
             deadline: None,
             in_reach: ToolSecrets::default(),
+            logs: LogBudget::default(),
+            files: OpenFiles::default(),
             stdout: Tail::default(),
             stderr: Tail::default(),
         };
@@ -81,9 +89,24 @@ impl GuestCore {
         line
     }
 
-    /// The last lines the guest wrote to stderr, if any.
+    /// Whether (and what of) a log line of `len` bytes may be written under
+    /// the call's log budget; `head` holds at least its first
+    /// [`super::output::MAX_LOG_LINE_BYTES`]. Once the budget is spent, the
+    /// note saying so is returned once, then `None`.
+    pub(crate) fn admit_log(&mut self, head: &[u8], len: usize) -> Option<String> {
+        match self.logs.admit(head, len) {
+            LogLine::Write(line) => Some(line),
+            LogLine::Note => Some(LogBudget::note()),
+            LogLine::Drop => None,
+        }
+    }
+
+    /// The last lines the guest wrote to stderr, if any, redacted (their
+    /// start may cut a secret in two: its end is redacted too).
     pub(crate) fn stderr_words(&self) -> Option<String> {
-        self.stderr.last_words()
+        let mut words = self.stderr.last_words()?;
+        self.env.redactor.redact_tail(&mut words);
+        Some(words)
     }
 
     /// Refuse output of `size` bytes over the limit.
@@ -105,7 +128,7 @@ impl GuestCore {
 
     /// Turn a failed run into a [`Fault`].
     pub(crate) fn fault(&self, error: &wasmtime::Error) -> Fault {
-        classify(error, &self.env.limits, &self.stderr)
+        classify(error, &self.env.limits, || self.stderr_words())
     }
 }
 
@@ -128,12 +151,13 @@ pub(crate) fn new_store<T: Guest>(kind: EngineKind, state: T) -> Result<Store<T>
     Ok(store)
 }
 
-/// Before a call: forget what the guest printed last time, put the call's
-/// secrets in reach (none for `describe`), and arm.
+/// Before a call: forget what the guest printed last time, renew its log
+/// budget, put the call's secrets in reach (none for `describe`), and arm.
 pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, secrets: &ToolSecrets) {
     let core = store.data_mut().core_mut();
     core.stdout.clear();
     core.stderr.clear();
+    core.logs.reset();
     core.in_reach = ToolSecrets::clone(secrets);
     arm(store);
 }
@@ -152,6 +176,29 @@ fn arm<T: Guest>(store: &mut Store<T>) {
         let _ = store.set_fuel(fuel);
     }
     store.set_epoch_deadline(1);
+}
+
+/// Run a guest's future (a call, an instantiation) under `deadline`,
+/// wherever the guest is: the epoch callback stops Wasm code that runs past
+/// it, but a guest waiting in a host call (a WASI sleep or `poll_oneoff`, a
+/// slow file read, an HTTP request) runs no Wasm code, so the wait itself is
+/// bounded here. Past the deadline the future is dropped (its fiber with
+/// it) and the run fails with [`Stop::Timeout`]: the instance must then be
+/// discarded, as after any fault.
+///
+/// Needs tokio's time driver (`enable_time` or `enable_all`), as WASI's
+/// clocks do.
+pub(crate) async fn bounded<R>(
+    deadline: Option<Instant>,
+    run: impl std::future::Future<Output = wasmtime::Result<R>>,
+) -> wasmtime::Result<R> {
+    match deadline {
+        None => run.await,
+        Some(deadline) => match tokio::time::timeout_at(deadline.into(), run).await {
+            Ok(ran) => ran,
+            Err(_) => Err(wasmtime::Error::new(Stop::Timeout)),
+        },
+    }
 }
 
 /// At every epoch tick: stop the call if its deadline passed, else yield to
@@ -175,8 +222,8 @@ fn timeout_fault(limits: &Limits) -> Fault {
 
 /// Turn a failed run into a [`Fault`], given the limits it ran under and
 /// what the guest wrote to stderr.
-fn classify(error: &wasmtime::Error, limits: &Limits, stderr: &Tail) -> Fault {
-    let with_stderr = |message: String| match stderr.last_words() {
+fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Option<String>) -> Fault {
+    let with_stderr = |message: String| match stderr() {
         Some(words) => format!("{message}; its stderr ends with: {words}"),
         None => message,
     };

@@ -44,11 +44,24 @@ struct HttpResponse {
     body: Vec<u8>,
 }
 
-/// Does `host` match a grant pattern (`*` matches any run of characters,
-/// case-insensitively, as host names compare)?
-pub(crate) fn host_allowed(patterns: &[String], host: &str) -> bool {
+/// Headers that carry credentials: not sent on to another origin when a
+/// request is redirected there (as ureq's own redirect follower does).
+const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
+
+/// Does `host` on `port` match a grant pattern? The host part matches with
+/// `*` as any run of characters, case-insensitively, as host names compare;
+/// a pattern with a port (`127.0.0.1:8080`, `*.example.com:443`,
+/// `[::1]:8080`) matches that port only, one without matches any port.
+pub(crate) fn host_allowed(patterns: &[String], host: &str, port: Option<u16>) -> bool {
     let host = host.to_ascii_lowercase();
-    patterns.iter().any(|pattern| wildcard(&pattern.to_ascii_lowercase(), &host))
+    patterns.iter().any(|pattern| {
+        let (host_pattern, port_pattern) = crate::sandbox::split_host_port(pattern);
+        let port_matches = match port_pattern {
+            None => true,
+            Some(wanted) => port.is_some_and(|port| wanted.parse::<u16>() == Ok(port)),
+        };
+        port_matches && wildcard(&host_pattern.to_ascii_lowercase(), &host)
+    })
 }
 
 /// `*` matches any run of characters. Greedy with one backtrack point (the
@@ -79,7 +92,7 @@ fn wildcard(pattern: &str, text: &str) -> bool {
 
 fn denied(url: &str) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Denied(format!(
-        "HTTP request to {url} is not allowed: its host matches no allowed-host grant"
+        "HTTP request to {url} is not allowed: its host (and port) matches no allowed-host grant"
     )))
 }
 
@@ -94,7 +107,7 @@ fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
         return Err(host_error(format!("HTTP request to {url}: only http and https URLs are supported")));
     }
     match parsed.host_str() {
-        Some(host) if host_allowed(allowed, host) => Ok(parsed),
+        Some(host) if host_allowed(allowed, host, parsed.port_or_known_default()) => Ok(parsed),
         _ => Err(denied(url)),
     }
 }
@@ -130,10 +143,11 @@ fn send(
 ) -> wasmtime::Result<HttpResponse> {
     let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
     let mut url = request.url.clone();
+    let mut headers = request.headers.clone();
     let mut method = request.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
     let mut body = body;
     for _ in 0..=MAX_REDIRECTS {
-        check_url(&url, allowed)?;
+        let origin = check_url(&url, allowed)?.origin();
         if remaining().is_some_and(|r| r.is_zero()) {
             return Err(wasmtime::Error::new(Stop::Timeout));
         }
@@ -145,7 +159,7 @@ fn send(
             .build()
             .into();
         let mut builder = ureq::http::Request::builder().method(method.as_str()).uri(url.as_str());
-        for (name, value) in &request.headers {
+        for (name, value) in &headers {
             builder = builder.header(name, value);
         }
         let sent = match &body {
@@ -167,6 +181,11 @@ fn send(
             let next = url::Url::parse(&url)
                 .and_then(|base| base.join(location))
                 .map_err(|e| host_error(format!("HTTP redirect from {url} to an invalid location: {e}")))?;
+            // Credentials the guest set are for the origin it named: not
+            // sent on to another one (and not back after that).
+            if next.origin() != origin {
+                headers.retain(|name, _| !CREDENTIAL_HEADERS.iter().any(|c| name.eq_ignore_ascii_case(c)));
+            }
             url = next.to_string();
             // 303 (and, by custom, 301/302 for POST) turn into GET.
             if status == 303 || ((status == 301 || status == 302) && method == "POST") {
@@ -205,18 +224,39 @@ mod tests {
     #[test]
     fn host_patterns_match_whole_names_with_wildcards() {
         let patterns = vec!["api.example.com".to_owned(), "*.example.org".to_owned(), "127.0.0.1".to_owned()];
-        assert!(host_allowed(&patterns, "api.example.com"));
-        assert!(host_allowed(&patterns, "API.Example.com"));
-        assert!(!host_allowed(&patterns, "evil-api.example.com"));
-        assert!(!host_allowed(&patterns, "api.example.com.evil.net"));
-        assert!(host_allowed(&patterns, "a.b.example.org"));
-        assert!(!host_allowed(&patterns, "example.org"));
-        assert!(host_allowed(&patterns, "127.0.0.1"));
-        assert!(!host_allowed(&patterns, "127.0.0.2"));
-        assert!(!host_allowed(&[], "anything"));
-        assert!(host_allowed(&["a*b*c".to_owned()], "axxbyyc"));
-        assert!(!host_allowed(&["a*b*c".to_owned()], "axxbyy"));
-        assert!(host_allowed(&["*".to_owned()], ""));
+        assert!(host_allowed(&patterns, "api.example.com", None));
+        assert!(host_allowed(&patterns, "API.Example.com", None));
+        assert!(!host_allowed(&patterns, "evil-api.example.com", None));
+        assert!(!host_allowed(&patterns, "api.example.com.evil.net", None));
+        assert!(host_allowed(&patterns, "a.b.example.org", None));
+        assert!(!host_allowed(&patterns, "example.org", None));
+        assert!(host_allowed(&patterns, "127.0.0.1", None));
+        assert!(!host_allowed(&patterns, "127.0.0.2", None));
+        assert!(!host_allowed(&[], "anything", None));
+        assert!(host_allowed(&["a*b*c".to_owned()], "axxbyyc", None));
+        assert!(!host_allowed(&["a*b*c".to_owned()], "axxbyy", None));
+        assert!(host_allowed(&["*".to_owned()], "", None));
+    }
+
+    #[test]
+    fn host_patterns_may_name_a_port() {
+        let patterns =
+            vec!["127.0.0.1:8080".to_owned(), "*.example.com:443".to_owned(), "[::1]:9000".to_owned(), "[::2]".to_owned()];
+        assert!(host_allowed(&patterns, "127.0.0.1", Some(8080)));
+        assert!(!host_allowed(&patterns, "127.0.0.1", Some(8081)));
+        assert!(!host_allowed(&patterns, "127.0.0.1", None));
+        assert!(host_allowed(&patterns, "api.example.com", Some(443)));
+        assert!(!host_allowed(&patterns, "api.example.com", Some(80)));
+        assert!(host_allowed(&patterns, "[::1]", Some(9000)));
+        assert!(!host_allowed(&patterns, "[::1]", Some(9001)));
+        // Without a port, any port.
+        assert!(host_allowed(&patterns, "[::2]", Some(1)));
+        assert!(host_allowed(&["localhost".to_owned()], "localhost", Some(5432)));
+        let allowed = vec!["127.0.0.1:8080".to_owned()];
+        assert!(check_url("http://127.0.0.1:8080/x", &allowed).is_ok());
+        assert!(check_url("http://127.0.0.1/x", &allowed).is_err(), "port 80 is not 8080");
+        assert!(check_url("http://127.0.0.1:5432/", &allowed).is_err());
+        assert!(check_url("https://api.example.com/", &["api.example.com:443".to_owned()]).is_ok());
     }
 
     #[test]
@@ -224,7 +264,7 @@ mod tests {
         let pattern = vec![format!("{}b", "*a".repeat(20))];
         let host = "a".repeat(253);
         let started = std::time::Instant::now();
-        assert!(!host_allowed(&pattern, &host));
+        assert!(!host_allowed(&pattern, &host, None));
         // Exponential backtracking would take hours; this is microseconds.
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }

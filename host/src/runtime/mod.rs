@@ -21,9 +21,11 @@
 pub(crate) mod cache;
 pub(crate) mod component;
 pub(crate) mod extism;
+mod files;
 mod guest;
 mod http;
 pub(crate) mod kernel;
+mod output;
 mod stdio;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -130,34 +132,35 @@ impl Module {
     }
 
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
-        Ok(match self {
-            Module::Extism(module) => Instance::Extism(module.instantiate(env).await?),
-            Module::Component(module) => Instance::Component(module.instantiate(env).await?),
-        })
+        let instance = match self {
+            Module::Extism(module) => module.instantiate(env).await.map(Instance::Extism),
+            Module::Component(module) => module.instantiate(env).await.map(Instance::Component),
+        };
+        instance.map_err(output::short_fault)
     }
 }
 
 impl Instance {
     /// Run `describe`; its output as JSON (not yet validated).
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
-        match self {
-            Instance::Extism(instance) => {
-                let output =
-                    instance.run(Export::Describe, b"", &ToolSecrets::default()).await.map_err(RunError::Fault)?;
-                parse_json(&output).map_err(RunError::Output)
-            }
+        let described = match self {
+            Instance::Extism(instance) => match instance.run(Export::Describe, b"", &ToolSecrets::default()).await {
+                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
+                Err(fault) => Err(RunError::Fault(fault)),
+            },
             Instance::Component(instance) => instance.describe().await,
-        }
+        };
+        described.map_err(output::short_error)
     }
 
     /// Run `call`, with the secrets of `secrets` in reach; its output (not
     /// yet validated).
     pub(crate) async fn call(&mut self, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
-        match (self, payload) {
-            (Instance::Extism(instance), Payload::Extism(request)) => {
-                let output = instance.run(Export::Call, request, secrets).await.map_err(RunError::Fault)?;
-                parse_json(&output).map(CallOutput::Json).map_err(RunError::Output)
-            }
+        let called = match (self, payload) {
+            (Instance::Extism(instance), Payload::Extism(request)) => match instance.run(Export::Call, request, secrets).await {
+                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
+                Err(fault) => Err(RunError::Fault(fault)),
+            },
             (Instance::Component(instance), Payload::Component { name, arguments }) => {
                 instance.call(name, arguments, secrets).await
             }
@@ -165,7 +168,8 @@ impl Instance {
                 kind: crate::error::FaultKind::Runtime,
                 message: "a call was encoded for the other flavour of plugin".to_owned(),
             })),
-        }
+        };
+        called.map_err(output::short_error)
     }
 
     /// Bytes held against the memory limit.
@@ -175,12 +179,6 @@ impl Instance {
             Instance::Component(instance) => instance.memory_used(),
         }
     }
-}
-
-/// Decode a plugin's output as JSON.
-pub(crate) fn parse_json(output: &[u8]) -> Result<Value, OutputProblem> {
-    let text = std::str::from_utf8(output).map_err(|e| OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() })?;
-    serde_json::from_str(text).map_err(|e| OutputProblem::NotJson { message: e.to_string() })
 }
 
 /// How often the epoch advances: the resolution of timeouts, and how long a

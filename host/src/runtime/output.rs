@@ -1,0 +1,402 @@
+//! Bounds on what a guest sends the host besides its memory: output counted
+//! by what it costs the host (not only its bytes), error messages kept
+//! short, logs capped per call.
+//!
+//! - **JSON output** (an Extism plugin's) is parsed by a builder that
+//!   charges every value its in-host weight (a `Value`, its text, an
+//!   object's map node) against the output cap, and refuses a result with
+//!   more than [`MAX_CONTENT_ITEMS`] content items, while parsing: 300,000
+//!   empty items (7.8 MB of JSON) would otherwise cost hundreds of MiB and
+//!   seconds of host time.
+//! - **A component's result** is weighed with a fixed overhead per content
+//!   item ([`CONTENT_ITEM_WEIGHT`]) and per tool, so empty items are not free.
+//! - **Messages** a plugin chooses (an Extism `error_set`, a component's
+//!   `call-error`) are cut to [`MAX_MESSAGE_BYTES`], with the original size.
+//! - **Logs**: at most [`MAX_LOG_LINES`] lines and [`MAX_LOG_BYTES`] per
+//!   call, each line at most [`MAX_LOG_LINE_BYTES`]; then one note.
+
+use crate::secrets::Redactor;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::RunError;
+use crate::error::{Fault, FaultKind, OutputProblem};
+use crate::sandbox::format_size;
+
+/// Most content items a result may have.
+pub(crate) const MAX_CONTENT_ITEMS: usize = 4096;
+/// What a content item of a component's result is charged against the
+/// output cap besides its bytes (about its size in the host).
+pub(crate) const CONTENT_ITEM_WEIGHT: usize = 256;
+/// What a tool of a component's `describe` is charged besides its bytes.
+pub(crate) const TOOL_WEIGHT: usize = 1024;
+/// Most bytes of a plugin's message kept in a fault.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 4096;
+/// Most log lines a call may write.
+pub(crate) const MAX_LOG_LINES: usize = 256;
+/// Most bytes of log lines a call may write.
+pub(crate) const MAX_LOG_BYTES: usize = 64 * 1024;
+/// Longest log line kept (longer ones are cut).
+pub(crate) const MAX_LOG_LINE_BYTES: usize = 2048;
+
+/// Weight of any JSON value: a `serde_json::Value` and some slack of the
+/// vector holding it.
+const VALUE_WEIGHT: usize = 48;
+/// Weight of a JSON object besides its values: its map's first node.
+const OBJECT_WEIGHT: usize = 640;
+
+/// Most bytes of any fault's message (the plugin's words and the host's
+/// around them, a stderr tail): the backstop behind [`MAX_MESSAGE_BYTES`].
+const MAX_FAULT_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
+
+/// `bytes` as text, cut to `max` (on a character boundary) with the
+/// original size noted. Only the kept bytes are read.
+fn cut(bytes: &[u8], max: usize) -> String {
+    if bytes.len() <= max {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut kept = String::from_utf8_lossy(&bytes[..max]).into_owned();
+    // A character cut in two reads as U+FFFD at the end: drop it.
+    if kept.ends_with('\u{FFFD}') {
+        kept.pop();
+    }
+    format!("{kept}… (cut: the message was {} bytes)", bytes.len())
+}
+
+/// A plugin's message as text, cut to [`MAX_MESSAGE_BYTES`] with the
+/// original size noted, redacted of the plugin's sensitive values before
+/// the cut (so none is cut in two). Reads only the start of `bytes`.
+pub(crate) fn short_message(bytes: &[u8], redactor: &Redactor) -> String {
+    if redactor.is_empty() {
+        return cut(bytes, MAX_MESSAGE_BYTES);
+    }
+    let head = redactor.redact_head(bytes, MAX_MESSAGE_BYTES);
+    if bytes.len() <= MAX_MESSAGE_BYTES && head.len() <= MAX_MESSAGE_BYTES {
+        return String::from_utf8_lossy(&head).into_owned();
+    }
+    let kept = cut(&head[..head.len().min(MAX_MESSAGE_BYTES)], MAX_MESSAGE_BYTES);
+    format!("{kept}… (cut: the message was {} bytes)", bytes.len())
+}
+
+/// A plugin's message cut as [`short_message`] cuts bytes.
+pub(crate) fn shorten(message: String, redactor: &Redactor) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES && redactor.is_empty() {
+        message
+    } else {
+        short_message(message.as_bytes(), redactor)
+    }
+}
+
+/// A fault whose message is short (at most twice [`MAX_MESSAGE_BYTES`]:
+/// room for a cut plugin message and the host's words around it).
+pub(crate) fn short_fault(fault: Fault) -> Fault {
+    if fault.message.len() <= MAX_FAULT_BYTES {
+        return fault;
+    }
+    Fault { message: cut(fault.message.as_bytes(), MAX_FAULT_BYTES), ..fault }
+}
+
+/// A fault whose message is short, if the error is a fault.
+pub(crate) fn short_error(error: RunError) -> RunError {
+    match error {
+        RunError::Fault(fault) => RunError::Fault(short_fault(fault)),
+        output => output,
+    }
+}
+
+fn too_large(message: String) -> RunError {
+    RunError::Fault(Fault { kind: FaultKind::OutputTooLarge, message })
+}
+
+/// Decode a plugin's output as JSON, charging each value its weight against
+/// `max_bytes`; a call's result (`result`) may have at most
+/// [`MAX_CONTENT_ITEMS`] content items. Over either bound, parsing stops
+/// there: the output is too large.
+pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Result<Value, RunError> {
+    let text = std::str::from_utf8(output)
+        .map_err(|e| RunError::Output(OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() }))?;
+    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = Node { weigh: &mut weigh, content: if result { Content::TopLevel } else { Content::No } }
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    match (parsed, weigh.over) {
+        (_, Some(Over::Items)) => Err(too_large(format!(
+            "more than {MAX_CONTENT_ITEMS} content items, over the limit per result"
+        ))),
+        (_, Some(Over::Weight)) => Err(too_large(format!(
+            "its JSON would take more than {} in the host (every value, object and string counted), over the output limit",
+            format_size(max_bytes as u64)
+        ))),
+        (Ok(value), None) => Ok(value),
+        (Err(e), None) => Err(RunError::Output(OutputProblem::NotJson { message: e.to_string() })),
+    }
+}
+
+/// Which bound was crossed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    Weight,
+    Items,
+}
+
+struct Weigh {
+    left: usize,
+    over: Option<Over>,
+}
+
+impl Weigh {
+    fn charge<E: de::Error>(&mut self, weight: usize) -> Result<(), E> {
+        match self.left.checked_sub(weight) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => {
+                self.over = Some(Over::Weight);
+                Err(E::custom("the output is too large"))
+            }
+        }
+    }
+}
+
+/// Where a value is: the result object, its `content` array, or elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Content {
+    No,
+    TopLevel,
+    Items,
+}
+
+/// A value to build, weighed as it is read.
+struct Node<'a> {
+    weigh: &'a mut Weigh,
+    content: Content,
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT.saturating_add(v.len()))?;
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT.saturating_add(v.len()))?;
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        self.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        let items = self.content == Content::Items;
+        let mut values = Vec::new();
+        loop {
+            if items && values.len() == MAX_CONTENT_ITEMS {
+                // One more item is one too many; none is fine.
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    self.weigh.over = Some(Over::Items);
+                    return Err(de::Error::custom("too many content items"));
+                }
+                break;
+            }
+            match seq.next_element_seed(Node { weigh: &mut *self.weigh, content: Content::No })? {
+                Some(value) => values.push(value),
+                None => break,
+            }
+        }
+        Ok(Value::Array(values))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.weigh.charge(VALUE_WEIGHT + OBJECT_WEIGHT)?;
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.weigh.charge(key.len())?;
+            let content = if self.content == Content::TopLevel && key == "content" { Content::Items } else { Content::No };
+            let value = map.next_value_seed(Node { weigh: &mut *self.weigh, content })?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// What a call may still log: lines and bytes left, and whether the note
+/// that further lines are dropped was written.
+#[derive(Debug)]
+pub(crate) struct LogBudget {
+    lines: usize,
+    bytes: usize,
+    noted: bool,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        LogBudget { lines: MAX_LOG_LINES, bytes: MAX_LOG_BYTES, noted: false }
+    }
+}
+
+/// What to do with a log line.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LogLine {
+    /// Write it (cut if it was long).
+    Write(String),
+    /// The budget is spent: write the note that further lines are dropped,
+    /// once.
+    Note,
+    /// Drop it.
+    Drop,
+}
+
+impl LogBudget {
+    /// A fresh budget (before each call).
+    pub(crate) fn reset(&mut self) {
+        *self = LogBudget::default();
+    }
+
+    /// Whether a line of `len` bytes may be written, and what of it: the
+    /// caller reads at most [`MAX_LOG_LINE_BYTES`] of it (`head`).
+    pub(crate) fn admit(&mut self, head: &[u8], len: usize) -> LogLine {
+        let kept = len.min(MAX_LOG_LINE_BYTES);
+        if self.lines == 0 || self.bytes < kept {
+            self.lines = 0;
+            if self.noted {
+                return LogLine::Drop;
+            }
+            self.noted = true;
+            return LogLine::Note;
+        }
+        self.lines -= 1;
+        self.bytes -= kept;
+        let head = &head[..head.len().min(MAX_LOG_LINE_BYTES)];
+        let mut line = String::from_utf8_lossy(head).into_owned();
+        if len > MAX_LOG_LINE_BYTES {
+            if line.ends_with('\u{FFFD}') {
+                line.pop();
+            }
+            line.push_str(&format!("… (cut: the line was {len} bytes)"));
+        }
+        LogLine::Write(line)
+    }
+
+    /// The note written once the budget is spent.
+    pub(crate) fn note() -> String {
+        format!(
+            "further log lines of this call dropped (at most {MAX_LOG_LINES} lines and {} per call)",
+            format_size(MAX_LOG_BYTES as u64)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problem(error: RunError) -> String {
+        match error {
+            RunError::Fault(fault) => format!("{:?}: {}", fault.kind, fault.message),
+            RunError::Output(problem) => format!("output: {problem}"),
+        }
+    }
+
+    #[test]
+    fn the_bounded_parser_builds_what_serde_json_builds() {
+        let text = r#"{"content":[{"type":"text","text":"a\u00e9\"b"}],"n":[1,-2,3.5,1e300,18446744073709551615,null,true],"o":{}}"#;
+        let ours = parse_json(text.as_bytes(), 1 << 20, true).map_err(problem).unwrap();
+        assert_eq!(ours, serde_json::from_str::<Value>(text).unwrap());
+        assert!(parse_json(b"{} trailing", 1 << 20, true).is_err_and(|e| problem(e).starts_with("output")));
+        assert!(parse_json(&[0xff], 1 << 20, true).is_err_and(|e| problem(e).contains("UTF-8")));
+    }
+
+    #[test]
+    fn content_items_and_weight_are_capped_while_parsing() {
+        let items = |n: usize| json!({ "content": vec![json!({"type": "text", "text": ""}); n] }).to_string();
+        assert!(parse_json(items(MAX_CONTENT_ITEMS).as_bytes(), usize::MAX, true).is_ok());
+        let error = problem(parse_json(items(MAX_CONTENT_ITEMS + 1).as_bytes(), usize::MAX, true).unwrap_err());
+        assert!(error.starts_with("OutputTooLarge") && error.contains("content items"), "{error}");
+        // Not a result (`describe`): no item count, but the weight.
+        assert!(parse_json(items(MAX_CONTENT_ITEMS + 1).as_bytes(), usize::MAX, false).is_ok());
+        // 1000 empty items are 26 KB of JSON but weigh far more in the host.
+        let error = problem(parse_json(items(1000).as_bytes(), 64 << 10, true).unwrap_err());
+        assert!(error.starts_with("OutputTooLarge") && error.contains("64KiB"), "{error}");
+        // A long string weighs what it is.
+        let long = json!({"content": [{"type": "text", "text": "x".repeat(60 << 10)}]}).to_string();
+        assert!(parse_json(long.as_bytes(), 64 << 10, true).is_ok());
+    }
+
+    #[test]
+    fn messages_are_cut_with_their_size() {
+        assert_eq!(short_message(b"short", &Redactor::default()), "short");
+        let long = "é".repeat(10_000);
+        let cut = short_message(long.as_bytes(), &Redactor::default());
+        assert!(cut.len() < MAX_MESSAGE_BYTES + 100, "{}", cut.len());
+        assert!(cut.ends_with("… (cut: the message was 20000 bytes)"), "{cut}");
+        assert!(!cut.contains('\u{FFFD}'));
+        assert_eq!(shorten("ok".to_owned(), &Redactor::default()), "ok");
+    }
+
+    #[test]
+    fn logs_are_capped_per_call_with_one_note() {
+        let mut budget = LogBudget::default();
+        for _ in 0..MAX_LOG_LINES {
+            assert!(matches!(budget.admit(b"line", 4), LogLine::Write(_)));
+        }
+        assert_eq!(budget.admit(b"line", 4), LogLine::Note);
+        assert_eq!(budget.admit(b"line", 4), LogLine::Drop);
+        budget.reset();
+        let long = vec![b'x'; 5000];
+        let LogLine::Write(line) = budget.admit(&long, long.len()) else { panic!("refused") };
+        assert!(line.ends_with("(cut: the line was 5000 bytes)") && line.len() < MAX_LOG_LINE_BYTES + 64, "{line}");
+        let mut bytes = LogBudget::default();
+        let written = (0..1000).filter(|_| matches!(bytes.admit(&long, long.len()), LogLine::Write(_))).count();
+        assert_eq!(written, MAX_LOG_BYTES / MAX_LOG_LINE_BYTES);
+    }
+}

@@ -1,0 +1,242 @@
+//! Issue 13: a hostile plugin gets nothing it was not granted, and every
+//! call is bounded wherever the guest is: time in host calls, tables
+//! against the memory limit, open files, error messages, content items,
+//! logs. Each case is a real plugin (a fixture, or WAT) and the safe
+//! outcome it must get; deadlines are generous bounds, never timings.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolhost::{PathGrant, Plugin, Policy};
+use toolhost_tests::{Flavour, fixture};
+
+fn text_of(result: &toolhost::CallToolResult) -> String {
+    result.texts().collect::<Vec<_>>().join("")
+}
+
+/// Run `call` and fail the test if it is not over within 20 s.
+async fn within_20s<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), call).await.expect("the call did not end within 20 s")
+}
+
+both_flavours!(a_guest_sleeping_an_hour_in_a_host_call_times_out);
+
+async fn a_guest_sleeping_an_hour_in_a_host_call_times_out(flavour: Flavour) {
+    let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
+        .with_timeout(Duration::from_millis(500))
+        .with_pool_size(1)
+        .build()
+        .await
+        .expect("load");
+    assert_eq!(text_of(&plugin.call_tool("counter", json!({})).await.expect("counter")), "1");
+    // `std::thread::sleep`: WASI `poll_oneoff` (or `monotonic-clock`'s
+    // subscription) waiting on a timer, no Wasm code running.
+    let error = within_20s(plugin.call_tool("nap", json!({"ms": 3_600_000}))).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("it ran longer than 500ms"), "{error}");
+    // The instance was discarded and its pool slot freed: a fresh one answers.
+    let next = within_20s(plugin.call_tool("counter", json!({}))).await.expect("counter");
+    assert_eq!(text_of(&next), "1", "a fresh instance, not the one that slept");
+}
+
+#[tokio::test]
+async fn an_http_server_that_never_answers_cannot_hold_a_call_past_its_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    // Accepts, reads, and never answers (until the test process ends).
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let plugin = Plugin::builder_from_file(fixture("hostile"))
+        .with_allowed_host("127.0.0.1")
+        .with_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("load");
+    let error = within_20s(plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})))
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+}
+
+/// A hand-written Extism plugin whose module holds `tables` and whose
+/// `call` runs `body` (then returns 0 with no output).
+fn table_plugin(tables: &str, body: &str) -> Vec<u8> {
+    let describe = r#"{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}"#;
+    format!(
+        r#"(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  (memory (export "memory") 1)
+  {tables}
+  (data (i32.const 0) "{escaped}")
+  (func (export "describe") (result i32)
+    (local $h i64) (local $i i32)
+    (local.set $h (call $alloc (i64.const {len})))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (i32.const {len})))
+      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i))) (i32.load8_u (local.get $i)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (call $output_set (local.get $h) (i64.const {len}))
+    (i32.const 0))
+  (func (export "call") (result i32)
+    {body}
+    (i32.const 0)))"#,
+        escaped = describe.replace('"', "\\\""),
+        len = describe.len(),
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn tables_count_against_the_memory_limit() {
+    // 100 tables of 2^20 funcrefs: refused at instantiation, never allocated.
+    let tables: String = (0..100).map(|i| format!("(table $t{i} 1048576 funcref)\n")).collect();
+    let error = Plugin::builder_from_bytes(table_plugin(&tables, ""))
+        .with_memory_max_bytes(32u64 << 20)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(error.is_load(), "{error:?}");
+    assert!(error.to_string().contains("memory limit"), "{error}");
+
+    // A table grown at run time, 64Ki elements at a time, until refused.
+    let grow = r#"(block $done (loop $grow
+      (br_if $done (i32.eq (table.grow $t (ref.null func) (i32.const 65536)) (i32.const -1)))
+      (br $grow)))"#;
+    let plugin = Plugin::builder_from_bytes(table_plugin("(table $t 0 funcref)", grow))
+        .with_memory_max_bytes(8u64 << 20)
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_memory_limit(), "{error:?}");
+    assert!(error.to_string().contains("8MiB"), "{error}");
+}
+
+both_flavours!(open_files_are_capped_per_instance);
+
+async fn open_files_are_capped_per_instance(flavour: Flavour) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+    let grant: PathGrant = format!("{}:/data", dir.path().display()).parse().unwrap();
+    let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
+        .with_allowed_path(grant)
+        .with_pool_size(1)
+        .build()
+        .await
+        .expect("load");
+    let open = |count: u64| {
+        let plugin = plugin.clone();
+        async move {
+            let result = plugin.call_tool("open_many", json!({"path": "/data/a.txt", "count": count})).await;
+            text_of(&result.expect("open_many answers"))
+        }
+    };
+    let first = within_20s(open(10_000)).await;
+    assert!(first.starts_with("opened 256; first error: "), "{first}");
+    assert!(!first.ends_with("none"), "{first}");
+    // The files are still held by the pooled instance: no more may be opened.
+    let second = within_20s(open(10)).await;
+    assert!(second.starts_with("opened 0; "), "{second}");
+    // Other plugins, and the host, are not affected.
+    let other = Plugin::builder_from_file(flavour.fixture("faults"))
+        .with_allowed_path(format!("{}:/data", dir.path().display()).parse().unwrap())
+        .build()
+        .await
+        .expect("another plugin loads");
+    let read = other.call_tool("read_file", json!({"path": "/data/a.txt"})).await.expect("read_file");
+    assert_eq!(text_of(&read), "a");
+}
+
+#[tokio::test]
+async fn a_huge_extism_error_message_is_cut_short() {
+    let plugin = Plugin::load(fixture("hostile")).await.expect("load");
+    let error = plugin.call_tool("big_error", json!({"mib": 20})).await.unwrap_err();
+    assert!(error.is_plugin_error_message(), "{error:?}");
+    let message = error.to_string();
+    assert!(message.len() < 8 << 10, "a message of {} bytes", message.len());
+    assert!(message.contains("(cut: the message was 2097"), "{}", &message[message.len().saturating_sub(200)..]);
+}
+
+#[tokio::test]
+async fn a_huge_component_call_error_is_cut_short() {
+    let describe = json!({"tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}}]});
+    let failure = json!({"callError": {"kind": "failed", "message": "F".repeat(20 << 20)}});
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("scripted"))
+        .with_config("describe", describe.to_string())
+        .with_config("result", failure.to_string())
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_plugin_error_message(), "{error:?}");
+    let message = error.to_string();
+    assert!(message.len() < 8 << 10, "a message of {} bytes", message.len());
+    assert!(message.contains("the message was 20971520 bytes"), "{}", &message[message.len().saturating_sub(200)..]);
+}
+
+both_flavours!(results_with_too_many_content_items_are_refused);
+
+async fn results_with_too_many_content_items_are_refused(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.fixture("faults")).await.expect("load");
+    let fine = plugin.call_tool("items", json!({"count": 10})).await.expect("10 items");
+    assert_eq!(fine.content.len(), 10);
+    let error = within_20s(plugin.call_tool("items", json!({"count": 5000}))).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(error.to_string().contains("content items"), "{error}");
+}
+
+both_flavours!(empty_content_items_weigh_against_the_output_cap);
+
+async fn empty_content_items_weigh_against_the_output_cap(flavour: Flavour) {
+    // 2000 empty items: 52 KB of JSON (nothing at all as WIT values), but
+    // far more in the host.
+    let mut policy = Policy::default();
+    policy.limits.max_output_bytes = 256 << 10;
+    let plugin = Plugin::builder_from_file(flavour.fixture("faults")).with_policy(policy).build().await.expect("load");
+    let error = plugin.call_tool("items", json!({"count": 2000})).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(plugin.call_tool("items", json!({"count": 20})).await.is_ok());
+}
+
+#[tokio::test]
+async fn three_hundred_thousand_empty_items_are_refused_while_parsing() {
+    let plugin = Plugin::load(fixture("hostile")).await.expect("load");
+    let error = within_20s(plugin.call_tool("items", json!({"count": 300_000}))).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(error.to_string().contains("more than 4096 content items"), "{error}");
+}
+
+/// `toolhost call` of `faults`'s `log_flood`, with the plugins' logs on:
+/// its stderr.
+fn flood(flavour: Flavour, lines: u64, bytes: u64) -> String {
+    let plugin = flavour.fixture("faults");
+    let args = json!({"lines": lines, "bytes": bytes}).to_string();
+    let output = std::process::Command::new(toolhost_tests::toolhost())
+        .args(["call", plugin.to_str().unwrap(), "log_flood", &args])
+        .env("TOOLHOST_LOG", "toolhost::guest=info")
+        .env("TOOLHOST_CACHE_DIR", "off")
+        .output()
+        .expect("run toolhost");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+both_flavours!(guest_logs_are_capped_per_call);
+
+async fn guest_logs_are_capped_per_call(flavour: Flavour) {
+    let many = flood(flavour, 100_000, 10);
+    let lines = many.lines().count();
+    assert!((200..=300).contains(&lines), "{lines} lines on stderr");
+    assert_eq!(many.matches("further log lines of this call dropped").count(), 1, "{}", &many[many.len() - 500..]);
+
+    let long = flood(flavour, 50, 100_000);
+    assert!(long.len() < 200 << 10, "{} bytes on stderr", long.len());
+    assert!(long.contains("cut: the line was 100000 bytes"), "{}", &long[..500.min(long.len())]);
+}
