@@ -185,6 +185,23 @@ fn a_granted_secret_appears_in_no_field_of_any_result_error_or_log_line() {
 }
 
 #[test]
+fn a_cut_never_leaves_a_fragment_of_a_secret() {
+    // Long error messages are cut at 4 KiB, log lines at 2 KiB: the plugin
+    // puts its secret across the cut.
+    let env = [(KEY, VALUE), ("TOOLHOST_LOG", "toolhost::guest=trace")];
+    for (tool, at) in [("cut_error", "4096"), ("cut_log", "2048")] {
+        let args = format!(r#"{{"at": {at}}}"#);
+        let output = run(&["call", &thief(), tool, &args, "--secret", KEY], None, &env);
+        let text = format!("{}{}", stdout(&output), stderr(&output));
+        assert!(text.contains("xxxxx"), "{tool}: the message or log line is missing: {text}");
+        for fragment in VALUE.as_bytes().windows(5) {
+            let fragment = std::str::from_utf8(fragment).unwrap();
+            assert!(!text.contains(fragment), "{tool}: `{fragment}` of the secret leaked: {text}");
+        }
+    }
+}
+
+#[test]
 fn redaction_never_takes_a_result_past_the_output_cap() {
     // A one-character secret in 2 MB of output would make ~80 MB of markers.
     let env = [(KEY, "q")];
