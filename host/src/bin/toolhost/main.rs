@@ -225,7 +225,8 @@ struct PluginOptions {
     #[arg(long = "allow-path", value_name = "HOST[:GUEST][:ro|rw]", value_parser = parse_path_grant)]
     allow_path: Vec<PathGrant>,
     /// Let the plugin make HTTP requests to hosts matching PATTERN
-    /// (`api.example.com`, `*.example.com`; repeatable). Others are refused.
+    /// (`api.example.com`, `*.example.com`: any port; `127.0.0.1:8080`:
+    /// that port only; repeatable). Others are refused.
     #[arg(long = "allow-host", value_name = "PATTERN", value_parser = parse_host_pattern)]
     allow_host: Vec<String>,
     /// Wall-clock limit per call, like `500ms` or `10s` [default: 30s].
