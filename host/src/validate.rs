@@ -259,19 +259,30 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         return CheckedDescribe { tools: Vec::new(), problems, fatal: true };
     };
 
-    // 2. Duplicate names, among all tools.
-    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    // 2. Duplicate names, among all tools. Names that differ only in case
+    // are duplicates too: approval and filters name tools, and `Divide`
+    // must not slip past a rule about `divide`.
+    let mut first_seen: HashMap<String, (usize, &str)> = HashMap::new();
     for (index, raw_tool) in raw_tools.iter().enumerate() {
         let Some(name) = raw_tool.get("name").and_then(Value::as_str) else { continue };
-        if let Some(first) = first_seen.insert(name, index) {
-            first_seen.insert(name, first);
+        let folded = name.to_lowercase();
+        if let Some(&(first, first_name)) = first_seen.get(&folded) {
             bad_tools[index] = true;
+            let message = if first_name == name {
+                format!("duplicate tool name `{name}` (first at /tools/{first})")
+            } else {
+                format!(
+                    "tool name `{name}` differs from `{first_name}` (at /tools/{first}) only in case; tool names must be unique regardless of case"
+                )
+            };
             problems.push(LoadProblem {
                 tool: Some(tool_label(index)),
                 pointer: format!("/tools/{index}/name"),
                 rule: "unique-name".to_owned(),
-                message: format!("duplicate tool name `{name}` (first at /tools/{first})"),
+                message,
             });
+        } else {
+            first_seen.insert(folded, (index, name));
         }
     }
 

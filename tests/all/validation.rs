@@ -71,6 +71,16 @@ async fn duplicate_names_are_refused(flavour: Flavour) {
     assert!(problems[0].message.contains("first at /tools/0"), "{}", problems[0].message);
 }
 
+async fn names_that_differ_only_in_case_are_refused(flavour: Flavour) {
+    // Approval is per tool name: `Divide` must not sit next to a gated `divide`.
+    let problems =
+        refused(flavour, json!({"tools": [tool("divide", object()), tool("add", object()), tool("Divide", object())]})).await;
+    assert_eq!(summary(&problems), [(Some("Divide"), "/tools/2/name", "unique-name")]);
+    let message = &problems[0].message;
+    assert!(message.contains("`Divide`") && message.contains("`divide`") && message.contains("/tools/0"), "{message}");
+    assert!(message.contains("only in case"), "{message}");
+}
+
 async fn input_schemas_must_be_objects_with_an_object_root(flavour: Flavour) {
     let problems = refused(flavour, json!({"tools": [
         tool("string_root", json!({"type": "string"})),
@@ -495,6 +505,7 @@ async fn component_json_fields_and_call_errors() {
 both_flavours!(
     tool_names_must_be_1_to_128_characters_of_the_allowed_set,
     duplicate_names_are_refused,
+    names_that_differ_only_in_case_are_refused,
     pathological_schemas_are_refused_at_load_with_a_pointer,
     patterns_run_on_a_linear_time_engine,
     an_instance_too_costly_for_its_schema_is_refused_unchecked,
