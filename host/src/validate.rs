@@ -220,7 +220,13 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
                 return not_compiling(message[start..].to_owned());
             }
             let path = error.instance_path().as_str();
-            not_compiling(if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") })
+            let mut message = if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") };
+            if matches!(error.kind(), jsonschema::error::ValidationErrorKind::Format { format } if format == "regex") {
+                message.push_str(
+                    "; toolhost matches patterns in linear time, without lookaround or backreferences",
+                );
+            }
+            not_compiling(message)
         })?;
     let cost = cost::evaluations(&document).map_err(too_costly)?;
     Ok(Schema { validator, cost })
