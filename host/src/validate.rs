@@ -560,6 +560,12 @@ mod tests {
     }
 
     #[test]
+    fn the_protocol_result_schema_is_cheap() {
+        let cost = protocol_result_cost();
+        assert!((1..100).contains(&cost), "{cost}");
+    }
+
+    #[test]
     fn dialects() {
         let obj = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(dialect(&obj(json!({}))), Ok(Draft::Draft202012));
