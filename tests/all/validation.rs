@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use toolhost::{Error, LoadProblem, OutputProblem, Plugin, ValidationOptions, Violation};
-use toolhost_tests::Flavour;
+use toolhost_tests::{Flavour, doubling_schema};
 
 /// Load the scripted fixture with this describe output (and call result).
 async fn scripted(
@@ -126,22 +126,9 @@ async fn external_refs_are_refused_never_fetched(flavour: Flavour) {
     }
 }
 
-/// `anyOf` of two `$ref`s to the next definition, `levels` deep: a few
-/// hundred bytes that cost 2^levels evaluations against a value none of the
-/// branches accepts.
-fn doubling(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "integer"}]}));
-    }
-    defs.insert(format!("d{levels}"), json!({"type": "string"}));
-    json!({"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}})
-}
-
 async fn pathological_schemas_are_refused_at_load_with_a_pointer(flavour: Flavour) {
     let mut output = tool("out", object());
-    output["outputSchema"] = doubling(30);
+    output["outputSchema"] = doubling_schema(30);
     let multiplying = json!({"type": "object", "anyOf": [
         {"properties": {"a": {"$ref": "#"}}},
         {"properties": {"a": {"$ref": "#"}}, "required": []}
@@ -153,13 +140,13 @@ async fn pathological_schemas_are_refused_at_load_with_a_pointer(flavour: Flavou
     }
     let wide = json!({"type": "object", "anyOf": vec![json!({"required": ["a"]}); 300]});
     let problems = refused(flavour, json!({"tools": [
-        tool("fan_out", doubling(30)),
+        tool("fan_out", doubling_schema(30)),
         output,
         tool("multiplying", multiplying),
         tool("endless", endless),
         tool("deep", deep),
         tool("wide", wide),
-        tool("fine", doubling(6)),
+        tool("fine", doubling_schema(6)),
     ]}))
     .await;
     let rules: Vec<(Option<&str>, &str)> = problems.iter().map(|p| (p.tool.as_deref(), p.rule.as_str())).collect();
@@ -204,7 +191,7 @@ async fn patterns_run_on_a_linear_time_engine(flavour: Flavour) {
 async fn an_instance_too_costly_for_its_schema_is_refused_unchecked(flavour: Flavour) {
     // Each item costs about 2^11 evaluations (within the bound per place);
     // 20,000 of them would cost more than 10^8.
-    let mut schema = doubling(11);
+    let mut schema = doubling_schema(11);
     schema["properties"] = json!({"a": {"type": "array", "items": {"$ref": "#/$defs/d0"}}});
     let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
     plugin.validate_arguments("t", json!({"a": vec!["x"; 10]})).expect("a few items are checked");
@@ -220,8 +207,8 @@ async fn an_instance_too_costly_for_its_schema_is_refused_unchecked(flavour: Fla
 async fn a_pathological_schema_never_delays_another_plugin() {
     let calculator = Plugin::load(Flavour::Extism.example("calculator")).await.expect("load calculator");
     let mut output = tool("out", object());
-    output["outputSchema"] = doubling(30);
-    let describe = json!({"tools": [tool("fan_out", doubling(30)), output]});
+    output["outputSchema"] = doubling_schema(30);
+    let describe = json!({"tools": [tool("fan_out", doubling_schema(30)), output]});
     let result = json!({"content": [], "structuredContent": {"a": 0}});
     let hostile = tokio::spawn(async move {
         let plugin = scripted(Flavour::Extism, &describe, Some(&result), ValidationOptions::default()).await?;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use serde_json::{Value, json};
+use serde_json::json;
 use toolhost::{Plugin, ValidationOptions};
-use toolhost_tests::{example, fixture};
+use toolhost_tests::{doubling_schema, example, fixture};
 
 fn load(runtime: &tokio::runtime::Runtime, validation: ValidationOptions) -> Plugin {
     runtime
@@ -47,21 +47,10 @@ fn validation(c: &mut Criterion) {
     group.finish();
 }
 
-/// `anyOf` of two `$ref`s to the next definition, `levels` deep.
-fn doubling(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "integer"}]}));
-    }
-    defs.insert(format!("d{levels}"), json!({"type": "string"}));
-    json!({"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}})
-}
-
 fn pathological(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let calculator = load(&runtime, ValidationOptions::default());
-    let describe = json!({"tools": [{"name": "t", "inputSchema": doubling(30)}]}).to_string();
+    let describe = json!({"tools": [{"name": "t", "inputSchema": doubling_schema(30)}]}).to_string();
     let hostile = move || {
         Plugin::builder_from_file(fixture("scripted")).with_config("describe", describe.clone()).with_pool_size(1).build()
     };
