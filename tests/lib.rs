@@ -221,3 +221,18 @@ pub fn serve_http_recording(responses: Vec<String>) -> (u16, std::thread::JoinHa
     });
     (port, handle)
 }
+
+/// A pathological tool schema: property `a` refers to `anyOf` of two
+/// `$ref`s to the next definition, `levels` deep, ending in `string`. A few
+/// hundred bytes that cost 2^levels evaluations, unbounded, against a value
+/// no branch accepts.
+pub fn doubling_schema(levels: usize) -> serde_json::Value {
+    use serde_json::json;
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "integer"}]}));
+    }
+    defs.insert(format!("d{levels}"), json!({"type": "string"}));
+    json!({"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}})
+}

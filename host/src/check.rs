@@ -129,7 +129,17 @@ async fn check_tool(plugin: &Plugin, name: &str, options: &CheckOptions) -> Tool
         check.notes.push(format!("not called: it needs the secret {}, which is not available", missing.join(", ")));
         return check;
     }
-    let (valid, invalid) = generate(plugin, name, options);
+    let (valid, invalid) = match generate(plugin, name, options) {
+        Ok(generated) => generated,
+        Err(reason) => {
+            check.failures.push(CheckFailure {
+                arguments: Value::Null,
+                valid_arguments: true,
+                reason: format!("uncheckable: {reason}"),
+            });
+            return check;
+        }
+    };
     if valid.is_empty() {
         check.failures.push(CheckFailure {
             arguments: Value::Null,
@@ -200,15 +210,16 @@ fn one_line(text: &str) -> String {
 }
 
 /// Valid arguments (distinct, checked by the host's own validator) and
-/// invalid ones (each with what was broken, refused by the validator).
+/// invalid ones (each with what was broken, refused by the validator); `Err`
+/// when the schema asks for more than is generated.
 #[allow(clippy::type_complexity)]
 fn generate(
     plugin: &Plugin,
     name: &str,
     options: &CheckOptions,
-) -> (Vec<Map<String, Value>>, Vec<(String, Map<String, Value>)>) {
+) -> Result<(Vec<Map<String, Value>>, Vec<(String, Map<String, Value>)>), String> {
     let Some(tool) = plugin.tool(name) else {
-        return (Vec::new(), Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let schema = Value::Object(tool.input_schema.clone());
     // Each tool's own stream: adding a tool does not change another's calls.
@@ -220,7 +231,7 @@ fn generate(
     for shape in shapes.take(options.valid_calls) {
         // A few tries per call: generation does not know every keyword.
         for _ in 0..20 {
-            let sampled = Sampler::new(&schema, &mut rng).sample(shape);
+            let sampled = Sampler::new(&schema, &mut rng).sample(shape)?;
             if let Some(Value::Object(arguments)) = sampled
                 && accepts(&arguments)
                 && !valid.contains(&arguments)
@@ -250,7 +261,7 @@ fn generate(
             }
         }
     }
-    (valid, invalid)
+    Ok((valid, invalid))
 }
 
 /// FNV-1a: a stable hash of a tool's name, to give each tool its own stream

@@ -286,7 +286,8 @@ impl PluginBuilder {
                 });
             }
         }
-        let (described, checked) = check_described(&name, raw, &self.validation).map_err(redact_error)?;
+        let (described, checked) =
+            check_described_off_executor(&name, raw, &self.validation).await.map_err(redact_error)?;
         for warning in &checked.problems {
             tracing::warn!(plugin = %name, "tool left out: {warning}");
         }
@@ -404,6 +405,58 @@ fn check_described(
     extra.remove("tools");
     let described = ListToolsResult { tools: checked.tools.iter().map(|t| t.tool.clone()).collect(), extra };
     Ok((described, checked))
+}
+
+/// [`check_described`] on a blocking thread: compiling and bounding a
+/// plugin's schemas is work the plugin chooses the size of.
+async fn check_described_off_executor(
+    name: &str,
+    raw: Value,
+    validation: &ValidationOptions,
+) -> Result<(ListToolsResult, validate::CheckedDescribe), Error> {
+    let (name, validation) = (name.to_owned(), validation.clone());
+    off_executor(move || check_described(&name, raw, &validation)).await
+}
+
+/// Run a validation on a blocking thread, so that however long it takes it
+/// holds no async worker: other calls, other plugins and the server go on.
+async fn off_executor<T: Send + 'static>(job: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| Error::Host(format!("the validating thread failed: {e}")))?
+}
+
+/// Subschema evaluations a validation may cost on the async executor (well
+/// under a millisecond); a costlier one runs on a blocking thread.
+const INLINE_EVALUATIONS: u64 = 20_000;
+/// Subschema evaluations one validation may cost at all (the schema's
+/// bound per place times the instance's places): past this, the instance
+/// is refused rather than checked for seconds.
+const MAX_CALL_EVALUATIONS: u64 = 100_000_000;
+
+/// Whether checking `instance` against a schema of `cost` per place is
+/// cheap enough for the async executor. Looks at no more of the instance
+/// than that takes.
+fn cheap(instance: &Value, cost: u64) -> bool {
+    let cost = cost.max(1);
+    validate::cost::weight(instance, INLINE_EVALUATIONS / cost).saturating_mul(cost) <= INLINE_EVALUATIONS
+}
+
+/// Refuse an instance whose check could cost more than
+/// [`MAX_CALL_EVALUATIONS`].
+fn within_budget(instance: &Value, cost: u64) -> Result<(), Violation> {
+    let cost = cost.max(1);
+    let bound = validate::cost::weight(instance, MAX_CALL_EVALUATIONS / cost).saturating_mul(cost);
+    if bound <= MAX_CALL_EVALUATIONS {
+        return Ok(());
+    }
+    Err(Violation {
+        instance_path: String::new(),
+        keyword: "validationBudget".to_owned(),
+        message: format!(
+            "checking it against the schema could take more than {MAX_CALL_EVALUATIONS} subschema evaluations; toolhost refuses it unchecked"
+        ),
+    })
 }
 
 /// A failed run as the library's error.
@@ -528,7 +581,9 @@ impl Plugin {
         let inner = &self.inner;
         let outcome = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e)) {
             Ok(Ran::Describe(mut raw)) => match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes) {
-                Ok(_) => check_described(&inner.name, raw, &inner.validation).map(|(described, _)| described),
+                Ok(_) => check_described_off_executor(&inner.name, raw, &inner.validation)
+                    .await
+                    .map(|(described, _)| described),
                 Err(found) => Err(Error::InvalidOutput {
                     plugin: inner.name.clone(),
                     operation: Operation::Describe,
@@ -620,7 +675,7 @@ impl Plugin {
     /// went the other way) stops the guest at once: its instance is
     /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
-        let arguments = self.validate_arguments(name, arguments)?;
+        let arguments = self.checked_arguments(name, arguments).await?;
         self.run_call(name, arguments).await
     }
 
@@ -636,12 +691,43 @@ impl Plugin {
         self.run_call(name, arguments).await
     }
 
-    /// Encode the request, run `call`, check and scrub the result.
-    async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
+    /// Encode the request, run `call`, check and scrub the result. The
+    /// arguments are not checked here: callers have done so, or mean not to.
+    pub(crate) async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
         let index = self.index_of(name)?;
         let request = self.prepare_call(name, arguments)?;
-        let outcome = self.inner.call_unscrubbed(name, &request, &self.inner.tool_secrets[index]).await;
+        let outcome = match self.inner.call_unchecked(name, &request, &self.inner.tool_secrets[index]).await {
+            Ok(output) => self.checked_output(name, output).await,
+            Err(error) => Err(error),
+        };
         self.inner.scrubbed(name, outcome)
+    }
+
+    /// [`validate_arguments`](Self::validate_arguments), on a blocking
+    /// thread when the arguments are large for their schema.
+    pub(crate) async fn checked_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
+        let (index, arguments) = self.arguments_object(name, arguments)?;
+        let cost = self.inner.checked[index].input.cost;
+        if !self.inner.validation.arguments || cheap(&arguments, cost) {
+            return self.inner.check_arguments(index, name, arguments);
+        }
+        let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
+        off_executor(move || inner.check_arguments(index, &name, arguments)).await
+    }
+
+    /// A call's output, checked as the options say: on a blocking thread
+    /// when it is large for its schemas.
+    async fn checked_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
+        let inner = &self.inner;
+        let instance = match &output {
+            CallOutput::Json(raw) => raw,
+            CallOutput::Typed(result) => result.structured_content.as_ref().unwrap_or(&Value::Null),
+        };
+        if !inner.validation.results || cheap(instance, inner.output_cost(tool)) {
+            return inner.check_call_output(tool, output);
+        }
+        let (inner, tool) = (Arc::clone(&self.inner), tool.to_owned());
+        off_executor(move || inner.check_call_output(&tool, output)).await
     }
 
     /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
@@ -649,35 +735,25 @@ impl Plugin {
     /// arguments must be an object (or `null`) valid against its
     /// `inputSchema`. Returns the arguments as an object.
     pub fn validate_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
+        let (index, arguments) = self.arguments_object(name, arguments)?;
+        self.inner.check_arguments(index, name, arguments)
+    }
+
+    /// The tool's position, and the arguments if they are an object (`null`
+    /// is `{}`).
+    fn arguments_object(&self, name: &str, arguments: Value) -> Result<(usize, Value), Error> {
         let index = self.index_of(name)?;
-        let invalid = |violations| Error::InvalidArguments {
-            plugin: self.inner.name.clone(),
-            tool: name.to_owned(),
-            violations,
-        };
-        let arguments = match arguments {
-            Value::Null => Value::Object(JsonObject::new()),
-            object @ Value::Object(_) => object,
-            other => {
-                return Err(invalid(vec![Violation {
+        match arguments {
+            Value::Null => Ok((index, Value::Object(JsonObject::new()))),
+            object @ Value::Object(_) => Ok((index, object)),
+            other => Err(self.inner.invalid_arguments(
+                name,
+                vec![Violation {
                     instance_path: String::new(),
                     keyword: "type".to_owned(),
-                    message: format!(
-                        "arguments must be a JSON object, not {}",
-                        json_type_name(&other)
-                    ),
-                }]));
-            }
-        };
-        if self.inner.validation.arguments {
-            let violations = validate::violations(&self.inner.checked[index].input, &arguments);
-            if !violations.is_empty() {
-                return Err(invalid(violations));
-            }
-        }
-        match arguments {
-            Value::Object(map) => Ok(map),
-            _ => unreachable!("only objects get here"),
+                    message: format!("arguments must be a JSON object, not {}", json_type_name(&other)),
+                }],
+            )),
         }
     }
 
@@ -729,11 +805,7 @@ impl Plugin {
                 reason: *reason,
             });
         }
-        let invalid = |violations| Error::InvalidArguments {
-            plugin: self.inner.name.clone(),
-            tool: name.to_owned(),
-            violations,
-        };
+        let invalid = |violations| self.inner.invalid_arguments(name, violations);
         let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
         let payload = match self.inner.module.kind() {
             PluginKind::Component => Payload::Component {
@@ -819,21 +891,56 @@ impl Inner {
         error
     }
 
-    async fn call_unscrubbed(
-        &self,
-        tool: &str,
-        payload: &Payload,
-        secrets: &ToolSecrets,
-    ) -> Result<CallToolResult, Error> {
+    /// Run `call` with the tool's secrets in reach: its output, not yet
+    /// checked.
+    async fn call_unchecked(&self, tool: &str, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, Error> {
         tracing::debug!(plugin = %self.name, tool, "call started");
         let mut running = Running { plugin: &self.name, tool, finished: false };
         let output = self.run(Job::Call(payload, secrets)).await;
         running.finished = true;
         let output = output.map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {
-            Ran::Call(CallOutput::Json(raw)) => self.check_output(tool, raw),
-            Ran::Call(CallOutput::Typed(result)) => self.check_typed(tool, result),
+            Ran::Call(output) => Ok(output),
             Ran::Describe(_) => Err(Error::Host("`describe` ran instead of `call`".to_owned())),
+        }
+    }
+
+    fn invalid_arguments(&self, tool: &str, violations: Vec<Violation>) -> Error {
+        Error::InvalidArguments { plugin: self.name.clone(), tool: tool.to_owned(), violations }
+    }
+
+    /// Check an arguments object against the tool's `inputSchema` (when the
+    /// options say so), within the validation budget.
+    fn check_arguments(&self, index: usize, tool: &str, arguments: Value) -> Result<JsonObject, Error> {
+        if self.validation.arguments {
+            let schema = &self.checked[index].input;
+            within_budget(&arguments, schema.cost).map_err(|v| self.invalid_arguments(tool, vec![v]))?;
+            let violations = validate::violations(&schema.validator, &arguments);
+            if !violations.is_empty() {
+                return Err(self.invalid_arguments(tool, violations));
+            }
+        }
+        match arguments {
+            Value::Object(map) => Ok(map),
+            _ => Err(Error::Host("arguments that are not an object reached the check".to_owned())),
+        }
+    }
+
+    /// The worst-case cost of checking a tool's result, per place: the
+    /// protocol and the tool's `outputSchema`.
+    fn output_cost(&self, tool: &str) -> u64 {
+        let output = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
+        validate::protocol_result_cost() + output.map_or(0, |schema| schema.cost)
+    }
+
+    fn output_validator(&self, tool: &str) -> Option<&jsonschema::Validator> {
+        self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref()).map(|schema| &schema.validator)
+    }
+
+    fn check_call_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
+        match output {
+            CallOutput::Json(raw) => self.check_output(tool, raw),
+            CallOutput::Typed(result) => self.check_typed(tool, result),
         }
     }
 
@@ -887,8 +994,8 @@ impl Inner {
         if !self.validation.results {
             return serde_json::from_value(raw).map_err(|e| invalid(vec![protocol_violation(&e)]));
         }
-        let output_validator = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
-        validate::check_result(raw, output_validator).map_err(invalid)
+        within_budget(&raw, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+        validate::check_result(raw, self.output_validator(tool)).map_err(invalid)
     }
 
     /// Check a typed result (a component's) as the options say.
@@ -896,12 +1003,15 @@ impl Inner {
         if !self.validation.results {
             return Ok(result);
         }
-        let output_validator = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
-        validate::check_typed_result(&result, output_validator).map_err(|violations| Error::InvalidOutput {
+        let invalid = |violations| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: Operation::Tool(tool.to_owned()),
             problem: OutputProblem::Invalid { violations },
-        })?;
+        };
+        if let Some(structured) = &result.structured_content {
+            within_budget(structured, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+        }
+        validate::check_typed_result(&result, self.output_validator(tool)).map_err(invalid)?;
         Ok(result)
     }
 

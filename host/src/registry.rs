@@ -363,8 +363,9 @@ impl Registry {
                 available: self.tools().into_iter().map(|t| t.name).collect(),
             });
         };
-        let arguments = Value::Object(loaded.plugin.validate_arguments(&tool.tool.name, arguments)?);
+        let arguments = loaded.plugin.checked_arguments(&tool.tool.name, arguments).await?;
         if tool.requires_approval {
+            let arguments = Value::Object(arguments.clone());
             let request = ApprovalRequest { tool: &tool, arguments: &arguments };
             if let Approval::Denied(reason) = approver.approve(request).await {
                 tracing::info!(tool = %name, "call not approved: {reason}");
@@ -373,7 +374,7 @@ impl Registry {
                 )));
             }
         }
-        loaded.plugin.call_tool(&tool.tool.name, arguments).await
+        loaded.plugin.run_call(&tool.tool.name, arguments).await
     }
 }
 

@@ -6,7 +6,13 @@
 //! - After a call: the result against the protocol, and `structuredContent`
 //!   against the tool's `outputSchema`.
 //!
-//! Every validator is compiled once, at load; a call only runs them.
+//! Every validator is compiled once, at load; a call only runs them. A
+//! schema is the plugin's choice, so it is bounded before it is used
+//! ([`cost`]): size, nesting, regular expressions, and the worst-case
+//! number of subschema evaluations per place of an instance. Patterns run
+//! on a linear-time regex engine.
+
+pub(crate) mod cost;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -80,8 +86,25 @@ pub(crate) struct CheckedTool {
     pub tool: Tool,
     pub id: String,
     pub requirements: crate::secrets::Requirements,
-    pub input: Validator,
-    pub output: Option<Validator>,
+    pub input: Schema,
+    pub output: Option<Schema>,
+}
+
+/// A compiled schema and its worst-case cost: subschema evaluations per
+/// place of an instance.
+pub(crate) struct Schema {
+    pub validator: Validator,
+    pub cost: u64,
+}
+
+/// Why a tool's schema is refused: where in the schema, which rule, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SchemaProblem {
+    /// JSON pointer within the schema (empty for the schema as a whole).
+    pub pointer: String,
+    /// `schema` (it does not compile) or `schema-limit` (it is too costly).
+    pub rule: &'static str,
+    pub message: String,
 }
 
 /// The outcome of checking a `describe` output.
@@ -94,7 +117,7 @@ pub(crate) struct CheckedDescribe {
 
 struct Protocol {
     list_tools_result: Validator,
-    call_tool_result: Validator,
+    call_tool_result: Schema,
 }
 
 fn protocol() -> &'static Protocol {
@@ -102,16 +125,34 @@ fn protocol() -> &'static Protocol {
     PROTOCOL.get_or_init(|| {
         let compile = |text: &str| {
             let value: Value = serde_json::from_str(text).expect("the shipped protocol schema is JSON");
-            jsonschema::options()
+            let validator = jsonschema::options()
                 .with_draft(Draft::Draft202012)
+                .with_pattern_options(linear_time_patterns())
                 .build(&value)
-                .expect("the shipped protocol schema compiles")
+                .expect("the shipped protocol schema compiles");
+            let cost = cost::evaluations(&value).expect("the shipped protocol schema is within the bounds");
+            Schema { validator, cost }
         };
         Protocol {
-            list_tools_result: compile(schema::LIST_TOOLS_RESULT),
+            list_tools_result: compile(schema::LIST_TOOLS_RESULT).validator,
             call_tool_result: compile(schema::CALL_TOOL_RESULT),
         }
     })
+}
+
+/// The worst-case cost of checking a result against the protocol, per
+/// place of the result.
+pub(crate) fn protocol_result_cost() -> u64 {
+    protocol().call_tool_result.cost
+}
+
+/// `pattern` and `patternProperties` run on the `regex` crate's engine,
+/// whose matching time is linear in the input (no backtracking, so no
+/// ReDoS); lookaround and backreferences, which need backtracking, do not
+/// compile. Compiled size is capped per pattern.
+fn linear_time_patterns() -> jsonschema::PatternOptions<jsonschema::Regex> {
+    const PATTERN_BYTES: usize = 1 << 20;
+    jsonschema::PatternOptions::regex().size_limit(PATTERN_BYTES).dfa_size_limit(PATTERN_BYTES)
 }
 
 /// Refuses every external `$ref`: toolhost never fetches schemas.
@@ -153,26 +194,42 @@ fn dialect(schema: &JsonObject) -> Result<Draft, String> {
     }
 }
 
-/// Compile a tool's schema, or say why it does not compile.
-pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Result<Validator, String> {
-    let draft = dialect(schema)?;
-    jsonschema::options()
+/// Compile a tool's schema and bound its cost, or say why it is refused:
+/// first its size and nesting (cheap), then whether it compiles, then the
+/// worst-case evaluations per place of an instance.
+pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Result<Schema, SchemaProblem> {
+    let document = Value::Object(schema.clone());
+    let too_costly =
+        |e: cost::TooCostly| SchemaProblem { pointer: e.pointer, rule: "schema-limit", message: e.message };
+    cost::check_document(&document).map_err(too_costly)?;
+    let not_compiling = |message: String| SchemaProblem { pointer: String::new(), rule: "schema", message };
+    let draft = dialect(schema).map_err(not_compiling)?;
+    let validator = jsonschema::options()
         .with_draft(draft)
         .with_retriever(RefuseExternal)
         // A base URI, so that relative references resolve to something the
         // retriever can refuse by name.
         .with_base_uri("toolhost:///")
+        .with_pattern_options(linear_time_patterns())
         .should_validate_formats(enforce_formats)
-        .build(&Value::Object(schema.clone()))
+        .build(&document)
         .map_err(|error| {
             let message = error.to_string();
             // The retriever's own sentence says it best.
             if let Some(start) = message.find("external $ref to `") {
-                return message[start..].to_owned();
+                return not_compiling(message[start..].to_owned());
             }
             let path = error.instance_path().as_str();
-            if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") }
-        })
+            let mut message = if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") };
+            if matches!(error.kind(), jsonschema::error::ValidationErrorKind::Format { format } if format == "regex") {
+                message.push_str(
+                    "; toolhost matches patterns in linear time, without lookaround or backreferences",
+                );
+            }
+            not_compiling(message)
+        })?;
+    let cost = cost::evaluations(&document).map_err(too_costly)?;
+    Ok(Schema { validator, cost })
 }
 
 /// Check a `describe` output, compiling the validators of every valid tool.
@@ -208,19 +265,30 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         return CheckedDescribe { tools: Vec::new(), problems, fatal: true };
     };
 
-    // 2. Duplicate names, among all tools.
-    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    // 2. Duplicate names, among all tools. Names that differ only in case
+    // are duplicates too: approval and filters name tools, and `Divide`
+    // must not slip past a rule about `divide`.
+    let mut first_seen: HashMap<String, (usize, &str)> = HashMap::new();
     for (index, raw_tool) in raw_tools.iter().enumerate() {
         let Some(name) = raw_tool.get("name").and_then(Value::as_str) else { continue };
-        if let Some(first) = first_seen.insert(name, index) {
-            first_seen.insert(name, first);
+        let folded = name.to_lowercase();
+        if let Some(&(first, first_name)) = first_seen.get(&folded) {
             bad_tools[index] = true;
+            let message = if first_name == name {
+                format!("duplicate tool name `{name}` (first at /tools/{first})")
+            } else {
+                format!(
+                    "tool name `{name}` differs from `{first_name}` (at /tools/{first}) only in case; tool names must be unique regardless of case"
+                )
+            };
             problems.push(LoadProblem {
                 tool: Some(tool_label(index)),
                 pointer: format!("/tools/{index}/name"),
                 rule: "unique-name".to_owned(),
-                message: format!("duplicate tool name `{name}` (first at /tools/{first})"),
+                message,
             });
+        } else {
+            first_seen.insert(folded, (index, name));
         }
     }
 
@@ -250,12 +318,12 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
             }
         };
         let input = compile_schema(&tool.input_schema, options.enforce_formats)
-            .map_err(|message| problem(at("/inputSchema"), "schema", message))
+            .map_err(|e| problem(at(&format!("/inputSchema{}", e.pointer)), e.rule, e.message))
             .ok();
         let output = match &tool.output_schema {
             Some(schema) => compile_schema(schema, options.enforce_formats)
                 .map(Some)
-                .map_err(|message| problem(at("/outputSchema"), "schema", message))
+                .map_err(|e| problem(at(&format!("/outputSchema{}", e.pointer)), e.rule, e.message))
                 .ok(),
             None => Some(None),
         };
@@ -386,7 +454,7 @@ pub(crate) fn check_result(
     raw: Value,
     output: Option<&Validator>,
 ) -> Result<CallToolResult, Vec<Violation>> {
-    let problems = violations(&protocol().call_tool_result, &raw);
+    let problems = violations(&protocol().call_tool_result.validator, &raw);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -492,6 +560,12 @@ mod tests {
     }
 
     #[test]
+    fn the_protocol_result_schema_is_cheap() {
+        let cost = protocol_result_cost();
+        assert!((1..100).contains(&cost), "{cost}");
+    }
+
+    #[test]
     fn dialects() {
         let obj = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(dialect(&obj(json!({}))), Ok(Draft::Draft202012));
@@ -505,7 +579,8 @@ mod tests {
             json!({"type": "object", "required": ["a/b"], "properties": {"x": {"type": "string"}}}).as_object().unwrap(),
             false,
         )
-        .unwrap();
+        .unwrap()
+        .validator;
         let found = violations(&validator, &json!({"x": 1}));
         let mut pointers: Vec<&str> = found.iter().map(|v| v.instance_path.as_str()).collect();
         pointers.sort();
@@ -517,8 +592,8 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}});
         let schema = schema.as_object().unwrap();
         let args = json!({"when": "yesterday"});
-        assert!(violations(&compile_schema(schema, false).unwrap(), &args).is_empty());
-        let enforced = violations(&compile_schema(schema, true).unwrap(), &args);
+        assert!(violations(&compile_schema(schema, false).unwrap().validator, &args).is_empty());
+        let enforced = violations(&compile_schema(schema, true).unwrap().validator, &args);
         assert_eq!(enforced.len(), 1);
         assert_eq!((enforced[0].instance_path.as_str(), enforced[0].keyword.as_str()), ("/when", "format"));
     }

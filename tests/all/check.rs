@@ -110,3 +110,29 @@ fn a_plugin_that_does_not_load_fails_with_exit_3() {
     assert_eq!(report["passed"], false);
     assert!(report["problems"][0].as_str().is_some_and(|p| p.contains("/tools/0/name")), "{report}");
 }
+
+/// A schema that asks for 10^15 items or characters makes its tool
+/// uncheckable, with a clear message; it does not abort the process.
+#[test]
+fn huge_minimums_make_a_tool_uncheckable_not_a_crash() {
+    let describe = serde_json::json!({"tools": [
+        {"name": "long", "inputSchema": {"type": "object", "properties": {"s": {"type": "string", "minLength": 1_000_000_000_000_000u64}}, "required": ["s"]}},
+        {"name": "many", "inputSchema": {"type": "object", "properties": {"xs": {"type": "array", "minItems": 1_000_000_000_000_000u64}}, "required": ["xs"]}},
+        {"name": "fine", "inputSchema": {"type": "object"}}
+    ]})
+    .to_string();
+    let config = [format!("describe={describe}"), r#"result={"content":[]}"#.to_owned()];
+    let output = check(fixture("scripted"), &["--config", &config[0], "--config", &config[1]]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("long: uncheckable: the inputSchema asks for `minLength` 1000000000000000, more than toolhost check generates (65536 characters)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("many: uncheckable: the inputSchema asks for `minItems` 1000000000000000"), "{stdout}");
+
+    let report = json_stdout(&check(fixture("scripted"), &["--json", "--config", &config[0], "--config", &config[1]]));
+    assert_eq!(tool(&report, "long")["calls"], 0, "{report}");
+    assert_eq!(tool(&report, "fine")["failures"], serde_json::json!([]), "{report}");
+    assert!(tool(&report, "fine")["calls"].as_u64().is_some_and(|n| n > 0), "{report}");
+}

@@ -337,3 +337,54 @@ fn bench_refuses_bad_arguments_once_and_counts_failures() {
     assert_eq!(report["failures"], 20, "{report}");
     assert!(report["firstFailure"].as_str().is_some_and(|f| f.contains("returned an error")), "{report}");
 }
+
+/// What a plugin chose reaches human output escaped: no ESC, no carriage
+/// return, no line of its own. JSON output stays exact.
+#[test]
+fn plugin_chosen_text_is_escaped_for_the_terminal() {
+    let scripted = path(fixture("scripted"));
+    let no_raw_controls = |text: &str, what: &str| {
+        assert!(!text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'), "{what}: {text:?}");
+    };
+
+    // A tool name with a colour, a carriage return and a bidi override.
+    let evil_name = "evil\u{1b}[31m\rforged\u{202e}";
+    let describe = serde_json::json!({"tools": [{"name": evil_name, "inputSchema": {"type": "object"}}]}).to_string();
+    let output = run(&["describe", "--config", &format!("describe={describe}"), &scripted], None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let text = stderr(&output);
+    no_raw_controls(&text, "describe");
+    assert!(text.contains(r"tool `evil\u001b[31m\rforged\u202e`: at /tools/0/name"), "{text}");
+    let lenient = run(&["describe", "--lenient", "--config", &format!("describe={describe}"), &scripted], None);
+    let text = stderr(&lenient);
+    no_raw_controls(&text, "lenient warning");
+    assert!(text.contains(r"warning: left out tool `evil\u001b[31m\rforged\u202e`"), "{text}");
+
+    // A result whose property name forges a line of the error report.
+    let describe = serde_json::json!({"tools": [{
+        "name": "t",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "additionalProperties": {"type": "integer"}}
+    }]})
+    .to_string();
+    let result = serde_json::json!({"content": [], "structuredContent": {"x\n  at /forged: all is well\u{1b}[0m": "v"}}).to_string();
+    let config = [format!("describe={describe}"), format!("result={result}")];
+    let output = run(&["call", "--config", &config[0], "--config", &config[1], &scripted, "t"], None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let text = stderr(&output);
+    no_raw_controls(&text, "call");
+    assert_eq!(text.lines().count(), 2, "one header and one violation, no forged line: {text}");
+    assert!(text.contains(r"at /structuredContent/x\n  at ~1forged: all is well\u001b[0m"), "{text}");
+
+    let output = run(&["check", "--config", &config[0], "--config", &config[1], &scripted], None);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    no_raw_controls(&text, "check");
+    // (`check` puts each reason on one line: whitespace runs become a space.)
+    assert!(text.contains(r"x at ~1forged: all is well\u001b[0m"), "{text}");
+
+    // JSON output is the exact JSON.
+    let output = run(&["check", "--json", "--config", &config[0], "--config", &config[1], &scripted], None);
+    let report = json_stdout(&output);
+    let reason = report["tools"][0]["failures"][0]["reason"].as_str().expect("a failure");
+    assert!(reason.contains("x at ~1forged: all is well\u{1b}[0m"), "{reason:?}");
+}

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use toolhost::{Error, LoadProblem, OutputProblem, Plugin, ValidationOptions, Violation};
-use toolhost_tests::Flavour;
+use toolhost_tests::{Flavour, doubling_schema};
 
 /// Load the scripted fixture with this describe output (and call result).
 async fn scripted(
@@ -71,6 +71,16 @@ async fn duplicate_names_are_refused(flavour: Flavour) {
     assert!(problems[0].message.contains("first at /tools/0"), "{}", problems[0].message);
 }
 
+async fn names_that_differ_only_in_case_are_refused(flavour: Flavour) {
+    // Approval is per tool name: `Divide` must not sit next to a gated `divide`.
+    let problems =
+        refused(flavour, json!({"tools": [tool("divide", object()), tool("add", object()), tool("Divide", object())]})).await;
+    assert_eq!(summary(&problems), [(Some("Divide"), "/tools/2/name", "unique-name")]);
+    let message = &problems[0].message;
+    assert!(message.contains("`Divide`") && message.contains("`divide`") && message.contains("/tools/0"), "{message}");
+    assert!(message.contains("only in case"), "{message}");
+}
+
 async fn input_schemas_must_be_objects_with_an_object_root(flavour: Flavour) {
     let problems = refused(flavour, json!({"tools": [
         tool("string_root", json!({"type": "string"})),
@@ -114,6 +124,114 @@ async fn external_refs_are_refused_never_fetched(flavour: Flavour) {
         assert_eq!(summary(&problems), [(Some("ext"), "/tools/0/inputSchema", "schema")], "{target}");
         assert!(problems[0].message.contains("refused"), "{target}: {}", problems[0].message);
     }
+}
+
+async fn pathological_schemas_are_refused_at_load_with_a_pointer(flavour: Flavour) {
+    let mut output = tool("out", object());
+    output["outputSchema"] = doubling_schema(30);
+    let multiplying = json!({"type": "object", "anyOf": [
+        {"properties": {"a": {"$ref": "#"}}},
+        {"properties": {"a": {"$ref": "#"}}, "required": []}
+    ]});
+    let endless = json!({"type": "object", "anyOf": [{"$ref": "#"}]});
+    let mut deep = json!({"type": "string"});
+    for _ in 0..40 {
+        deep = json!({"type": "object", "properties": {"x": deep}});
+    }
+    let wide = json!({"type": "object", "anyOf": vec![json!({"required": ["a"]}); 300]});
+    let problems = refused(flavour, json!({"tools": [
+        tool("fan_out", doubling_schema(30)),
+        output,
+        tool("multiplying", multiplying),
+        tool("endless", endless),
+        tool("deep", deep),
+        tool("wide", wide),
+        tool("fine", doubling_schema(6)),
+    ]}))
+    .await;
+    let rules: Vec<(Option<&str>, &str)> = problems.iter().map(|p| (p.tool.as_deref(), p.rule.as_str())).collect();
+    assert_eq!(
+        rules,
+        [
+            (Some("fan_out"), "schema-limit"),
+            (Some("out"), "schema-limit"),
+            (Some("multiplying"), "schema-limit"),
+            (Some("endless"), "schema-limit"),
+            (Some("deep"), "schema-limit"),
+            (Some("wide"), "schema-limit"),
+        ],
+        "{problems:#?}"
+    );
+    let pointer = |i: usize| problems[i].pointer.as_str();
+    assert!(pointer(0).starts_with("/tools/0/inputSchema/$defs/d"), "{:?}", problems[0]);
+    assert!(pointer(1).starts_with("/tools/1/outputSchema/$defs/d"), "{:?}", problems[1]);
+    assert!(problems[0].message.contains("more than 10000 subschema evaluations"), "{}", problems[0].message);
+    assert!(problems[2].message.contains("at depth"), "{}", problems[2].message);
+    assert!(problems[3].message.contains("endless recursion"), "{}", problems[3].message);
+    assert!(pointer(4).starts_with("/tools/4/inputSchema/properties/x"), "{:?}", problems[4]);
+    assert!(problems[4].message.contains("nests deeper than 64"), "{}", problems[4].message);
+    assert_eq!(pointer(5), "/tools/5/inputSchema/anyOf", "{:?}", problems[5]);
+}
+
+async fn patterns_run_on_a_linear_time_engine(flavour: Flavour) {
+    // Lookaround and backreferences need a backtracking engine: refused.
+    for pattern in ["^(?=(a+)+b)", "^(a+)\\1$"] {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}});
+        let problems = refused(flavour, json!({"tools": [tool("t", schema)]})).await;
+        assert_eq!(summary(&problems), [(Some("t"), "/tools/0/inputSchema", "schema")], "{pattern}");
+        assert!(problems[0].message.contains("without lookaround or backreferences"), "{}", problems[0].message);
+    }
+    // A pattern that backtracks exponentially elsewhere is linear here.
+    let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)*(a+)+$"}}});
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let evil = format!("{}!", "a".repeat(50_000));
+    assert_eq!(pointers(&plugin.validate_arguments("t", json!({"s": evil})).unwrap_err()), [("/s", "pattern")]);
+}
+
+async fn an_instance_too_costly_for_its_schema_is_refused_unchecked(flavour: Flavour) {
+    // Each item costs about 2^11 evaluations (within the bound per place);
+    // 20,000 of them would cost more than 10^8.
+    let mut schema = doubling_schema(11);
+    schema["properties"] = json!({"a": {"type": "array", "items": {"$ref": "#/$defs/d0"}}});
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    plugin.validate_arguments("t", json!({"a": vec!["x"; 10]})).expect("a few items are checked");
+    let error = plugin.call_tool("t", json!({"a": vec![0; 20_000]})).await.unwrap_err();
+    assert_eq!(pointers(&error), [("", "validationBudget")]);
+}
+
+/// A plugin with a pathological schema is refused at load while another
+/// plugin's calls go on, on the same single-threaded executor: nothing of
+/// it runs on the executor for long. (Before the bounds, loading succeeded
+/// and validating `{"a": 0}` held the only thread for minutes.)
+#[tokio::test]
+async fn a_pathological_schema_never_delays_another_plugin() {
+    let calculator = Plugin::load(Flavour::Extism.example("calculator")).await.expect("load calculator");
+    let mut output = tool("out", object());
+    output["outputSchema"] = doubling_schema(30);
+    let describe = json!({"tools": [tool("fan_out", doubling_schema(30)), output]});
+    let result = json!({"content": [], "structuredContent": {"a": 0}});
+    let hostile = tokio::spawn(async move {
+        let plugin = scripted(Flavour::Extism, &describe, Some(&result), ValidationOptions::default()).await?;
+        // Only reached without the bounds: each of these takes minutes.
+        plugin.call_tool("fan_out", json!({"a": 0})).await?;
+        plugin.call_tool("out", json!({})).await
+    });
+    let calls = async {
+        for i in 0..200 {
+            let sum = calculator.call_tool("add", json!({"a": i, "b": 1})).await.expect("add");
+            assert_eq!(sum.texts().next(), Some((i + 1).to_string().as_str()));
+            tokio::task::yield_now().await;
+        }
+    };
+    // Generous: 200 calls take milliseconds; the unbounded schema, minutes.
+    tokio::time::timeout(std::time::Duration::from_secs(20), calls).await.expect("the calculator's calls were held up");
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(20), hostile)
+        .await
+        .expect("the hostile plugin's load was held up")
+        .expect("task")
+        .expect_err("the pathological schemas must be refused");
+    let problems = load_problems(refused);
+    assert_eq!(summary(&problems).iter().map(|p| p.2).collect::<Vec<_>>(), ["schema-limit", "schema-limit"], "{problems:#?}");
 }
 
 async fn local_refs_work_in_2020_12(flavour: Flavour) {
@@ -375,6 +493,10 @@ async fn component_json_fields_and_call_errors() {
 both_flavours!(
     tool_names_must_be_1_to_128_characters_of_the_allowed_set,
     duplicate_names_are_refused,
+    names_that_differ_only_in_case_are_refused,
+    pathological_schemas_are_refused_at_load_with_a_pointer,
+    patterns_run_on_a_linear_time_engine,
+    an_instance_too_costly_for_its_schema_is_refused_unchecked,
     input_schemas_must_be_objects_with_an_object_root,
     schemas_must_compile,
     external_refs_are_refused_never_fetched,

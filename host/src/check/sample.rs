@@ -33,6 +33,13 @@ const EXTRA_ITEMS: usize = 5;
 const EXTRA_CHARS: usize = 40;
 /// Longest repetition a `pattern` is expanded to.
 const PATTERN_REPEAT: u32 = 8;
+/// The longest string generated (`minLength`, `pattern`), in characters.
+pub(crate) const MAX_STRING_CHARS: usize = 1 << 16;
+/// The most items or properties generated for one array or object
+/// (`minItems`, `minProperties`).
+pub(crate) const MAX_ITEMS: usize = 1 << 12;
+/// Values and characters one sample may hold in all.
+const MAX_SAMPLE_UNITS: usize = 1 << 20;
 /// Integers drawn when a schema sets no bounds.
 const DEFAULT_INT_RANGE: i64 = 1_000_000;
 /// The largest integer a double holds exactly (2^53 - 1).
@@ -48,18 +55,59 @@ const TRICKY: &[char] = &['é', 'ß', 'Ж', '日', '本', '🦀', '\u{301}', '"'
 pub(crate) struct Sampler<'a> {
     root: &'a Value,
     rng: &'a mut StdRng,
+    /// Values and characters this sample may still hold.
+    units_left: usize,
+    /// Why the schema asks for more than is generated, once it has.
+    too_large: Option<String>,
 }
 
 impl<'a> Sampler<'a> {
     pub(crate) fn new(root: &'a Value, rng: &'a mut StdRng) -> Self {
-        Sampler { root, rng }
+        Sampler { root, rng, units_left: MAX_SAMPLE_UNITS, too_large: None }
     }
 
     /// A value meant to satisfy the whole document, or `None` where the
     /// schema cannot be followed (`false`, unresolvable `$ref`, endless
-    /// recursion).
-    pub(crate) fn sample(&mut self, shape: Shape) -> Option<Value> {
-        self.value(self.root, shape, 0)
+    /// recursion). `Err` says why the schema cannot be checked at all: the
+    /// least it allows is larger than toolhost generates (a `minLength` of
+    /// 10^15, say).
+    pub(crate) fn sample(&mut self, shape: Shape) -> Result<Option<Value>, String> {
+        let value = self.value(self.root, shape, 0);
+        match self.too_large.take() {
+            Some(reason) => Err(reason),
+            None => Ok(value),
+        }
+    }
+
+    /// Count `units` against the sample's size; false (with the reason
+    /// kept) when they do not fit.
+    fn charge(&mut self, units: usize) -> bool {
+        if self.too_large.is_some() {
+            return false;
+        }
+        match self.units_left.checked_sub(units) {
+            Some(left) => {
+                self.units_left = left;
+                true
+            }
+            None => {
+                self.too_large = Some(format!(
+                    "the least the inputSchema allows is larger than toolhost check generates ({MAX_SAMPLE_UNITS} values and characters)"
+                ));
+                false
+            }
+        }
+    }
+
+    /// Refuse a bound past what is generated, keeping the reason.
+    fn within(&mut self, keyword: &str, asked: usize, most: usize, unit: &str) -> bool {
+        if asked <= most {
+            return true;
+        }
+        self.too_large.get_or_insert_with(|| {
+            format!("the inputSchema asks for `{keyword}` {asked}, more than toolhost check generates ({most} {unit})")
+        });
+        false
     }
 
     /// Changes to a valid object meant to break the document's schema, each
@@ -102,7 +150,7 @@ impl<'a> Sampler<'a> {
     }
 
     fn value(&mut self, schema: &Value, shape: Shape, depth: usize) -> Option<Value> {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || !self.charge(1) {
             return None;
         }
         let schema = match schema {
@@ -125,7 +173,7 @@ impl<'a> Sampler<'a> {
             })),
             "integer" => self.integer(&schema, shape).map(Value::from),
             "number" => self.number(&schema, shape),
-            "string" => Some(Value::String(self.string(&schema, shape))),
+            "string" => self.string(&schema, shape).map(Value::String),
             "array" => self.array(&schema, shape, depth),
             "object" => self.object(&schema, shape, depth),
             _ => Some(self.anything(shape)),
@@ -184,7 +232,7 @@ impl<'a> Sampler<'a> {
         if fragment.is_empty() {
             return Some(self.root);
         }
-        let decoded = percent_decode(fragment);
+        let decoded = crate::validate::cost::percent_decode(fragment);
         self.root.pointer(&decoded)
     }
 
@@ -353,25 +401,39 @@ impl<'a> Sampler<'a> {
         Number::from_f64(value).map(Value::Number)
     }
 
-    fn string(&mut self, schema: &Map<String, Value>, shape: Shape) -> String {
+    fn string(&mut self, schema: &Map<String, Value>, shape: Shape) -> Option<String> {
         if let Some(format) = schema.get("format").and_then(Value::as_str)
             && let Some(examples) = format_examples(format)
         {
-            return self.pick_str(examples, shape);
+            return Some(self.pick_str(examples, shape));
         }
-        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
-            && let Some(generator) = pattern_generator(pattern)
-        {
-            return self.rng.sample(&generator);
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+            match pattern_generator(pattern) {
+                Ok(Some(generator)) => {
+                    let text: String = self.rng.sample(&generator);
+                    return self.charge(text.len()).then_some(text);
+                }
+                Ok(None) => {}
+                Err(longest) => {
+                    self.within("pattern", longest, MAX_STRING_CHARS, "characters");
+                    return None;
+                }
+            }
         }
         let min = count(schema, "minLength").unwrap_or(0);
+        if !self.within("minLength", min, MAX_STRING_CHARS, "characters") {
+            return None;
+        }
         let max = count(schema, "maxLength").unwrap_or(usize::MAX).max(min);
         let len = match shape {
             Shape::Minimal => min,
             Shape::Maximal => max.min(min + EXTRA_CHARS),
             Shape::Random => self.rng.random_range(min..=max.min(min + EXTRA_CHARS)),
         };
-        match shape {
+        if !self.charge(len) {
+            return None;
+        }
+        Some(match shape {
             Shape::Minimal => "a".repeat(len),
             Shape::Maximal => (0..len).map(|i| TRICKY[i % TRICKY.len()]).collect(),
             Shape::Random => {
@@ -383,7 +445,7 @@ impl<'a> Sampler<'a> {
                     })
                     .collect()
             }
-        }
+        })
     }
 
     fn pick_str(&mut self, options: &[&str], shape: Shape) -> String {
@@ -406,6 +468,9 @@ impl<'a> Sampler<'a> {
             (_, items) => (Vec::new(), items.cloned().unwrap_or(Value::Bool(true))),
         };
         let min = count(schema, "minItems").unwrap_or(0);
+        if !self.within("minItems", min, MAX_ITEMS, "items") {
+            return None;
+        }
         let mut max = count(schema, "maxItems").unwrap_or(usize::MAX).max(min);
         if rest == Value::Bool(false) {
             max = max.min(prefix.len()).max(min);
@@ -468,6 +533,9 @@ impl<'a> Sampler<'a> {
             }
         }
         let min_properties = count(schema, "minProperties").unwrap_or(0);
+        if !self.within("minProperties", min_properties, MAX_ITEMS, "properties") {
+            return None;
+        }
         let mut n = 0;
         while out.len() < min_properties {
             let extra = extra_schema.clone()?;
@@ -576,33 +644,41 @@ fn format_examples(format: &str) -> Option<&'static [&'static str]> {
 /// A generator for strings matching `pattern`. JSON Schema patterns are not
 /// anchored, so leading `^` and trailing `$` change nothing about which
 /// generated strings match; the generator does not support them, so they go.
-fn pattern_generator(pattern: &str) -> Option<rand_regex::Regex> {
+/// `Ok(None)` when the generator cannot follow the pattern; `Err` with the
+/// longest string it could make when that is more than [`MAX_STRING_CHARS`]
+/// (`a{1000}{1000}{1000}`: the generator would build it in memory).
+fn pattern_generator(pattern: &str) -> Result<Option<rand_regex::Regex>, usize> {
     let mut core = pattern.strip_prefix('^').unwrap_or(pattern);
     if let Some(stripped) = core.strip_suffix('$')
         && !stripped.ends_with('\\')
     {
         core = stripped;
     }
-    rand_regex::Regex::compile(core, PATTERN_REPEAT).ok()
+    let Ok(hir) = regex_syntax::Parser::new().parse(core) else { return Ok(None) };
+    let longest = longest_match(&hir);
+    if longest > MAX_STRING_CHARS as u64 {
+        return Err(usize::try_from(longest).unwrap_or(usize::MAX));
+    }
+    Ok(rand_regex::Regex::with_hir(hir, PATTERN_REPEAT).ok())
 }
 
-/// Decode `%XX` escapes in a `$ref` fragment.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = text.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
+/// The longest string the generator makes for `hir`, in bytes, saturating
+/// (an empty repeated group counts one per repetition, so that huge counts
+/// are caught even there).
+fn longest_match(hir: &regex_syntax::hir::Hir) -> u64 {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(literal) => literal.0.len() as u64,
+        HirKind::Class(_) => 4,
+        HirKind::Capture(capture) => longest_match(&capture.sub),
+        HirKind::Repetition(repetition) => {
+            let times = repetition.max.unwrap_or(repetition.min.saturating_add(PATTERN_REPEAT));
+            longest_match(&repetition.sub).max(1).saturating_mul(u64::from(times))
         }
-        out.push(bytes[i]);
-        i += 1;
+        HirKind::Concat(parts) => parts.iter().map(longest_match).fold(0, u64::saturating_add),
+        HirKind::Alternation(branches) => branches.iter().map(longest_match).max().unwrap_or(0),
     }
-    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
 /// Values of a property's schema meant to break it, each with what is wrong
@@ -659,7 +735,7 @@ mod tests {
 
     fn samples(schema: Value, shape: Shape) -> Vec<Value> {
         let mut rng = StdRng::seed_from_u64(7);
-        (0..20).filter_map(|_| Sampler::new(&schema, &mut rng).sample(shape)).collect()
+        (0..20).filter_map(|_| Sampler::new(&schema, &mut rng).sample(shape).expect("checkable")).collect()
     }
 
     #[test]
@@ -702,6 +778,27 @@ mod tests {
         assert!(samples(schema, Shape::Minimal).is_empty());
         let optional = json!({"type": "object", "properties": {"next": {"$ref": "#"}}});
         assert_eq!(samples(optional, Shape::Minimal)[0], json!({}));
+    }
+
+    #[test]
+    fn huge_minimums_are_refused_not_allocated() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for (schema, keyword) in [
+            (json!({"type": "string", "minLength": 1_000_000_000_000_000u64}), "minLength"),
+            (json!({"type": "array", "minItems": 1_000_000_000_000_000u64}), "minItems"),
+            (json!({"type": "object", "minProperties": 1_000_000_000_000_000u64}), "minProperties"),
+            (json!({"type": "string", "pattern": "^(a{1000}){1000}{1000}$"}), "pattern"),
+            (json!({"type": "string", "pattern": "(a{65535}){65535}"}), "pattern"),
+        ] {
+            for shape in [Shape::Minimal, Shape::Maximal, Shape::Random] {
+                let reason = Sampler::new(&schema, &mut rng).sample(shape).expect_err(keyword);
+                assert!(reason.contains(&format!("`{keyword}`")), "{reason}");
+            }
+        }
+        // Each within bounds, but together too many: 4096 items of 4096 items.
+        let nested = json!({"type": "array", "minItems": 4096, "items": {"type": "array", "minItems": 4096}});
+        let reason = Sampler::new(&nested, &mut rng).sample(Shape::Minimal).expect_err("too large in all");
+        assert!(reason.contains("larger than toolhost check generates"), "{reason}");
     }
 
     #[test]

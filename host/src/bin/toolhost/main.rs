@@ -16,6 +16,8 @@ use anyhow::Context;
 
 mod bench;
 mod scaffold;
+mod terminal;
+use terminal::escaped;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use toolhost::check::{CheckOptions, CheckReport, check_plugin};
@@ -360,7 +362,7 @@ impl PluginOptions {
         }
         let plugin = builder.build().await?;
         for warning in plugin.warnings() {
-            eprintln!("warning: left out {warning}");
+            eprintln!("warning: left out {}", escaped(&warning.to_string()));
         }
         Ok(plugin)
     }
@@ -416,15 +418,16 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure { code, error }) => {
+            // Errors quote plugins (names, messages, values): escaped.
             if let Some(toolhost_error) = error.downcast_ref::<Error>() {
                 report(toolhost_error);
             } else if let Some(config) = error.downcast_ref::<toolhost::ConfigError>() {
-                eprintln!("error: invalid configuration {}:", config.file.display());
+                eprintln!("error: invalid configuration {}:", escaped(&config.file.display().to_string()));
                 for problem in &config.problems {
-                    eprintln!("  {problem}");
+                    eprintln!("  {}", escaped(&problem.to_string()));
                 }
             } else {
-                eprintln!("error: {error:#}");
+                eprintln!("error: {}", escaped(&format!("{error:#}")));
             }
             ExitCode::from(code)
         }
@@ -432,7 +435,8 @@ fn main() -> ExitCode {
 }
 
 /// One sentence on stderr; where the error lists problems, one per line
-/// below it.
+/// below it. Each line escaped: what a plugin said cannot make lines of its
+/// own.
 fn report(error: &Error) {
     let (header, lines): (String, Vec<String>) = match error {
         Error::InvalidArguments { plugin, tool, violations } => (
@@ -457,9 +461,9 @@ fn report(error: &Error) {
         ),
         other => (other.to_string(), Vec::new()),
     };
-    eprintln!("error: {header}");
+    eprintln!("error: {}", escaped(&header));
     for line in lines {
-        eprintln!("  {line}");
+        eprintln!("  {}", escaped(&line));
     }
 }
 
@@ -608,8 +612,8 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 let h = bench::human;
                 println!(
                     "{}.{}: {} calls from {} concurrent caller{} in {:.2} s",
-                    report.plugin,
-                    report.tool,
+                    escaped(&report.plugin),
+                    escaped(&report.tool),
                     report.calls,
                     report.concurrency,
                     if report.concurrency == 1 { "" } else { "s" },
@@ -622,7 +626,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 );
                 println!("  tool errors: {}  failures: {}", report.tool_errors, report.failures);
                 if let Some(failure) = &report.first_failure {
-                    println!("  first failure: {failure}");
+                    println!("  first failure: {}", escaped(failure));
                 }
                 println!(
                     "  load:        {} (compiled-module cache: {}), describe included",
@@ -736,12 +740,7 @@ async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>, registry:
         match toolhost::load_toolsets(&file, secrets.as_ref()) {
             Ok(parsed) => {
                 let report = registry.sync(parsed.toolsets).await;
-                for failure in &report.failures {
-                    eprintln!("warning: {} was not loaded: {}", failure.source, failure.error);
-                }
-                for warning in &report.warnings {
-                    eprintln!("warning: {warning}");
-                }
+                print_load_report(&report);
             }
             Err(error) if config_changed => {
                 eprintln!("warning: the changed configuration was not applied: {error}");
@@ -758,13 +757,18 @@ async fn load_registry(file: &Path, secrets: &SecretOptions) -> Result<Registry,
         .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
     let registry = Registry::new(provider);
     let report = registry.load_all(parsed.toolsets).await;
+    print_load_report(&report);
+    Ok(registry)
+}
+
+/// The toolsets that failed to load, and warnings, on stderr.
+fn print_load_report(report: &toolhost::LoadReport) {
     for failure in &report.failures {
-        eprintln!("warning: {} was not loaded: {}", failure.source, failure.error);
+        eprintln!("warning: {}", escaped(&format!("{} was not loaded: {}", failure.source, failure.error)));
     }
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", escaped(warning));
     }
-    Ok(registry)
 }
 
 /// Failures printed per tool; `--json` has them all.
@@ -789,17 +793,18 @@ fn print_check(report: &CheckReport) -> anyhow::Result<()> {
         // The smallest failing arguments first: the easiest to reproduce.
         let mut failures: Vec<&toolhost::check::CheckFailure> = tool.failures.iter().collect();
         failures.sort_by_key(|f| f.arguments.to_string().len());
+        let name = escaped(&tool.tool);
         for failure in failures.iter().take(SHOWN_FAILURES) {
-            writeln!(stdout, "{}: {}", tool.tool, failure.reason)?;
+            writeln!(stdout, "{name}: {}", escaped(&failure.reason))?;
             if !failure.arguments.is_null() {
-                writeln!(stdout, "  arguments: {}", failure.arguments)?;
+                writeln!(stdout, "  arguments: {}", escaped(&failure.arguments.to_string()))?;
             }
         }
         if failures.len() > SHOWN_FAILURES {
-            writeln!(stdout, "{}: ... and {} more failures (--json lists all)", tool.tool, failures.len() - SHOWN_FAILURES)?;
+            writeln!(stdout, "{name}: ... and {} more failures (--json lists all)", failures.len() - SHOWN_FAILURES)?;
         }
         for note in &tool.notes {
-            writeln!(stdout, "{}: note: {note}", tool.tool)?;
+            writeln!(stdout, "{name}: note: {}", escaped(note))?;
         }
     }
     writeln!(stdout)?;
@@ -828,9 +833,11 @@ fn print_check(report: &CheckReport) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Left-aligned columns, two spaces apart.
+/// Left-aligned columns, two spaces apart; cells escaped.
 fn write_table<const N: usize>(out: &mut impl Write, header: [&str; N], rows: &[[String; N]]) -> anyhow::Result<()> {
     let header = header.map(str::to_owned);
+    let rows: Vec<[String; N]> = rows.iter().map(|row| row.clone().map(|cell| escaped(&cell).into_owned())).collect();
+    let rows = rows.as_slice();
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -879,7 +886,7 @@ impl Approver for TerminalApprover {
             }
             let asked = tokio::task::spawn_blocking(move || {
                 let warning = if destructive { " (it may be destructive)" } else { "" };
-                eprint!("Run `{name}`{warning} with {arguments}? [y/N] ");
+                eprint!("Run `{}`{warning} with {}? [y/N] ", escaped(&name), escaped(&arguments));
                 let mut answer = String::new();
                 std::io::stdin().read_line(&mut answer).map(|_| answer)
             })
