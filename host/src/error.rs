@@ -167,7 +167,9 @@ impl Error {
                 }
             }
             Error::UnknownTool { available, .. } | Error::NoSuchTool { available, .. } => {
-                available.iter_mut().for_each(|name| visit(name));
+                for name in available.iter_mut() {
+                    visit(name);
+                }
             }
             Error::InvalidArguments { violations: found, .. } => violations(found, visit),
             Error::PluginFailed { fault, operation, .. } => {
