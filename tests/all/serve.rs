@@ -156,7 +156,8 @@ fn the_python_sdks_default_client_speaks_2026_07_28_over_streamable_http() {
 
 /// A raw JSON-RPC session over the server's stdio.
 struct Session {
-    server: Server,
+    /// Held for its `Drop`, which kills the server.
+    _server: Server,
     stdin: ChildStdin,
     messages: mpsc::Receiver<Value>,
     /// The server's log lines (with `start_logging`).
@@ -207,7 +208,7 @@ impl Session {
                 }
             }
         });
-        let mut session = Session { server: Server(child), stdin, messages, logs };
+        let mut session = Session { _server: Server(child), stdin, messages, logs };
         session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}));
         session.wait_for(|m| m["id"] == 1, Duration::from_secs(30)).expect("initialize answered");
