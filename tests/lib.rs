@@ -121,6 +121,39 @@ pub fn mcp_python() -> PathBuf {
         .clone()
 }
 
+/// The version of the official MCP TypeScript SDK (npm) the serve tests
+/// drive the server with.
+pub const MCP_TYPESCRIPT_SDK: &str = "@modelcontextprotocol/sdk@1.32.2";
+
+/// The TypeScript SDK's client script (`tests/mcp/client.mjs`), copied into
+/// a directory of the target directory where the SDK is installed (from the
+/// npm registry, with `npm`, the first time it is needed), so that its
+/// imports resolve. Returns the script's path there; run it with `node`.
+pub fn mcp_node_client() -> PathBuf {
+    static SCRIPT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SCRIPT
+        .get_or_init(|| {
+            let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join("mcp-node");
+            let marker = dir.join("installed.txt");
+            if !std::fs::read_to_string(&marker).is_ok_and(|m| m == MCP_TYPESCRIPT_SDK) {
+                std::fs::create_dir_all(&dir).expect("create the npm directory");
+                let status = std::process::Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+                    .arg(&dir)
+                    .arg(MCP_TYPESCRIPT_SDK)
+                    .status()
+                    .expect("cannot run npm");
+                assert!(status.success(), "npm install {MCP_TYPESCRIPT_SDK} failed");
+                std::fs::write(&marker, MCP_TYPESCRIPT_SDK).expect("write the npm marker");
+            }
+            let script = dir.join("client.mjs");
+            let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("client.mjs");
+            std::fs::copy(&source, &script).expect("copy the TypeScript SDK client");
+            script
+        })
+        .clone()
+}
+
 /// The MCP client script of the serve tests (`tests/mcp/client.py`).
 pub fn mcp_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("client.py")

@@ -197,39 +197,68 @@ impl Registry {
 
     /// Bring the registry in line with a new configuration: toolsets that
     /// are gone are removed, new ones are loaded, and ones whose
-    /// configuration or plugin file changed are reloaded (the old version
-    /// keeps serving until the new one is ready; if the new one fails, the
-    /// old one is removed and the failure reported).
+    /// configuration or plugin file changed are reloaded (concurrently).
+    ///
+    /// The new set of toolsets is built aside while the old one keeps
+    /// serving, then swapped in at once: a caller sees either the old set
+    /// or the new one, never a mix, and subscribers are notified once (not
+    /// at all when nothing changed). A toolset that fails to load is left
+    /// out of the new set and reported. `sync` is meant to be the one
+    /// writer of a registry that follows a configuration: toolsets added or
+    /// removed by others while it loads are overwritten by the swap.
     pub async fn sync(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
-        let wanted: std::collections::BTreeSet<String> = toolsets.iter().map(|t| t.id.clone()).collect();
-        let stale: Vec<String> = self.read().keys().filter(|id| !wanted.contains(*id)).cloned().collect();
-        for id in stale {
-            self.remove(&id);
-        }
-        let changed: Vec<ToolsetConfig> = toolsets
-            .into_iter()
-            .filter(|config| match self.read().get(&config.id) {
-                Some(loaded) => loaded.config != *config || loaded.fingerprint != plugin_mtime(config),
-                None => true,
-            })
-            .collect();
+        let current = self.read().clone();
+        let mut next: BTreeMap<String, Arc<LoadedToolset>> = BTreeMap::new();
         let mut report = LoadReport::default();
-        for config in changed {
-            let id = config.id.clone();
-            let source = source_of(&config);
-            match prepare(config, Arc::clone(&self.secrets)).await {
-                Ok((loaded, warnings)) => {
-                    self.remove(&id);
-                    match self.insert(loaded) {
-                        Ok(()) => report.warnings.extend(warnings),
-                        Err(error) => report.failures.push(ToolsetFailure { toolset: id, source, error: error.into() }),
-                    }
+        let mut loading = Vec::new();
+        for config in toolsets {
+            match current.get(&config.id) {
+                Some(loaded)
+                    if loaded.config == config
+                        && loaded.fingerprint == plugin_mtime(&config)
+                        && !next.contains_key(&config.id) =>
+                {
+                    next.insert(config.id.clone(), Arc::clone(loaded));
                 }
-                Err(error) => {
-                    self.remove(&id);
-                    report.failures.push(ToolsetFailure { toolset: id, source, error });
+                _ => {
+                    let secrets = Arc::clone(&self.secrets);
+                    loading.push(tokio::spawn(async move {
+                        let source = source_of(&config);
+                        let id = config.id.clone();
+                        (id, source, prepare(config, secrets).await)
+                    }));
                 }
             }
+        }
+        for task in loading {
+            let (toolset, source, outcome) = match task.await {
+                Ok(done) => done,
+                Err(e) => {
+                    report.failures.push(ToolsetFailure {
+                        toolset: "?".to_owned(),
+                        source: "?".to_owned(),
+                        error: Error::Host(format!("a loading task failed: {e}")),
+                    });
+                    continue;
+                }
+            };
+            let added = outcome.and_then(|(loaded, warnings)| {
+                admit(&next, &loaded)?;
+                next.insert(toolset.clone(), Arc::new(loaded));
+                Ok(warnings)
+            });
+            match added {
+                Ok(warnings) => report.warnings.extend(warnings),
+                Err(error) => report.failures.push(ToolsetFailure { toolset, source, error }),
+            }
+        }
+        let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let unchanged = toolsets.len() == next.len()
+            && toolsets.iter().zip(&next).all(|((a, old), (b, new))| a == b && Arc::ptr_eq(old, new));
+        if !unchanged {
+            *toolsets = next;
+            drop(toolsets);
+            self.changed();
         }
         report
     }
@@ -285,27 +314,8 @@ impl Registry {
 
     fn insert(&self, loaded: LoadedToolset) -> Result<(), RegistryError> {
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let id = loaded.plugin.name().to_owned();
-        if !valid_id(&id) {
-            return Err(RegistryError::InvalidId(id));
-        }
-        if toolsets.contains_key(&id) {
-            return Err(RegistryError::Duplicate(id));
-        }
-        let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
-        for tool in toolsets.values().flat_map(|t| &t.tools) {
-            taken.insert(tool.name.as_str(), tool.source.as_str());
-        }
-        for tool in &loaded.tools {
-            if let Some(first) = taken.insert(tool.name.as_str(), tool.source.as_str()) {
-                return Err(RegistryError::Collision {
-                    name: tool.name.clone(),
-                    first: first.to_owned(),
-                    second: tool.source.clone(),
-                });
-            }
-        }
-        toolsets.insert(id, Arc::new(loaded));
+        admit(&toolsets, &loaded)?;
+        toolsets.insert(loaded.plugin.name().to_owned(), Arc::new(loaded));
         drop(toolsets);
         self.changed();
         Ok(())
@@ -376,6 +386,32 @@ impl Registry {
         }
         loaded.plugin.run_call(&tool.tool.name, arguments).await
     }
+}
+
+/// Whether `loaded` may join `toolsets`: a valid id, not taken, and no tool
+/// name that another toolset already has.
+fn admit(toolsets: &BTreeMap<String, Arc<LoadedToolset>>, loaded: &LoadedToolset) -> Result<(), RegistryError> {
+    let id = loaded.plugin.name();
+    if !valid_id(id) {
+        return Err(RegistryError::InvalidId(id.to_owned()));
+    }
+    if toolsets.contains_key(id) {
+        return Err(RegistryError::Duplicate(id.to_owned()));
+    }
+    let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
+    for tool in toolsets.values().flat_map(|t| &t.tools) {
+        taken.insert(tool.name.as_str(), tool.source.as_str());
+    }
+    for tool in &loaded.tools {
+        if let Some(first) = taken.insert(tool.name.as_str(), tool.source.as_str()) {
+            return Err(RegistryError::Collision {
+                name: tool.name.clone(),
+                first: first.to_owned(),
+                second: tool.source.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Letters, digits, `-` and single `_`, not at either end.

@@ -48,7 +48,11 @@ fn assert_scenario(report: &Value) {
     assert_eq!(report["server"], "toolhost");
     assert_eq!(report["list_changed"], true);
     let tools: Vec<&str> = report["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
-    assert!(tools.contains(&"calc__add") && tools.contains(&"bad__panic") && tools.len() == 21, "{tools:?}");
+    // The hostile fixture's tools come and go as attacks are added; the
+    // calculator's are fixed.
+    let calc: Vec<&str> = tools.iter().copied().filter(|t| t.starts_with("calc__")).collect();
+    assert_eq!(calc, ["calc__add", "calc__divide", "calc__multiply", "calc__subtract"]);
+    assert!(tools.contains(&"bad__panic") && tools.contains(&"bad__spin"), "{tools:?}");
     assert_eq!(
         report["add_tool"],
         json!({"title": "Add", "description": "Add two numbers: a + b.", "input_type": "object", "output_type": "object", "read_only": true})
@@ -66,18 +70,32 @@ fn assert_scenario(report: &Value) {
     assert!(report["unknown"]["message"].as_str().unwrap_or_default().contains("calc__modulo"), "{}", report["unknown"]);
 }
 
-#[test]
-fn the_python_sdk_lists_and_calls_tools_over_stdio() {
-    let dir = scratch("stdio");
+fn stdio_scenario(mode: &str, name: &str) -> Value {
+    let dir = scratch(name);
     let config = write_config(&dir, None);
     let report = run_client(&[
-        "stdio".to_owned(),
+        mode.to_owned(),
         toolhost().display().to_string(),
         "--config".to_owned(),
         config.display().to_string(),
     ]);
     assert_scenario(&report);
     std::fs::remove_dir_all(dir).ok();
+    report
+}
+
+#[test]
+fn the_python_sdk_lists_and_calls_tools_over_stdio() {
+    let report = stdio_scenario("stdio", "stdio");
+    assert_eq!(report["protocol_version"], "2025-11-25");
+}
+
+/// The SDK's default `Client` probes `server/discover` and speaks
+/// 2026-07-28, where every result must carry `resultType`.
+#[test]
+fn the_python_sdks_default_client_speaks_2026_07_28_over_stdio() {
+    let report = stdio_scenario("auto-stdio", "auto-stdio");
+    assert_eq!(report["protocol_version"], "2026-07-28");
 }
 
 /// A `toolhost serve` child; killed when dropped.
@@ -90,13 +108,11 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn the_python_sdk_lists_and_calls_tools_over_streamable_http() {
-    let dir = scratch("http");
-    let config = write_config(&dir, None);
+/// `toolhost serve --http 127.0.0.1:0 ARGS...` and the URL it printed.
+fn spawn_http(args: &[&str]) -> (Server, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut child = Command::new(toolhost())
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -112,10 +128,30 @@ fn the_python_sdk_lists_and_calls_tools_over_streamable_http() {
         }
     };
     assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
-    let report = run_client(&["http".to_owned(), url]);
+    (server, url, lines)
+}
+
+fn http_scenario(mode: &str, name: &str) -> Value {
+    let dir = scratch(name);
+    let config = write_config(&dir, None);
+    let (server, url, _logs) = spawn_http(&["--config", &config.display().to_string()]);
+    let report = run_client(&[mode.to_owned(), url]);
     assert_scenario(&report);
     drop(server);
     std::fs::remove_dir_all(dir).ok();
+    report
+}
+
+#[test]
+fn the_python_sdk_lists_and_calls_tools_over_streamable_http() {
+    let report = http_scenario("http", "http");
+    assert_eq!(report["protocol_version"], "2025-11-25");
+}
+
+#[test]
+fn the_python_sdks_default_client_speaks_2026_07_28_over_streamable_http() {
+    let report = http_scenario("auto-http", "auto-http");
+    assert_eq!(report["protocol_version"], "2026-07-28");
 }
 
 /// A raw JSON-RPC session over the server's stdio.
@@ -243,7 +279,7 @@ fn a_changed_configuration_is_announced_with_list_changed() {
     let mut session = Session::start(&["--config", &config.display().to_string()]);
     session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
     let before = session.wait_for(|m| m["id"] == 2, Duration::from_secs(10)).expect("tools/list");
-    assert_eq!(before["result"]["tools"].as_array().map(Vec::len), Some(21));
+    let before = before["result"]["tools"].as_array().map(Vec::len).expect("tools");
 
     // Modification times have a coarse grain on some file systems.
     std::thread::sleep(Duration::from_millis(1100));
@@ -254,7 +290,7 @@ fn a_changed_configuration_is_announced_with_list_changed() {
     session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
     let after = session.wait_for(|m| m["id"] == 3, Duration::from_secs(10)).expect("tools/list");
     let names: Vec<&str> = after["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 25, "{names:?}");
+    assert_eq!(names.len(), before + 4, "{names:?}");
     assert!(names.contains(&"text__slugify"), "{names:?}");
     drop(session);
     std::fs::remove_dir_all(dir).ok();
@@ -270,4 +306,291 @@ fn a_single_plugin_is_served_under_its_own_tool_names() {
     session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "multiply", "arguments": {"a": 6, "b": 7}}}));
     let product = session.wait_for(|m| m["id"] == 3, Duration::from_secs(10)).expect("tools/call");
     assert_eq!(product["result"]["structuredContent"]["result"], 42.0);
+}
+
+/// One raw HTTP/1.1 exchange on a connection of its own: the status, the
+/// headers (names lowercased) and the body (chunked encoding undone).
+fn http_exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, Vec<(String, String)>, String) {
+    use std::io::Read;
+    let authority = url.trim_start_matches("http://").split('/').next().expect("authority").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let mut request = format!("{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        let mut body = String::new();
+        let mut rest = rest;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if size == 0 || after.len() < size {
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = after[size..].trim_start_matches("\r\n");
+        }
+        body
+    } else {
+        rest.to_owned()
+    };
+    (status, headers, body)
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+}
+
+/// The JSON-RPC messages of a response body: a JSON document, or the
+/// `data:` lines of an event stream.
+fn messages_in(body: &str) -> Vec<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        return vec![value];
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+const JSON_AND_SSE: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON_BODY: (&str, &str) = ("Content-Type", "application/json");
+
+/// Initialize a legacy (2025-03-26) session over HTTP; its id.
+fn http_session(url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, headers, body) = http_exchange(url, "POST", &[JSON_AND_SSE, JSON_BODY], &init.to_string());
+    assert_eq!(status, 200, "{body}");
+    let session = header(&headers, "mcp-session-id").expect("a session id").to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) = http_exchange(
+        url,
+        "POST",
+        &[JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-03-26")],
+        &initialized,
+    );
+    assert_eq!(status, 202);
+    session
+}
+
+#[test]
+fn a_foreign_origin_is_refused_and_allowed_ones_are_served() {
+    let (server, url, _logs) =
+        spawn_http(&["--allow-origin", "https://app.example", &example("calculator").display().to_string()]);
+    let port = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").to_owned();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let with_origin = |origin: &str| http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY, ("Origin", origin)], &init).0;
+    assert_eq!(with_origin("http://evil.example"), 403);
+    assert_eq!(with_origin(&format!("http://localhost:{port}.evil.example")), 403);
+    assert_eq!(with_origin(&format!("http://127.0.0.1:{port}")), 200);
+    assert_eq!(with_origin(&format!("http://localhost:{port}")), 200);
+    assert_eq!(with_origin("https://app.example"), 200);
+    // No Origin at all: not a browser, served.
+    assert_eq!(http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY], &init).0, 200);
+    drop(server);
+}
+
+#[test]
+fn sigint_stops_the_http_server_while_a_client_holds_the_sse_stream() {
+    let (server, url, logs) = spawn_http(&[&example("calculator").display().to_string()]);
+    let session = http_session(&url);
+    // Open the GET stream, as the TypeScript SDK always does, and hold it.
+    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-03-26\r\n\r\n"
+    )
+    .expect("send the GET");
+    let mut head = BufReader::new(stream.try_clone().expect("clone"));
+    let mut status = String::new();
+    head.read_line(&mut status).expect("the stream's status line");
+    assert!(status.contains(" 200 "), "{status}");
+
+    let pid = server.0.id().to_string();
+    let killed = Command::new("kill").args(["-INT", &pid]).status().expect("run kill");
+    assert!(killed.success());
+    let mut server = server;
+    let status = wait_exit(&mut server.0, Duration::from_secs(60)).expect("the server exited after SIGINT although a client held the SSE stream");
+    assert!(status.success(), "{status}");
+    let said: Vec<String> = logs.map_while(Result::ok).collect();
+    assert!(said.iter().any(|l| l.contains("shutting down")), "{said:?}");
+    drop(stream);
+}
+
+#[test]
+fn json_rpc_errors_over_http_follow_the_specification() {
+    let (server, url, _logs) = spawn_http(&[&example("calculator").display().to_string()]);
+    // Malformed JSON: 400 with a parse error whose id is null.
+    let (status, _, body) = http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY], "{\"jsonrpc\": \"2.0\", ");
+    assert_eq!(status, 400, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(answer["error"]["code"], -32700);
+    assert_eq!(answer["id"], Value::Null);
+
+    let session = http_session(&url);
+    let in_session = [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
+    // tools/call without params, or with arguments that are not an object.
+    for (id, params) in [(2, None), (3, Some(json!({"name": "add", "arguments": [1, 2]})))] {
+        let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call"});
+        if let Some(params) = params {
+            call["params"] = params;
+        }
+        let (_, _, body) = http_exchange(&url, "POST", &in_session, &call.to_string());
+        let answer = messages_in(&body).into_iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer: {body}"));
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    }
+    // A cursor the server never handed out.
+    let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"cursor": "bogus"}});
+    let (_, _, body) = http_exchange(&url, "POST", &in_session, &list.to_string());
+    let answer = messages_in(&body).into_iter().find(|m| m["id"] == 4).unwrap_or_else(|| panic!("no answer: {body}"));
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A batch (2025-03-26): one answer per request, none for the notification.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 3}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}
+    ]);
+    let (status, _, body) = http_exchange(&url, "POST", &in_session, &batch.to_string());
+    assert_eq!(status, 200, "{body}");
+    let answers: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("not a JSON array ({e}): {body}"));
+    let answers = answers.as_array().expect("an array of answers");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let add = answers.iter().find(|a| a["id"] == 5).expect("the call's answer");
+    assert_eq!(add["result"]["structuredContent"]["result"], 5.0);
+    assert!(answers.iter().any(|a| a["id"] == 6 && a["result"]["tools"].is_array()));
+    // DELETE: a live session is closed (204), an ended one does not exist (404).
+    let delete = [("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
+    assert_eq!(http_exchange(&url, "DELETE", &delete, "").0, 204);
+    assert_eq!(http_exchange(&url, "DELETE", &delete, "").0, 404);
+    drop(server);
+}
+
+#[test]
+fn json_rpc_errors_over_stdio_follow_the_specification() {
+    let mut session = Session::start(&[&example("calculator").display().to_string()]);
+    // An unparsable line: -32700 with id null.
+    writeln!(session.stdin, "{{\"jsonrpc\": \"2.0\", \"id\": 2, ").expect("write");
+    let parse = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(30)).expect("an answer to garbage");
+    assert_eq!(parse["error"]["code"], -32700);
+    assert_eq!(parse["id"], Value::Null);
+    // tools/call without params, with arguments that are not an object.
+    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call"}));
+    let answer = session.wait_for(|m| m["id"] == 3, Duration::from_secs(30)).expect("answered");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    session.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": "a=1"}}));
+    let answer = session.wait_for(|m| m["id"] == 4, Duration::from_secs(30)).expect("answered");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A bogus cursor.
+    session.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": "bogus"}}));
+    let answer = session.wait_for(|m| m["id"] == 5, Duration::from_secs(30)).expect("answered");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // A line over 16 MiB: an error, not silence; the session goes on.
+    let huge = format!("{{\"jsonrpc\": \"2.0\", \"id\": 6, \"method\": \"tools/list\", \"params\": {{\"pad\": \"{}\"}}}}", "x".repeat(17 << 20));
+    writeln!(session.stdin, "{huge}").expect("write");
+    let answer = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(60)).expect("an answer to a huge line");
+    assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("larger than"), "{answer}");
+    // A batch: one array with an answer per request.
+    session.send(json!([
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/call"},
+        {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+    ]));
+    let batch = session.wait_for(Value::is_array, Duration::from_secs(30)).expect("the batch's answers");
+    let answers = batch.as_array().expect("array");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == 7 && a["result"]["structuredContent"]["result"] == 3.0), "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == 8 && a["error"]["code"] == -32602), "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == 9 && a["result"]["tools"].is_array()), "{answers:?}");
+}
+
+fn assert_typescript_report(report: &Value) {
+    assert_eq!(report["server"], "toolhost");
+    let tools: Vec<&str> = report["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"calc__add") && tools.contains(&"bad__panic"), "{tools:?}");
+    assert_eq!(report["add"]["is_error"], false);
+    assert_eq!(report["add"]["structured"]["result"].as_f64(), Some(5.0), "{}", report["add"]);
+    assert_eq!(report["unknown"], json!({"raised": true, "code": -32602}));
+}
+
+/// `node client.mjs ARGS...` with its stdout piped.
+fn typescript_client(args: &[&str]) -> Child {
+    Command::new("node")
+        .arg(toolhost_tests::mcp_node_client())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run node")
+}
+
+#[test]
+fn the_typescript_sdk_lists_and_calls_tools_over_stdio_and_http() {
+    let dir = scratch("typescript");
+    let config = write_config(&dir, None);
+    let config = config.display().to_string();
+    let bin = toolhost().display().to_string();
+    let stdio = typescript_client(&["stdio", &bin, "--config", &config]).wait_with_output().expect("node");
+    assert!(stdio.status.success(), "the TypeScript client failed over stdio");
+    let report: Value = serde_json::from_slice(&stdio.stdout).expect("a JSON report");
+    assert_typescript_report(&report);
+
+    let (server, url, _logs) = spawn_http(&["--config", &config]);
+    let http = typescript_client(&["http", &url]).wait_with_output().expect("node");
+    assert!(http.status.success(), "the TypeScript client failed over HTTP");
+    let report: Value = serde_json::from_slice(&http.stdout).expect("a JSON report");
+    assert_typescript_report(&report);
+    drop(server);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Wait for a child to exit; `None` if it has not within `within`.
+fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_stops_the_server_while_the_typescript_sdk_holds_its_stream() {
+    let dir = scratch("typescript-hold");
+    let config = write_config(&dir, None);
+    let (mut server, url, _logs) = spawn_http(&["--config", &config.display().to_string()]);
+    let mut client = typescript_client(&["http", &url, "--hold"]);
+    let mut out = BufReader::new(client.stdout.take().expect("stdout")).lines();
+    let report: Value = serde_json::from_str(&out.next().expect("a report").expect("a line")).expect("JSON");
+    assert_typescript_report(&report);
+    assert_eq!(out.next().expect("holding").expect("a line"), "holding");
+
+    let killed = Command::new("kill").args(["-INT", &server.0.id().to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    let status = wait_exit(&mut server.0, Duration::from_secs(60)).expect("the server exited on SIGINT");
+    assert!(status.success(), "{status}");
+    let _ = client.kill();
+    let _ = client.wait();
+    std::fs::remove_dir_all(dir).ok();
 }

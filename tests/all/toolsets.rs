@@ -285,3 +285,60 @@ async fn toolsets_come_and_go_without_disturbing_calls_in_flight() {
 }
 
 both_flavours!(secrets_reach_only_the_tools_that_declare_them_and_never_leave);
+
+/// One new configuration is one change: `sync` builds the new set aside and
+/// swaps it in, so a subscriber is told once and a list taken at any moment
+/// is either all old or all new, never a mix.
+#[tokio::test]
+async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
+    let dir = scratch("atomic-sync");
+    let path = dir.join("t.json");
+    let write = |toolsets: Value| {
+        std::fs::write(&path, json!({"schema": "s", "toolsets": toolsets}).to_string()).expect("config");
+        load_toolsets(&path, &NoSecrets).expect("config").toolsets
+    };
+    let calc = json!({"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}});
+    let text = json!({"id": "text", "kind": "uri", "server": {"url": example("text").display().to_string()}});
+    let registry = Arc::new(Registry::new(Arc::new(NoSecrets)));
+    let first = registry.sync(write(json!([calc.clone(), text.clone()]))).await;
+    assert!(first.failures.is_empty(), "{:?}", first.failures);
+    let before: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
+
+    // Every list taken while the new configuration loads is the old or the
+    // new one: record each distinct list a busy reader sees.
+    let seen = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (registry, seen, stop) = (Arc::clone(&registry), Arc::clone(&seen), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let names: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
+                seen.lock().unwrap().insert(names);
+            }
+        })
+    };
+    let mut changes = registry.subscribe();
+    changes.borrow_and_update();
+    let count = *changes.borrow();
+    // Both toolsets change (a new limit each), one is removed, one is added.
+    let mut calc2 = calc.clone();
+    calc2["server"]["limits"] = json!({"timeout": "20s"});
+    let hostile = json!({"id": "bad", "kind": "uri", "server": {"url": fixture("hostile").display().to_string()}});
+    let report = registry.sync(write(json!([calc2, hostile]))).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().expect("reader");
+
+    assert_eq!(*changes.borrow(), count + 1, "one configuration, one notification");
+    let after: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
+    assert!(after.iter().any(|n| n == "bad__ok") && after.iter().any(|n| n == "calc__add"), "{after:?}");
+    assert!(!after.iter().any(|n| n.starts_with("text__")), "{after:?}");
+    for list in seen.lock().unwrap().iter() {
+        assert!(*list == before || *list == after, "a mixed list was visible: {list:?}");
+    }
+    // The same configuration again changes nothing and says nothing.
+    let again = registry.sync(load_toolsets(&path, &NoSecrets).expect("config").toolsets).await;
+    assert!(again.failures.is_empty());
+    assert_eq!(*changes.borrow(), count + 1);
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -3,6 +3,13 @@
 Usage:
     client.py stdio TOOLHOST_BIN ARG...   (spawns `TOOLHOST_BIN serve ARG...`)
     client.py http URL
+    client.py auto-stdio TOOLHOST_BIN ARG...
+    client.py auto-http URL
+
+`stdio` and `http` drive a `ClientSession` through the initialize handshake
+(the SDK's legacy mode); `auto-*` use the SDK's default `Client`, which
+probes `server/discover` first and speaks 2026-07-28 when the server offers
+it.
 
 Runs a fixed scenario against a server that serves the toolsets of
 tests/all/serve.rs (calc__* from the calculator, bad__* from the hostile
@@ -15,7 +22,7 @@ import sys
 
 import anyio
 import mcp.types as types
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -29,7 +36,21 @@ async def scenario(session):
     init = await session.initialize()
     report["server"] = init.server_info.name
     report["list_changed"] = bool(init.capabilities.tools and init.capabilities.tools.list_changed)
+    report["protocol_version"] = init.protocol_version
+    return await calls(session, report)
 
+
+async def auto_scenario(client):
+    report = {}
+    report["server"] = client.server_info.name if client.server_info else None
+    tools = client.server_capabilities.tools
+    report["list_changed"] = bool(tools and tools.list_changed)
+    report["protocol_version"] = client.protocol_version
+    return await calls(client, report)
+
+
+async def calls(session, report):
+    """The same calls through a `ClientSession` or a `Client`."""
     listed = await session.list_tools()
     report["tools"] = sorted(tool.name for tool in listed.tools)
     add = next(tool for tool in listed.tools if tool.name == "calc__add")
@@ -78,6 +99,13 @@ async def main():
             read, write = streams[0], streams[1]
             async with ClientSession(read, write) as session:
                 report = await scenario(session)
+    elif mode == "auto-stdio":
+        params = StdioServerParameters(command=sys.argv[2], args=["serve", *sys.argv[3:]])
+        async with Client(params) as client:
+            report = await auto_scenario(client)
+    elif mode == "auto-http":
+        async with Client(sys.argv[2]) as client:
+            report = await auto_scenario(client)
     else:
         raise SystemExit(f"unknown mode {mode}")
     print(json.dumps(report))

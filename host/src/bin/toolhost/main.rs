@@ -18,6 +18,7 @@ mod bench;
 mod scaffold;
 mod terminal;
 use terminal::escaped;
+mod serve;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use toolhost::check::{CheckOptions, CheckReport, check_plugin};
@@ -80,6 +81,11 @@ enum Command {
         /// `/mcp`, instead of stdio.
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8000")]
         http: Option<std::net::SocketAddr>,
+        /// With --http: also accept requests from this browser origin
+        /// (`scheme://host[:port]`, `:*` for any port; repeatable). Requests
+        /// with any other `Origin` than the server's own get 403.
+        #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+        allow_origins: Vec<String>,
         /// Approve every call that requires approval. Without it such calls
         /// are refused: a server has no terminal to ask on.
         #[arg(long)]
@@ -531,7 +537,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             print_json(&result)?;
             Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })
         }
-        Command::Serve { plugin, http, yes, secrets, options } => {
+        Command::Serve { plugin, http, allow_origins, yes, secrets, options } => {
             let (pairs, toolsets) = split_config(&options.config, true).map_err(usage)?;
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
@@ -550,13 +556,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                     }
                     secrets.not_with_toolsets()?;
                     let registry = Arc::new(load_registry(&file, &secrets).await?);
-                    tokio::spawn(watch_config(file, secrets.provider(), Arc::clone(&registry)));
+                    tokio::spawn(serve::watch_config(file, secrets.provider(), Arc::clone(&registry)));
                     ToolSource::Registry(registry)
                 }
                 _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
             };
             let server = McpServer::new(source, approver);
-            serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+            let http = http.map(|addr| serve::HttpOptions { addr, allowed_origins: allow_origins });
+            serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             Ok(0)
         }
         Command::Check { plugin, seed, samples, json, secrets, options } => {
@@ -690,62 +697,6 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             }
             Ok(0)
-        }
-    }
-}
-
-/// Run the MCP server until the client disconnects (stdio) or the process is
-/// interrupted (HTTP).
-async fn serve(server: McpServer, http: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
-    use rmcp::ServiceExt;
-    match http {
-        None => {
-            let running = server.serve(rmcp::transport::stdio()).await.context("the MCP session failed to start")?;
-            running.waiting().await.context("the MCP session failed")?;
-        }
-        Some(addr) => {
-            use rmcp::transport::streamable_http_server::{
-                StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-            };
-            let service = StreamableHttpService::new(
-                move || Ok(server.clone()),
-                Arc::new(LocalSessionManager::default()),
-                StreamableHttpServerConfig::default(),
-            );
-            let router = axum::Router::new().nest_service("/mcp", service);
-            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-            let bound = listener.local_addr().context("no local address")?;
-            eprintln!("toolhost: serving MCP over streamable HTTP at http://{bound}/mcp");
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = tokio::signal::ctrl_c().await;
-                })
-                .await
-                .context("the HTTP server failed")?;
-        }
-    }
-    Ok(())
-}
-
-/// Reload the toolsets file when it (or a plugin file) changes.
-async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>, registry: Arc<Registry>) {
-    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let mut seen = modified(&file);
-    let mut ticker = tokio::time::interval(Duration::from_millis(500));
-    loop {
-        ticker.tick().await;
-        let now = modified(&file);
-        let config_changed = now != seen;
-        seen = now;
-        match toolhost::load_toolsets(&file, secrets.as_ref()) {
-            Ok(parsed) => {
-                let report = registry.sync(parsed.toolsets).await;
-                print_load_report(&report);
-            }
-            Err(error) if config_changed => {
-                eprintln!("warning: the changed configuration was not applied: {error}");
-            }
-            Err(_) => {}
         }
     }
 }
