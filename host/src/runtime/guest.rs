@@ -186,19 +186,30 @@ fn arm<T: Guest>(store: &mut Store<T>) {
 /// it) and the run fails with [`Stop::Timeout`]: the instance must then be
 /// discarded, as after any fault.
 ///
-/// Needs tokio's time driver (`enable_time` or `enable_all`), as WASI's
-/// clocks do.
+/// The deadline is kept by toolhost's epoch ticker thread
+/// ([`super::ticker::Alarm`]), not by tokio's timer, so this works on any
+/// tokio runtime, with or without its time driver. Callers hold a
+/// [`super::ticker::running`] guard meanwhile, which keeps the ticker ticking.
 pub(crate) async fn bounded<R>(
     deadline: Option<Instant>,
     run: impl std::future::Future<Output = wasmtime::Result<R>>,
 ) -> wasmtime::Result<R> {
-    match deadline {
-        None => run.await,
-        Some(deadline) => match tokio::time::timeout_at(deadline.into(), run).await {
-            Ok(ran) => ran,
-            Err(_) => Err(wasmtime::Error::new(Stop::Timeout)),
-        },
-    }
+    use std::task::Poll;
+    let Some(deadline) = deadline else { return run.await };
+    let mut run = std::pin::pin!(run);
+    let mut alarm = super::ticker::Alarm::new(deadline);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(ran) = run.as_mut().poll(cx) {
+            return Poll::Ready(ran);
+        }
+        // Checked only once the run is pending: a call that finishes in
+        // one poll never touches the alarm.
+        if alarm.poll(cx).is_ready() {
+            return Poll::Ready(Err(wasmtime::Error::new(Stop::Timeout)));
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// At every epoch tick: stop the call if its deadline passed, else yield to

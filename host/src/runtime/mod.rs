@@ -276,6 +276,7 @@ pub(crate) mod ticker {
                     engine.increment_epoch();
                 }
             }
+            Alarm::fire();
             if active() > 0 {
                 idle = 0;
                 continue;
@@ -290,6 +291,68 @@ pub(crate) mod ticker {
                 }
                 PARKED.store(false, Ordering::SeqCst);
                 idle = 0;
+            }
+        }
+    }
+
+    /// Alarms set, by id: when each goes off and whom to wake.
+    static ALARMS: std::sync::Mutex<std::collections::BTreeMap<u64, (std::time::Instant, std::task::Waker)>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    static NEXT_ALARM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// A deadline the ticker thread keeps: ready once it has passed, and
+    /// its task woken then (within a tick), even while the guest waits in a
+    /// host call. Unlike `tokio::time`, it needs no time driver in the
+    /// caller's runtime. The ticker ticks while a [`Running`] guard lives:
+    /// hold one meanwhile.
+    pub(crate) struct Alarm {
+        deadline: std::time::Instant,
+        id: Option<u64>,
+    }
+
+    impl Alarm {
+        pub(crate) fn new(deadline: std::time::Instant) -> Alarm {
+            Alarm { deadline, id: None }
+        }
+
+        /// Ready once the deadline has passed; else set (or renew) the
+        /// alarm to wake this task.
+        pub(crate) fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+            if std::time::Instant::now() >= self.deadline {
+                return std::task::Poll::Ready(());
+            }
+            let id = *self.id.get_or_insert_with(|| NEXT_ALARM.fetch_add(1, Ordering::Relaxed));
+            let mut alarms = ALARMS.lock().unwrap_or_else(|p| p.into_inner());
+            match alarms.get_mut(&id) {
+                Some((_, waker)) if waker.will_wake(cx.waker()) => {}
+                _ => {
+                    alarms.insert(id, (self.deadline, cx.waker().clone()));
+                }
+            }
+            std::task::Poll::Pending
+        }
+
+        /// Wake the tasks whose alarms have gone off (on the ticker thread).
+        fn fire() {
+            let now = std::time::Instant::now();
+            let due: Vec<std::task::Waker> = {
+                let mut alarms = ALARMS.lock().unwrap_or_else(|p| p.into_inner());
+                if alarms.is_empty() {
+                    return;
+                }
+                let ids: Vec<u64> = alarms.iter().filter(|(_, (at, _))| *at <= now).map(|(id, _)| *id).collect();
+                ids.into_iter().filter_map(|id| alarms.remove(&id)).map(|(_, waker)| waker).collect()
+            };
+            for waker in due {
+                waker.wake();
+            }
+        }
+    }
+
+    impl Drop for Alarm {
+        fn drop(&mut self) {
+            if let Some(id) = self.id {
+                ALARMS.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             }
         }
     }
