@@ -231,17 +231,7 @@ impl Registry {
             }
         }
         for task in loading {
-            let (toolset, source, outcome) = match task.await {
-                Ok(done) => done,
-                Err(e) => {
-                    report.failures.push(ToolsetFailure {
-                        toolset: "?".to_owned(),
-                        source: "?".to_owned(),
-                        error: Error::Host(format!("a loading task failed: {e}")),
-                    });
-                    continue;
-                }
-            };
+            let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
             let added = outcome.and_then(|(loaded, warnings)| {
                 admit(&next, &loaded)?;
                 next.insert(toolset.clone(), Arc::new(loaded));
@@ -283,17 +273,7 @@ impl Registry {
             .collect();
         let mut report = LoadReport::default();
         for task in tasks {
-            let (toolset, source, outcome) = match task.await {
-                Ok(done) => done,
-                Err(e) => {
-                    report.failures.push(ToolsetFailure {
-                        toolset: "?".to_owned(),
-                        source: "?".to_owned(),
-                        error: Error::Host(format!("a loading task failed: {e}")),
-                    });
-                    continue;
-                }
-            };
+            let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
             match outcome.and_then(|(loaded, warnings)| {
                 self.insert(loaded).map(|()| warnings).map_err(Error::from)
             }) {
@@ -412,6 +392,26 @@ fn admit(toolsets: &BTreeMap<String, Arc<LoadedToolset>>, loaded: &LoadedToolset
         }
     }
     Ok(())
+}
+
+/// What a loading task yields: the toolset's id, its source, and the
+/// loaded toolset with its warnings (or why it failed).
+type Loading = (String, String, Result<(LoadedToolset, Vec<String>), Error>);
+
+/// A loading task's outcome; one that failed to finish (it panicked) is
+/// reported as a failure instead.
+async fn finished(task: tokio::task::JoinHandle<Loading>, report: &mut LoadReport) -> Option<Loading> {
+    match task.await {
+        Ok(done) => Some(done),
+        Err(e) => {
+            report.failures.push(ToolsetFailure {
+                toolset: "?".to_owned(),
+                source: "?".to_owned(),
+                error: Error::Host(format!("a loading task failed: {e}")),
+            });
+            None
+        }
+    }
 }
 
 /// Letters, digits, `-` and single `_`, not at either end.
