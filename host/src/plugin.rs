@@ -259,8 +259,7 @@ impl PluginBuilder {
         // `describe` runs with no secret in reach, but the config may hold
         // secret values: what it says is redacted like any output.
         let redact_error = |mut error: Error| {
-            let mut found = Vec::new();
-            error.plugin_texts_mut(&mut |text| describe_env.redactor.redact_text(text, &mut found));
+            describe_env.redactor.redact_error(&mut error);
             error
         };
         let mut instance = module
@@ -880,11 +879,7 @@ impl Inner {
     /// message, its stderr, a violation's message or path may quote what it
     /// returned.
     fn scrub(&self, mut error: Error) -> Error {
-        if self.redactor.is_empty() {
-            return error;
-        }
-        let mut found = Vec::new();
-        error.plugin_texts_mut(&mut |text| self.redactor.redact_text(text, &mut found));
+        let found = self.redactor.redact_error(&mut error);
         if !found.is_empty() {
             tracing::warn!(plugin = %self.name, secrets = ?found, "an error quoted secret values; redacted");
         }

@@ -338,10 +338,7 @@ impl Redactor {
     /// A string that may be base64 (the protocol's form of binary data):
     /// redact inside its decoded bytes.
     fn redact_base64(&self, text: &mut String, found: &mut Found) -> Result<(), TooLarge> {
-        if text.len() < 4 || !text.len().is_multiple_of(4) || !text.bytes().all(is_base64_byte) {
-            return Ok(());
-        }
-        let Ok(decoded) = BASE64.decode(text.as_bytes()) else { return Ok(()) };
+        let Some(decoded) = base64_decoded(text) else { return Ok(()) };
         if let Some(bytes) = self.replace(&decoded, found)? {
             let encoded = BASE64.encode(bytes);
             found.room = found.room.checked_sub(encoded.len().saturating_sub(text.len())).ok_or(TooLarge)?;
@@ -391,11 +388,7 @@ impl Redactor {
     fn found_in_value(&self, value: &Value) -> bool {
         match value {
             Value::String(text) => {
-                self.found_in(text.as_bytes())
-                    || (text.len() >= 4
-                        && text.len().is_multiple_of(4)
-                        && text.bytes().all(is_base64_byte)
-                        && BASE64.decode(text.as_bytes()).is_ok_and(|bytes| self.found_in(&bytes)))
+                self.found_in(text.as_bytes()) || base64_decoded(text).is_some_and(|bytes| self.found_in(&bytes))
             }
             Value::Number(number) => self.found_in(number.to_string().as_bytes()),
             Value::Array(items) => items.iter().any(|item| self.found_in_value(item)),
@@ -433,7 +426,7 @@ impl Redactor {
     /// letting it grow by at most `room` bytes: the names found, or `Err`
     /// with them when it would grow more.
     pub(crate) fn redact_json(&self, value: &mut Value, room: usize) -> Result<Vec<String>, Vec<String>> {
-        if self.is_empty() || !self.found_in_value(value) {
+        if self.is_empty() {
             return Ok(Vec::new());
         }
         let mut found = Found::new(room);
@@ -449,12 +442,10 @@ impl Redactor {
         if self.is_empty() {
             return Vec::new();
         }
-        let Ok(value) = serde_json::to_value(result) else { return Vec::new() };
-        if !self.found_in_value(&value) {
-            return Vec::new();
-        }
+        // The redacting walk over a copy names what it finds (and copies
+        // nothing where it finds nothing).
+        let Ok(mut copy) = serde_json::to_value(result) else { return Vec::new() };
         let mut found = Found::new(usize::MAX);
-        let mut copy = value;
         let _ = self.redact_value(&mut copy, &mut found);
         found.names
     }
@@ -493,6 +484,16 @@ impl Redactor {
         }
     }
 
+    /// Redact every text of an error that may quote the plugin; the names
+    /// of the values found.
+    pub(crate) fn redact_error(&self, error: &mut crate::Error) -> Vec<String> {
+        let mut found = Vec::new();
+        if !self.is_empty() {
+            error.plugin_texts_mut(&mut |text| self.redact_text(text, &mut found));
+        }
+        found
+    }
+
     /// Redact a text the plugin chose that goes into an error or a log
     /// line; a text that would grow too much is withheld whole. The names
     /// found are added to `names`.
@@ -512,8 +513,14 @@ impl Redactor {
     }
 }
 
-fn is_base64_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'='
+/// The bytes a string decodes to, when it is padded standard base64 (the
+/// protocol's form of binary data).
+fn base64_decoded(text: &str) -> Option<Vec<u8>> {
+    let base64 = |b: u8| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=';
+    if text.len() < 4 || !text.len().is_multiple_of(4) || !text.bytes().all(base64) {
+        return None;
+    }
+    BASE64.decode(text.as_bytes()).ok()
 }
 
 #[cfg(test)]
