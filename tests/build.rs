@@ -21,13 +21,13 @@ fn main() {
         .unwrap_or_else(|message| panic!("{message}"));
 
     let target = xtask::target_dir(&root);
-    for (packages, dir, var) in [
-        (&examples, "plugins", "TOOLHOST_PLUGIN_DIR"),
-        (&fixtures, "fixtures", "TOOLHOST_FIXTURE_DIR"),
-    ] {
+    for (packages, dir, var) in
+        [(&examples, "plugins", "TOOLHOST_PLUGIN_DIR"), (&fixtures, "fixtures", "TOOLHOST_FIXTURE_DIR")]
+    {
         let out = target.join(dir);
         for package in packages {
-            xtask::install_module(&root, package, &out, xtask::WASM_TARGET).unwrap_or_else(|message| panic!("{message}"));
+            xtask::install_module(&root, package, &out, xtask::WASM_TARGET)
+                .unwrap_or_else(|message| panic!("{message}"));
             if components.contains(package) {
                 xtask::install_module(&root, package, &out, xtask::COMPONENT_TARGET)
                     .unwrap_or_else(|message| panic!("{message}"));

@@ -220,7 +220,6 @@ pub fn serve_http(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize
     (port, handle)
 }
 
-
 /// Like [`serve_http`], and the server's thread returns the requests it
 /// received (their head: request line and headers, as text).
 pub fn serve_http_recording(responses: Vec<String>) -> (u16, std::thread::JoinHandle<Vec<String>>) {

@@ -189,8 +189,8 @@ fn schemas() -> &'static [Validator; 2] {
 /// the format and toolhost's rules, and resolve `${env:..}` and
 /// `${secret:..}` references.
 pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::one(path, "", format!("cannot read the file ({e})")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigError::one(path, "", format!("cannot read the file ({e})")))?;
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let document: Value = match extension.as_str() {
         "json" => serde_json::from_str(&text).map_err(|e| format!("it is not valid JSON ({e})")),
@@ -357,7 +357,9 @@ fn parse_toolset(
             Ok(()) => {}
         }
     }
-    for (name, filter) in [("includeTools", &raw.extensions.include_tools), ("excludeTools", &raw.extensions.exclude_tools)] {
+    for (name, filter) in
+        [("includeTools", &raw.extensions.include_tools), ("excludeTools", &raw.extensions.exclude_tools)]
+    {
         if let Some(Err(message)) = filter.as_ref().map(ToolFilter::check) {
             problems.extend(problem(&format!("/extensions/{name}"), message));
         }

@@ -116,11 +116,20 @@ impl ToolFilter {
     pub fn check(&self) -> Result<(), String> {
         for (i, clause) in self.filters.iter().enumerate() {
             if clause.attribute == Attribute::Unspecified {
-                return Err(format!("filters/{i}: the attribute must be ATTRIBUTE_NAME, ATTRIBUTE_TITLE or ATTRIBUTE_DESCRIPTION"));
+                return Err(format!(
+                    "filters/{i}: the attribute must be ATTRIBUTE_NAME, ATTRIBUTE_TITLE or ATTRIBUTE_DESCRIPTION"
+                ));
             }
             let m = &clause.matcher;
-            if m.exact.is_none() && m.contains.is_none() && m.starts_with.is_none() && m.ends_with.is_none() && m.regex.is_none() {
-                return Err(format!("filters/{i}: the matcher sets none of exact, contains, startsWith, endsWith, regex"));
+            if m.exact.is_none()
+                && m.contains.is_none()
+                && m.starts_with.is_none()
+                && m.ends_with.is_none()
+                && m.regex.is_none()
+            {
+                return Err(format!(
+                    "filters/{i}: the matcher sets none of exact, contains, startsWith, endsWith, regex"
+                ));
             }
             if let Some(pattern) = &m.regex {
                 m.compile(pattern).map_err(|e| format!("filters/{i}: invalid regex `{pattern}`: {e}"))?;
@@ -229,8 +238,14 @@ mod tests {
     #[test]
     fn bad_filters_are_refused() {
         let bad = |v: serde_json::Value| serde_json::from_value::<ToolFilter>(v).unwrap().check().unwrap_err();
-        assert!(bad(json!({"filters": [{"attribute": "ATTRIBUTE_UNSPECIFIED", "matcher": {"exact": "x"}}]})).contains("attribute"));
+        assert!(
+            bad(json!({"filters": [{"attribute": "ATTRIBUTE_UNSPECIFIED", "matcher": {"exact": "x"}}]}))
+                .contains("attribute")
+        );
         assert!(bad(json!({"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {}}]})).contains("sets none"));
-        assert!(bad(json!({"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "("}}]})).contains("invalid regex"));
+        assert!(
+            bad(json!({"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "("}}]}))
+                .contains("invalid regex")
+        );
     }
 }

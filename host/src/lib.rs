@@ -47,27 +47,25 @@ mod sandbox;
 mod secrets;
 mod validate;
 
-pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
-pub use plugin::{Plugin, PluginBuilder, PoolStats};
-pub use runtime::PluginKind;
-pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
-pub use sandbox::{
-    Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size,
-};
-pub use validate::{LoadProblem, ValidationOptions};
 pub use config::{
     ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, SecretOutput, ToolOverride, ToolSettings,
     ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
 };
-pub use registry::{
-    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool,
-    Registry, RegistryError, ToolsetFailure,
-};
-pub use mcp::{McpServer, ToolSource};
+pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
+pub use mcp::{McpServer, ToolSource};
+pub use plugin::{Plugin, PluginBuilder, PoolStats};
+pub use registry::{
+    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool, Registry,
+    RegistryError, ToolsetFailure,
+};
+pub use runtime::PluginKind;
+pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
+pub use sandbox::{Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size};
 pub use secrets::{
-    EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,
-    SecretRequirement, SensitiveValues,
+    EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider, SecretRequirement,
+    SensitiveValues,
 };
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};
+pub use validate::{LoadProblem, ValidationOptions};

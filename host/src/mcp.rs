@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::Value;
@@ -107,9 +107,12 @@ mod wire {
 
     fn resource_contents(r: p::ResourceContents) -> m::ResourceContents {
         match (r.text, r.blob) {
-            (None, Some(blob)) => {
-                m::ResourceContents::BlobResourceContents { uri: r.uri, mime_type: r.mime_type, blob, meta: meta(r.meta) }
-            }
+            (None, Some(blob)) => m::ResourceContents::BlobResourceContents {
+                uri: r.uri,
+                mime_type: r.mime_type,
+                blob,
+                meta: meta(r.meta),
+            },
             (text, _) => m::ResourceContents::TextResourceContents {
                 uri: r.uri,
                 mime_type: r.mime_type,
@@ -177,7 +180,13 @@ mod wire {
         out.input_schema = Arc::new(tool.input_schema);
         out.output_schema = tool.output_schema.map(Arc::new);
         out.annotations = tool.annotations.map(|a| {
-            m::ToolAnnotations::from_raw(a.title, a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
+            m::ToolAnnotations::from_raw(
+                a.title,
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            )
         });
         out.meta = meta(tool.meta);
         out

@@ -244,7 +244,9 @@ impl PluginBuilder {
             Compiled::Module(module) => {
                 Module::Extism(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?)
             }
-            Compiled::Component(component) => Module::Component(ComponentModule::new(kind, component).map_err(load_error)?),
+            Compiled::Component(component) => {
+                Module::Component(ComponentModule::new(kind, component).map_err(load_error)?)
+            }
         });
 
         let describe_env = Arc::new(HostEnv {
@@ -266,8 +268,7 @@ impl PluginBuilder {
             .instantiate(&describe_env)
             .await
             .map_err(|fault| redact_error(load_error(format!("it cannot be started: {fault}"))))?;
-        let mut raw =
-            instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
+        let mut raw = instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
         match describe_env.redactor.redact_json(&mut raw, self.policy.limits.max_output_bytes) {
             Ok(found) if found.is_empty() => {}
             Ok(found) => tracing::warn!(plugin = %name, secrets = ?found, "`describe` quoted secret values; redacted"),
@@ -277,10 +278,7 @@ impl PluginBuilder {
                     operation: Operation::Describe,
                     fault: Fault {
                         kind: FaultKind::OutputTooLarge,
-                        message: format!(
-                            "redacting secret {} would take the output past the limit",
-                            found.join(", ")
-                        ),
+                        message: format!("redacting secret {} would take the output past the limit", found.join(", ")),
                     },
                 });
             }
@@ -290,12 +288,7 @@ impl PluginBuilder {
         for warning in &checked.problems {
             tracing::warn!(plugin = %name, "tool left out: {warning}");
         }
-        let index = described
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(i, tool)| (tool.name.clone(), i))
-            .collect();
+        let index = described.tools.iter().enumerate().map(|(i, tool)| (tool.name.clone(), i)).collect();
 
         // A secret is handed over when it is granted and declared, and
         // then only to the calls of the tools that declare it. The plugin's
@@ -303,11 +296,8 @@ impl PluginBuilder {
         // `describe` ran without any.
         let mut secrets = std::collections::BTreeMap::new();
         let mut missing_secrets = std::collections::BTreeMap::new();
-        let declared: BTreeSet<&str> = checked
-            .tools
-            .iter()
-            .flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str()))
-            .collect();
+        let declared: BTreeSet<&str> =
+            checked.tools.iter().flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str())).collect();
         for id in declared {
             if !self.granted.contains(id) {
                 missing_secrets.insert(id.to_owned(), MissingSecretReason::NotGranted);
@@ -347,7 +337,11 @@ impl PluginBuilder {
             for (id, value) in &secrets {
                 sensitive.push(id.clone(), value.clone());
             }
-            Arc::new(HostEnv { secrets, redactor: Arc::new(Redactor::new(&sensitive)), ..HostEnv::clone(&describe_env) })
+            Arc::new(HostEnv {
+                secrets,
+                redactor: Arc::new(Redactor::new(&sensitive)),
+                ..HostEnv::clone(&describe_env)
+            })
         };
 
         let pool_size = self.pool_size.max(1);
@@ -420,9 +414,7 @@ async fn check_described_off_executor(
 /// Run a validation on a blocking thread, so that however long it takes it
 /// holds no async worker: other calls, other plugins and the server go on.
 async fn off_executor<T: Send + 'static>(job: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<T, Error> {
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(|e| Error::Host(format!("the validating thread failed: {e}")))?
+    tokio::task::spawn_blocking(job).await.map_err(|e| Error::Host(format!("the validating thread failed: {e}")))?
 }
 
 /// Subschema evaluations a validation may cost on the async executor (well
@@ -579,7 +571,8 @@ impl Plugin {
     pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
         let inner = &self.inner;
         let outcome = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e)) {
-            Ok(Ran::Describe(mut raw)) => match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes) {
+            Ok(Ran::Describe(mut raw)) => match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes)
+            {
                 Ok(_) => check_described_off_executor(&inner.name, raw, &inner.validation)
                     .await
                     .map(|(described, _)| described),
@@ -1009,7 +1002,6 @@ impl Inner {
         validate::check_typed_result(&result, self.output_validator(tool)).map_err(invalid)?;
         Ok(result)
     }
-
 }
 
 /// Notes a call dropped before it finished (its caller cancelled it): its
@@ -1055,14 +1047,9 @@ pub struct PoolStats {
     pub idle_memory_bytes: usize,
 }
 
-
 /// A JSON value that does not deserialize into the protocol type.
 pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {
-    Violation {
-        instance_path: String::new(),
-        keyword: "protocol".to_owned(),
-        message: error.to_string(),
-    }
+    Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }
 }
 
 /// The JSON Schema name of a value's type.

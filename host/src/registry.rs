@@ -159,7 +159,9 @@ pub enum RegistryError {
     #[error("a toolset with id `{0}` is already loaded")]
     Duplicate(String),
     /// A toolset id that cannot namespace tool names.
-    #[error("invalid toolset id `{0}`: use letters, digits, `-` and single `_` (`__` separates the id from tool names)")]
+    #[error(
+        "invalid toolset id `{0}`: use letters, digits, `-` and single `_` (`__` separates the id from tool names)"
+    )]
     InvalidId(String),
 }
 
@@ -274,9 +276,7 @@ impl Registry {
         let mut report = LoadReport::default();
         for task in tasks {
             let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
-            match outcome.and_then(|(loaded, warnings)| {
-                self.insert(loaded).map(|()| warnings).map_err(Error::from)
-            }) {
+            match outcome.and_then(|(loaded, warnings)| self.insert(loaded).map(|()| warnings).map_err(Error::from)) {
                 Ok(warnings) => report.warnings.extend(warnings),
                 Err(error) => report.failures.push(ToolsetFailure { toolset, source, error }),
             }
@@ -345,7 +345,12 @@ impl Registry {
     /// that requires approval then goes to `approver`, and a denial is an
     /// `isError` result saying the call was not approved (the plugin does
     /// not run).
-    pub async fn call_tool(&self, name: &str, arguments: Value, approver: &dyn Approver) -> Result<CallToolResult, Error> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        approver: &dyn Approver,
+    ) -> Result<CallToolResult, Error> {
         let found = self.find(name).filter(|(_, tool)| tool.enabled);
         let Some((loaded, tool)) = found else {
             return Err(Error::NoSuchTool {
@@ -359,9 +364,7 @@ impl Registry {
             let request = ApprovalRequest { tool: &tool, arguments: &arguments };
             if let Approval::Denied(reason) = approver.approve(request).await {
                 tracing::info!(tool = %name, "call not approved: {reason}");
-                return Ok(CallToolResult::error(format!(
-                    "the call to `{name}` was not approved: {reason}"
-                )));
+                return Ok(CallToolResult::error(format!("the call to `{name}` was not approved: {reason}")));
             }
         }
         loaded.plugin.run_call(&tool.tool.name, arguments).await
@@ -462,11 +465,7 @@ async fn prepare(
         .build()
         .await?;
 
-    let mut warnings: Vec<String> = plugin
-        .warnings()
-        .iter()
-        .map(|w| format!("{source}: tool left out: {w}"))
-        .collect();
+    let mut warnings: Vec<String> = plugin.warnings().iter().map(|w| format!("{source}: tool left out: {w}")).collect();
     for listed in config.tools.keys() {
         if plugin.tool(listed).is_none() {
             warnings.push(format!("{source}: the tools list names `{listed}`, which the plugin does not have"));

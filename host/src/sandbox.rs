@@ -448,7 +448,10 @@ mod tests {
         let grant: PathGrant = "/data".parse().unwrap();
         assert_eq!((grant.guest_path(), grant.access), (Path::new("/data"), Access::ReadOnly));
         let grant: PathGrant = "/srv/x:/x:rw".parse().unwrap();
-        assert_eq!((grant.host.as_path(), grant.guest_path(), grant.access), (Path::new("/srv/x"), Path::new("/x"), Access::ReadWrite));
+        assert_eq!(
+            (grant.host.as_path(), grant.guest_path(), grant.access),
+            (Path::new("/srv/x"), Path::new("/x"), Access::ReadWrite)
+        );
         let grant: PathGrant = "/srv/x:ro".parse().unwrap();
         assert_eq!((grant.guest_path(), grant.access), (Path::new("/srv/x"), Access::ReadOnly));
         assert!("a:b:c:d".parse::<PathGrant>().is_err());

@@ -70,11 +70,7 @@ impl SecretProvider for EnvSecretProvider {
     }
 
     fn describe(&self) -> String {
-        if self.prefix.is_empty() {
-            "environment".to_owned()
-        } else {
-            format!("environment, prefix {}", self.prefix)
-        }
+        if self.prefix.is_empty() { "environment".to_owned() } else { format!("environment, prefix {}", self.prefix) }
     }
 }
 
@@ -158,11 +154,8 @@ impl Requirements {
     /// The requirements a tool declares, in `_meta.requirements` or a
     /// top-level `requirements` field; `Err` when they are malformed.
     pub fn of(tool: &Tool) -> Result<Requirements, String> {
-        let declared = tool
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get("requirements"))
-            .or_else(|| tool.extra.get("requirements"));
+        let declared =
+            tool.meta.as_ref().and_then(|meta| meta.get("requirements")).or_else(|| tool.extra.get("requirements"));
         match declared {
             None | Some(Value::Null) => Ok(Requirements::default()),
             Some(value) => serde_json::from_value(value.clone()).map_err(|e| format!("invalid requirements: {e}")),
@@ -392,7 +385,9 @@ impl Redactor {
             }
             Value::Number(number) => self.found_in(number.to_string().as_bytes()),
             Value::Array(items) => items.iter().any(|item| self.found_in_value(item)),
-            Value::Object(map) => map.iter().any(|(key, item)| self.found_in(key.as_bytes()) || self.found_in_value(item)),
+            Value::Object(map) => {
+                map.iter().any(|(key, item)| self.found_in(key.as_bytes()) || self.found_in_value(item))
+            }
             Value::Null | Value::Bool(_) => false,
         }
     }

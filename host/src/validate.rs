@@ -159,20 +159,14 @@ fn linear_time_patterns() -> jsonschema::PatternOptions<jsonschema::Regex> {
 struct RefuseExternal;
 
 impl jsonschema::Retrieve for RefuseExternal {
-    fn retrieve(
-        &self,
-        uri: &jsonschema::Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+    fn retrieve(&self, uri: &jsonschema::Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         Err(format!("external $ref to `{uri}` refused: toolhost never fetches schemas").into())
     }
 }
 
-const DRAFT_2020_12: &[&str] = &[
-    "https://json-schema.org/draft/2020-12/schema",
-    "http://json-schema.org/draft/2020-12/schema",
-];
-const DRAFT_07: &[&str] =
-    &["http://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema"];
+const DRAFT_2020_12: &[&str] =
+    &["https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft/2020-12/schema"];
+const DRAFT_07: &[&str] = &["http://json-schema.org/draft-07/schema", "https://json-schema.org/draft-07/schema"];
 
 /// The dialect a schema declares: 2020-12 when `$schema` is absent.
 fn dialect(schema: &JsonObject) -> Result<Draft, String> {
@@ -222,9 +216,7 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
             let path = error.instance_path().as_str();
             let mut message = if path.is_empty() { message } else { format!("{message} (at {path} in the schema)") };
             if matches!(error.kind(), jsonschema::error::ValidationErrorKind::Format { format } if format == "regex") {
-                message.push_str(
-                    "; toolhost matches patterns in linear time, without lookaround or backreferences",
-                );
+                message.push_str("; toolhost matches patterns in linear time, without lookaround or backreferences");
             }
             not_compiling(message)
         })?;
@@ -302,12 +294,7 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         let at = |suffix: &str| format!("/tools/{index}{suffix}");
         let mut tool_problems = Vec::new();
         let mut problem = |pointer: String, rule: &str, message: String| {
-            tool_problems.push(LoadProblem {
-                tool: Some(label.clone()),
-                pointer,
-                rule: rule.to_owned(),
-                message,
-            });
+            tool_problems.push(LoadProblem { tool: Some(label.clone()), pointer, rule: rule.to_owned(), message });
         };
         let mut tool: Tool = match serde_json::from_value(raw_tool.clone()) {
             Ok(tool) => tool,
@@ -346,9 +333,7 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
             .ok();
         let ok = tool_problems.is_empty();
         problems.extend(tool_problems);
-        if let (true, Some(input), Some(output), Some(id), Some(requirements)) =
-            (ok, input, output, id, requirements)
-        {
+        if let (true, Some(input), Some(output), Some(id), Some(requirements)) = (ok, input, output, id, requirements) {
             tools.push(CheckedTool { tool, id, requirements, input, output });
         }
     }
@@ -367,9 +352,8 @@ fn tool_index(pointer: &str) -> Option<usize> {
 fn normalize_metadata(tool: &mut Tool) -> Result<String, (&'static str, &'static str, String)> {
     let version = match tool.extra.get("version").and_then(Value::as_str) {
         Some(raw) => {
-            let version = normalize_version(raw).ok_or_else(|| {
-                ("version", "semver", format!("`{raw}` is not a semantic version x.y.z"))
-            })?;
+            let version = normalize_version(raw)
+                .ok_or_else(|| ("version", "semver", format!("`{raw}` is not a semantic version x.y.z")))?;
             tool.extra.insert("version".to_owned(), Value::String(version.clone()));
             Some(version)
         }
@@ -426,8 +410,7 @@ pub(crate) fn violations(validator: &Validator, instance: &Value) -> Vec<Violati
     if validator.is_valid(instance) {
         return Vec::new();
     }
-    let mut found: Vec<Violation> =
-        validator.iter_errors(instance).map(|error| to_violation(&error)).collect();
+    let mut found: Vec<Violation> = validator.iter_errors(instance).map(|error| to_violation(&error)).collect();
     // In document order of the instance, whatever order the schema checks in.
     found.sort_by(|a, b| a.instance_path.cmp(&b.instance_path));
     found
@@ -442,28 +425,17 @@ fn to_violation(error: &ValidationError<'_>) -> Violation {
         instance_path.push('/');
         instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
     }
-    Violation {
-        instance_path,
-        keyword: error.kind().keyword().to_owned(),
-        message: error.to_string(),
-    }
+    Violation { instance_path, keyword: error.kind().keyword().to_owned(), message: error.to_string() }
 }
 
 /// Check a call's result: the protocol, then the tool's `outputSchema`.
-pub(crate) fn check_result(
-    raw: Value,
-    output: Option<&Validator>,
-) -> Result<CallToolResult, Vec<Violation>> {
+pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<CallToolResult, Vec<Violation>> {
     let problems = violations(&protocol().call_tool_result.validator, &raw);
     if !problems.is_empty() {
         return Err(problems);
     }
     let result: CallToolResult = serde_json::from_value(raw).map_err(|error| {
-        vec![Violation {
-            instance_path: String::new(),
-            keyword: "protocol".to_owned(),
-            message: error.to_string(),
-        }]
+        vec![Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }]
     })?;
     check_structured(&result, output)?;
     Ok(result)
@@ -516,7 +488,8 @@ fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Resu
                 return Err(vec![Violation {
                     instance_path: "/structuredContent".to_owned(),
                     keyword: "outputSchema".to_owned(),
-                    message: "the tool declares an outputSchema, so a successful result must carry structuredContent".to_owned(),
+                    message: "the tool declares an outputSchema, so a successful result must carry structuredContent"
+                        .to_owned(),
                 }]);
             }
             Some(structured) => {
@@ -570,13 +543,19 @@ mod tests {
         let obj = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(dialect(&obj(json!({}))), Ok(Draft::Draft202012));
         assert_eq!(dialect(&obj(json!({"$schema": "http://json-schema.org/draft-07/schema#"}))), Ok(Draft::Draft7));
-        assert!(dialect(&obj(json!({"$schema": "http://json-schema.org/draft-04/schema#"}))).unwrap_err().contains("draft-04"));
+        assert!(
+            dialect(&obj(json!({"$schema": "http://json-schema.org/draft-04/schema#"})))
+                .unwrap_err()
+                .contains("draft-04")
+        );
     }
 
     #[test]
     fn required_points_at_the_missing_property() {
         let validator = compile_schema(
-            json!({"type": "object", "required": ["a/b"], "properties": {"x": {"type": "string"}}}).as_object().unwrap(),
+            json!({"type": "object", "required": ["a/b"], "properties": {"x": {"type": "string"}}})
+                .as_object()
+                .unwrap(),
             false,
         )
         .unwrap()

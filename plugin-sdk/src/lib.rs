@@ -60,15 +60,14 @@ pub use serde::{self, Deserialize, Serialize};
 pub use serde_json::{self, Value, json};
 pub use toolhost_plugin_sdk_macros::{plugin, tool};
 pub use toolhost_protocol::{
-    self as protocol, CallToolResult, Content, JsonObject, ResourceContents, Tool,
-    ToolAnnotations,
+    self as protocol, CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolAnnotations,
 };
 
 /// Everything a plugin usually needs: `use toolhost_plugin_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        CallToolResult, Content, Deserialize, JsonSchema, Serialize, Structured, ToolError,
-        audio, config, image, plugin, resource_blob, resource_text, secret, text, tool,
+        CallToolResult, Content, Deserialize, JsonSchema, Serialize, Structured, ToolError, audio, config, image,
+        plugin, resource_blob, resource_text, secret, text, tool,
     };
 }
 
@@ -204,14 +203,9 @@ impl<T: Serialize + JsonSchema> ToolOutput for Structured<T> {
         match serde_json::to_value(&self.value) {
             Ok(value) => {
                 let text = self.text.unwrap_or_else(|| value.to_string());
-                CallToolResult {
-                    structured_content: Some(value),
-                    ..CallToolResult::text(text)
-                }
+                CallToolResult { structured_content: Some(value), ..CallToolResult::text(text) }
             }
-            Err(error) => {
-                CallToolResult::error(format!("the tool's output cannot be serialized: {error}"))
-            }
+            Err(error) => CallToolResult::error(format!("the tool's output cannot be serialized: {error}")),
         }
     }
 }
@@ -267,20 +261,12 @@ pub fn audio(bytes: impl AsRef<[u8]>, mime_type: impl Into<String>) -> Content {
 }
 
 /// An embedded textual resource.
-pub fn resource_text(
-    uri: impl Into<String>,
-    text: impl Into<String>,
-    mime_type: impl Into<String>,
-) -> Content {
+pub fn resource_text(uri: impl Into<String>, text: impl Into<String>, mime_type: impl Into<String>) -> Content {
     Content::resource(ResourceContents::text(uri, text).with_mime_type(mime_type))
 }
 
 /// An embedded binary resource; `bytes` are base64-encoded for you.
-pub fn resource_blob(
-    uri: impl Into<String>,
-    bytes: impl AsRef<[u8]>,
-    mime_type: impl Into<String>,
-) -> Content {
+pub fn resource_blob(uri: impl Into<String>, bytes: impl AsRef<[u8]>, mime_type: impl Into<String>) -> Content {
     Content::resource(ResourceContents::blob(uri, base64_encode(bytes)).with_mime_type(mime_type))
 }
 
@@ -371,14 +357,10 @@ pub mod __private {
     }
 
     /// Deserialize the arguments, or the tool error that says why not.
-    pub fn parse_args<A: DeserializeOwned>(
-        tool: &str,
-        arguments: Option<JsonObject>,
-    ) -> Result<A, CallToolResult> {
+    pub fn parse_args<A: DeserializeOwned>(tool: &str, arguments: Option<JsonObject>) -> Result<A, CallToolResult> {
         let value = Value::Object(arguments.unwrap_or_default());
-        serde_json::from_value(value).map_err(|error| {
-            CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}"))
-        })
+        serde_json::from_value(value)
+            .map_err(|error| CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}")))
     }
 
     /// Refuse arguments to a tool that takes none.
@@ -398,10 +380,8 @@ pub mod __private {
     /// The `describe` export.
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn describe(tools: &[ToolDef]) -> i32 {
-        let result = ListToolsResult {
-            tools: tools.iter().map(|t| (t.definition)()).collect(),
-            extra: JsonObject::new(),
-        };
+        let result =
+            ListToolsResult { tools: tools.iter().map(|t| (t.definition)()).collect(), extra: JsonObject::new() };
         output_json(&result)
     }
 
@@ -418,10 +398,7 @@ pub mod __private {
             Some(tool) => (tool.handler)(request.params.arguments),
             None => {
                 let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
-                CallToolResult::error(format!(
-                    "unknown tool `{name}`; this plugin's tools are: {}",
-                    names.join(", ")
-                ))
+                CallToolResult::error(format!("unknown tool `{name}`; this plugin's tools are: {}", names.join(", ")))
             }
         };
         output_json(&result)
@@ -551,7 +528,11 @@ pub mod __component {
                     (_, Some(blob)) => wit::ResourceBody::Blob(bytes(&blob)),
                     (text, None) => wit::ResourceBody::Text(text.unwrap_or_default()),
                 };
-                (wit::ContentKind::Resource(wit::EmbeddedResource { uri, mime_type, body }), r.annotations, meta(&r.meta))
+                (
+                    wit::ContentKind::Resource(wit::EmbeddedResource { uri, mime_type, body }),
+                    r.annotations,
+                    meta(&r.meta),
+                )
             }
             Content::ResourceLink(l) => (
                 wit::ContentKind::ResourceLink(wit::ResourceLink {

@@ -90,11 +90,7 @@ pub struct Tool {
 
 impl Tool {
     /// A tool with a name, a description and an input schema.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        input_schema: JsonObject,
-    ) -> Self {
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: JsonObject) -> Self {
         Tool {
             name: name.into(),
             title: None,
@@ -150,12 +146,7 @@ impl CallToolRequest {
     pub fn new(name: impl Into<String>, arguments: Option<JsonObject>) -> Self {
         CallToolRequest {
             method: Some("tools/call".to_owned()),
-            params: CallToolParams {
-                name: name.into(),
-                arguments,
-                meta: None,
-                extra: JsonObject::new(),
-            },
+            params: CallToolParams { name: name.into(), arguments, meta: None, extra: JsonObject::new() },
             extra: JsonObject::new(),
         }
     }
@@ -202,10 +193,7 @@ pub struct CallToolResult {
 impl CallToolResult {
     /// A successful result with the given content.
     pub fn success(content: Vec<Content>) -> Self {
-        CallToolResult {
-            content,
-            ..Default::default()
-        }
+        CallToolResult { content, ..Default::default() }
     }
 
     /// A successful result holding one text item.
@@ -215,11 +203,7 @@ impl CallToolResult {
 
     /// A tool error (`isError: true`) whose one text item says what went wrong.
     pub fn error(message: impl Into<String>) -> Self {
-        CallToolResult {
-            content: vec![Content::text(message)],
-            is_error: Some(true),
-            ..Default::default()
-        }
+        CallToolResult { content: vec![Content::text(message)], is_error: Some(true), ..Default::default() }
     }
 
     /// Whether the result is a tool error (`isError: true`).
@@ -260,12 +244,7 @@ pub enum Content {
 impl Content {
     /// A text item.
     pub fn text(text: impl Into<String>) -> Self {
-        Content::Text(TextContent {
-            text: text.into(),
-            annotations: None,
-            meta: None,
-            extra: JsonObject::new(),
-        })
+        Content::Text(TextContent { text: text.into(), annotations: None, meta: None, extra: JsonObject::new() })
     }
 
     /// An image item from already base64-encoded data.
@@ -280,12 +259,7 @@ impl Content {
 
     /// An embedded resource item.
     pub fn resource(resource: ResourceContents) -> Self {
-        Content::Resource(EmbeddedResource {
-            resource,
-            annotations: None,
-            meta: None,
-            extra: JsonObject::new(),
-        })
+        Content::Resource(EmbeddedResource { resource, annotations: None, meta: None, extra: JsonObject::new() })
     }
 
     /// The value of this item's `type` field.
@@ -537,8 +511,7 @@ mod tests {
 
     #[test]
     fn unknown_content_type_is_rejected() {
-        let err = serde_json::from_value::<CallToolResult>(json!({"content": [{"type": "video"}]}))
-            .unwrap_err();
+        let err = serde_json::from_value::<CallToolResult>(json!({"content": [{"type": "video"}]})).unwrap_err();
         assert!(err.to_string().contains("video"), "{err}");
     }
 

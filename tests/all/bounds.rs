@@ -56,9 +56,8 @@ async fn an_http_server_that_never_answers_cannot_hold_a_call_past_its_timeout()
         .build()
         .await
         .expect("load");
-    let error = within_20s(plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})))
-        .await
-        .unwrap_err();
+    let error =
+        within_20s(plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")}))).await.unwrap_err();
     assert!(error.is_timeout(), "{error:?}");
 }
 

@@ -55,14 +55,18 @@ fn a_trap_on_valid_input_and_a_broken_output_schema_fail_the_check() {
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        stdout.contains("mean: on valid arguments: the plugin trapped") && stdout.contains(r#"arguments: {"values":[]}"#),
+        stdout.contains("mean: on valid arguments: the plugin trapped")
+            && stdout.contains(r#"arguments: {"values":[]}"#),
         "{stdout}"
     );
     assert!(
         stdout.contains("stats: on valid arguments: the result is invalid: at /structuredContent/count:"),
         "{stdout}"
     );
-    assert!(stdout.contains("shout: on arguments without the required property `text`: the plugin trapped"), "{stdout}");
+    assert!(
+        stdout.contains("shout: on arguments without the required property `text`: the plugin trapped"),
+        "{stdout}"
+    );
     assert!(stdout.contains("FAILED: "), "{stdout}");
 
     let report = json_stdout(&check(fixture("nonconforming"), &["--json"]));

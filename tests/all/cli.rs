@@ -17,7 +17,8 @@ fn describe_prints_the_list_tools_result() {
     let output = run(&["describe", &path(example("calculator"))], None);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let described = json_stdout(&output);
-    let names: Vec<&str> = described["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> =
+        described["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["add", "subtract", "multiply", "divide"]);
     assert_eq!(described["tools"][0]["inputSchema"]["type"], "object");
 }
@@ -148,7 +149,10 @@ fn a_describe_with_three_problems_lists_all_three() {
     assert_eq!(lines.len(), 4, "{message}");
     assert!(lines[1].contains("tool `bad name`: at /tools/0/name"), "{message}");
     assert!(lines[2].contains("tool `t`: at /tools/1/inputSchema/type"), "{message}");
-    assert!(lines[3].contains("tool `u`: at /tools/2/inputSchema: external $ref to `https://example.com/a.json` refused"), "{message}");
+    assert!(
+        lines[3].contains("tool `u`: at /tools/2/inputSchema: external $ref to `https://example.com/a.json` refused"),
+        "{message}"
+    );
 
     // --lenient loads what is valid and warns about the rest.
     let lenient = run(&["describe", "--lenient", "--config", describe, &path(fixture("scripted"))], None);
@@ -234,15 +238,45 @@ fn tools_lists_the_effective_tools_of_a_configuration() {
     assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
     let text = String::from_utf8_lossy(&table.stdout).into_owned();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("TOOL") && lines[0].contains("ENABLED") && lines[0].contains("APPROVAL") && lines[0].contains("SOURCE"), "{text}");
+    assert!(
+        lines[0].starts_with("TOOL")
+            && lines[0].contains("ENABLED")
+            && lines[0].contains("APPROVAL")
+            && lines[0].contains("SOURCE"),
+        "{text}"
+    );
     assert_eq!(lines.len(), 13, "{text}");
-    assert!(lines.iter().any(|l| l.starts_with("calc__divide ") && l.contains(" yes ") && l.contains("#/toolsets/0")), "{text}");
-    assert!(lines.iter().any(|l| l.starts_with("text__reverse ") && l.contains("no (matched by excludeTools)")), "{text}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("calc__divide ") && l.contains(" yes ") && l.contains("#/toolsets/0")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("text__reverse ") && l.contains("no (matched by excludeTools)")),
+        "{text}"
+    );
 
     let json = run(&["tools", "--config", &config, "--json"], None);
     let rows = json_stdout(&json);
-    let enabled: Vec<&str> = rows.as_array().expect("rows").iter().filter(|r| r["enabled"] == true).filter_map(|r| r["name"].as_str()).collect();
-    assert_eq!(enabled, ["calc__add", "calc__divide", "calc__multiply", "calc__subtract", "text__change_case", "text__slugify", "text__word_count", "words__word_count"]);
+    let enabled: Vec<&str> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["enabled"] == true)
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(
+        enabled,
+        [
+            "calc__add",
+            "calc__divide",
+            "calc__multiply",
+            "calc__subtract",
+            "text__change_case",
+            "text__slugify",
+            "text__word_count",
+            "words__word_count"
+        ]
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -308,7 +342,8 @@ fn an_invalid_configuration_names_the_file_the_pointer_and_the_problem() {
 #[test]
 fn bench_reports_throughput_and_latency() {
     let plugin = path(example("calculator"));
-    let output = run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "300", "--concurrency", "2", "--json"], None);
+    let output =
+        run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "300", "--concurrency", "2", "--json"], None);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let report = json_stdout(&output);
     assert_eq!(report["calls"], 300, "{report}");
@@ -322,7 +357,10 @@ fn bench_reports_throughput_and_latency() {
     let text = run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "50"], None);
     assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
     let stdout = String::from_utf8_lossy(&text.stdout);
-    assert!(stdout.starts_with("calculator.add: 50 calls from 1 concurrent caller") && stdout.contains("p99"), "{stdout}");
+    assert!(
+        stdout.starts_with("calculator.add: 50 calls from 1 concurrent caller") && stdout.contains("p99"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -367,7 +405,9 @@ fn plugin_chosen_text_is_escaped_for_the_terminal() {
         "outputSchema": {"type": "object", "additionalProperties": {"type": "integer"}}
     }]})
     .to_string();
-    let result = serde_json::json!({"content": [], "structuredContent": {"x\n  at /forged: all is well\u{1b}[0m": "v"}}).to_string();
+    let result =
+        serde_json::json!({"content": [], "structuredContent": {"x\n  at /forged: all is well\u{1b}[0m": "v"}})
+            .to_string();
     let config = [format!("describe={describe}"), format!("result={result}")];
     let output = run(&["call", "--config", &config[0], "--config", &config[1], &scripted, "t"], None);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));

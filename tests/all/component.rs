@@ -19,10 +19,7 @@ async fn both_builds_of_calculator_describe_and_answer_alike() {
     assert_eq!(module.kind(), PluginKind::Extism);
     assert_eq!(component.kind(), PluginKind::Component);
     assert_eq!(component.name(), "calculator", "the `.component` suffix is not part of the name");
-    assert_eq!(
-        serde_json::to_value(module.describe()).unwrap(),
-        serde_json::to_value(component.describe()).unwrap()
-    );
+    assert_eq!(serde_json::to_value(module.describe()).unwrap(), serde_json::to_value(component.describe()).unwrap());
     for (tool, arguments) in [
         ("add", json!({"a": 2, "b": 3})),
         ("divide", json!({"a": 1, "b": 0})),

@@ -18,7 +18,10 @@ async fn a_panic_is_a_trap() {
     let error = hostile().await.call_tool("panic", json!({})).await.unwrap_err();
     assert!(error.is_trap() && error.is_plugin_error(), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("`hostile`") && message.contains("tool `panic`") && message.contains("trapped"), "{message}");
+    assert!(
+        message.contains("`hostile`") && message.contains("tool `panic`") && message.contains("trapped"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -60,11 +63,7 @@ async fn output_that_is_not_utf8_json_or_a_result_is_invalid_output() {
 #[tokio::test]
 async fn a_faulted_instance_is_discarded_and_the_plugin_keeps_working() {
     // One idle instance at most, so every call after a fault must get a new one.
-    let plugin = Plugin::builder_from_file(fixture("hostile"))
-        .with_max_idle_instances(1)
-        .build()
-        .await
-        .expect("load");
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_max_idle_instances(1).build().await.expect("load");
     let counter = |plugin: &Plugin| {
         let plugin = plugin.clone();
         async move {

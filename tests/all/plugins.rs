@@ -183,11 +183,7 @@ async fn a_plugin_written_with_extism_pdk_only_runs_unchanged() {
 #[tokio::test]
 async fn plugins_load_from_bytes_and_calls_run_in_parallel() {
     let bytes = std::fs::read(example("calculator")).expect("read");
-    let plugin = Plugin::builder_from_bytes(bytes)
-        .with_name("calc")
-        .build()
-        .await
-        .expect("load from bytes");
+    let plugin = Plugin::builder_from_bytes(bytes).with_name("calc").build().await.expect("load from bytes");
     assert_eq!(plugin.name(), "calc");
     let calls = (0..16).map(|i| {
         let plugin = plugin.clone();

@@ -84,8 +84,10 @@ enum Mutation {
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         prop_oneof![Just("name"), Just("count"), Just("mode"), Just("point")].prop_map(Mutation::Drop),
-        prop_oneof![Just("name"), Just("count"), Just("ratio"), Just("tags"), Just("point")].prop_map(Mutation::WrongType),
-        prop_oneof![Just("name"), Just("count"), Just("ratio"), Just("mode"), Just("tags")].prop_map(Mutation::OutOfRange),
+        prop_oneof![Just("name"), Just("count"), Just("ratio"), Just("tags"), Just("point")]
+            .prop_map(Mutation::WrongType),
+        prop_oneof![Just("name"), Just("count"), Just("ratio"), Just("mode"), Just("tags")]
+            .prop_map(Mutation::OutOfRange),
         "[a-z]{1,8}_extra".prop_map(Mutation::Extra),
         prop_oneof![Just("x"), Just("y")].prop_map(Mutation::DropNested),
     ]

@@ -32,21 +32,33 @@ fn as_result(value: Value) -> Value {
 async fn plugins_answer_exactly_as_they_do_on_extism() {
     type Case<'a> = (&'a str, std::path::PathBuf, &'a [(&'a str, Value)]);
     let cases: &[Case] = &[
-        ("calculator", example("calculator"), &[
-            ("add", json!({"a": 2, "b": 3})),
-            ("divide", json!({"a": 1, "b": 0})),
-            ("multiply", json!({"a": -1.5, "b": 1e300})),
-        ]),
-        ("text", example("text"), &[
-            ("reverse", json!({"text": "héllo wörld"})),
-            ("word_count", json!({"text": "one two  three\nfour"})),
-            ("reverse", json!({"text": "x".repeat(100_000)})),
-        ]),
-        ("raw-servlet", fixture("raw-servlet"), &[
-            ("greet", json!({"name": "Ada"})),
-            ("greet", json!({})),
-            ("count_vowels", json!({"text": "Extism and toolhost"})),
-        ]),
+        (
+            "calculator",
+            example("calculator"),
+            &[
+                ("add", json!({"a": 2, "b": 3})),
+                ("divide", json!({"a": 1, "b": 0})),
+                ("multiply", json!({"a": -1.5, "b": 1e300})),
+            ],
+        ),
+        (
+            "text",
+            example("text"),
+            &[
+                ("reverse", json!({"text": "héllo wörld"})),
+                ("word_count", json!({"text": "one two  three\nfour"})),
+                ("reverse", json!({"text": "x".repeat(100_000)})),
+            ],
+        ),
+        (
+            "raw-servlet",
+            fixture("raw-servlet"),
+            &[
+                ("greet", json!({"name": "Ada"})),
+                ("greet", json!({})),
+                ("count_vowels", json!({"text": "Extism and toolhost"})),
+            ],
+        ),
     ];
     for (name, path, calls) in cases {
         let plugin = Plugin::load(path).await.expect("toolhost loads it");
@@ -392,9 +404,8 @@ fn the_cli_fills_and_then_uses_the_cache() {
 
 #[tokio::test]
 async fn redirects_are_followed_only_to_granted_hosts() {
-    let redirect = |to: &str| {
-        format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    };
+    let redirect =
+        |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
     let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned()], ..Policy::default() };
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
@@ -416,9 +427,8 @@ async fn redirects_are_followed_only_to_granted_hosts() {
 
 #[tokio::test]
 async fn credentials_are_not_sent_on_to_another_origin() {
-    let redirect = |to: &str| {
-        format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    };
+    let redirect =
+        |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
     let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned(), "localhost".to_owned()], ..Policy::default() };
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");

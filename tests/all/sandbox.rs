@@ -58,7 +58,11 @@ async fn output_over_the_cap_is_refused() {
     assert!(error.to_string().contains("209715200 bytes of output, over the limit of 16MiB"), "{error}");
 
     // Under the default memory cap the same tool is stopped by the memory limit.
-    let error = hostile_with(policy_with_timeout(Duration::from_secs(600))).await.call_tool("huge", json!({})).await.unwrap_err();
+    let error = hostile_with(policy_with_timeout(Duration::from_secs(600)))
+        .await
+        .call_tool("huge", json!({}))
+        .await
+        .unwrap_err();
     assert!(error.is_memory_limit(), "{error:?}");
 }
 
@@ -96,7 +100,11 @@ async fn a_granted_directory_is_visible_read_only_unless_rw() {
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_allowed_path(grant).build().await.expect("load");
     let read = plugin.call_tool("read_file", json!({"path": "/data/note.txt"})).await.expect("read");
     assert_eq!(text_of(&read), "inside");
-    for path in [format!("{}/secret.txt", outside.display()), "/data/../secret.txt".to_owned(), format!("{}/note.txt", dir.display())] {
+    for path in [
+        format!("{}/secret.txt", outside.display()),
+        "/data/../secret.txt".to_owned(),
+        format!("{}/note.txt", dir.display()),
+    ] {
         let result = plugin.call_tool("read_file", json!({"path": path})).await.expect("a result");
         assert!(result.is_error(), "{path} was readable: {result:?}");
     }
@@ -115,7 +123,8 @@ async fn a_granted_directory_is_visible_read_only_unless_rw() {
 
 #[tokio::test]
 async fn host_environment_variables_are_invisible_and_config_is_the_way_in() {
-    let plugin = Plugin::builder_from_file(fixture("hostile")).with_config("greeting", "hi").build().await.expect("load");
+    let plugin =
+        Plugin::builder_from_file(fixture("hostile")).with_config("greeting", "hi").build().await.expect("load");
     for name in ["HOME", "PATH", "RUST_BACKTRACE"] {
         let result = plugin.call_tool("env", json!({"name": name})).await.expect("env");
         assert_eq!(text_of(&result), "<unset>", "{name} leaked");
@@ -145,10 +154,12 @@ async fn http_is_refused_unless_the_host_is_granted() {
     assert!(refused.is_denied(), "{refused:?}");
     assert!(refused.to_string().contains("127.0.0.1"), "{refused}");
 
-    let other = Plugin::builder_from_file(fixture("hostile")).with_allowed_host("*.example.com").build().await.expect("load");
+    let other =
+        Plugin::builder_from_file(fixture("hostile")).with_allowed_host("*.example.com").build().await.expect("load");
     assert!(other.call_tool("http", json!({"url": url})).await.unwrap_err().is_denied());
 
-    let granted = Plugin::builder_from_file(fixture("hostile")).with_allowed_host("127.0.0.1").build().await.expect("load");
+    let granted =
+        Plugin::builder_from_file(fixture("hostile")).with_allowed_host("127.0.0.1").build().await.expect("load");
     let result = granted.call_tool("http", json!({"url": url})).await.expect("granted request");
     assert_eq!(text_of(&result), "hello");
     assert_eq!(server.join().expect("server"), 1, "exactly the granted request reached the server");
@@ -167,8 +178,11 @@ async fn a_host_grant_with_a_port_allows_that_port_only() {
     let refused = elsewhere.call_tool("http", json!({"url": url})).await.unwrap_err();
     assert!(refused.is_denied(), "{refused:?}");
 
-    let granted =
-        Plugin::builder_from_file(fixture("hostile")).with_allowed_host(format!("127.0.0.1:{port}")).build().await.expect("load");
+    let granted = Plugin::builder_from_file(fixture("hostile"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .expect("load");
     let result = granted.call_tool("http", json!({"url": url})).await.expect("the granted port");
     assert_eq!(text_of(&result), "hello");
     assert_eq!(server.join().expect("server"), 1, "exactly the granted request reached the server");
@@ -180,7 +194,11 @@ async fn a_host_grant_with_a_port_allows_that_port_only() {
         None,
     );
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("a port is a number"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("a port is a number"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[tokio::test]
@@ -286,12 +304,9 @@ fn the_host_survives_1000_faulting_calls_with_bounded_memory() {
 #[tokio::test]
 async fn each_fault_has_its_own_kind() {
     let plugin = hostile_with(Policy::default()).await;
-    for (tool, kind) in [
-        ("panic", FaultKind::Trap),
-        ("abort", FaultKind::Trap),
-        ("error", FaultKind::Error),
-        ("exit", FaultKind::Exit),
-    ] {
+    for (tool, kind) in
+        [("panic", FaultKind::Trap), ("abort", FaultKind::Trap), ("error", FaultKind::Error), ("exit", FaultKind::Exit)]
+    {
         let error = plugin.call_tool(tool, json!({})).await.unwrap_err();
         assert_eq!(error.fault().map(|f| f.kind), Some(kind), "{tool}: {error}");
         let message = error.to_string();

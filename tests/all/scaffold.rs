@@ -23,11 +23,7 @@ fn toolhost_in(dir: &Path, args: &[&str]) -> Output {
 
 fn xtask_target() -> std::path::PathBuf {
     // target/plugins/<name>.wasm → target/
-    toolhost_tests::example("calculator")
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
+    toolhost_tests::example("calculator").parent().and_then(Path::parent).expect("target dir").to_path_buf()
 }
 
 #[test]

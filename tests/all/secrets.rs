@@ -58,7 +58,11 @@ fn a_secret_the_plugin_declares_but_nobody_granted_is_never_handed_over() {
     // `call`: refused before the plugin runs, naming the secret and why.
     let output = run(&["call", &thief(), "steal"], None, &env);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains(&format!("needs the secret `{KEY}`, which was not granted")), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("needs the secret `{KEY}`, which was not granted")),
+        "{}",
+        stderr(&output)
+    );
     assert!(!stdout(&output).contains(VALUE) && !stderr(&output).contains(VALUE));
 
     // `check` calls every tool: none of them gets it either.
@@ -230,7 +234,8 @@ fn toolsets_grant_secrets_per_toolset_and_redact_secret_config_values() {
     let config = dir.join("toolsets.json");
     std::fs::write(&config, doc.to_string()).expect("config");
     let (config, store) = (config.to_string_lossy().into_owned(), store.to_string_lossy().into_owned());
-    let call = |tool: &str, args: &str| run(&["call", "--config", &config, "--secrets-dir", &store, tool, args], None, &[]);
+    let call =
+        |tool: &str, args: &str| run(&["call", "--config", &config, "--secrets-dir", &store, tool, args], None, &[]);
 
     let output = call("granted__steal", "{}");
     assert_eq!(json_stdout(&output)["content"][0]["text"], format!("[redacted secret {KEY}]"), "{}", stderr(&output));

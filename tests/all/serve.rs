@@ -33,11 +33,8 @@ fn write_config(dir: &Path, extra: Option<Value>) -> PathBuf {
 }
 
 fn run_client(args: &[String]) -> Value {
-    let output = Command::new(mcp_python())
-        .arg(mcp_client_script())
-        .args(args)
-        .output()
-        .expect("run the MCP Python client");
+    let output =
+        Command::new(mcp_python()).arg(mcp_client_script()).args(args).output().expect("run the MCP Python client");
     assert!(output.status.success(), "the MCP client failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let last = stdout.lines().last().unwrap_or_default();
@@ -67,7 +64,11 @@ fn assert_scenario(report: &Value) {
     assert_eq!(report["tool_error"], json!({"is_error": true, "text": "cannot divide by zero"}));
     assert_eq!(report["unknown"]["raised"], true);
     assert_eq!(report["unknown"]["code"], -32602);
-    assert!(report["unknown"]["message"].as_str().unwrap_or_default().contains("calc__modulo"), "{}", report["unknown"]);
+    assert!(
+        report["unknown"]["message"].as_str().unwrap_or_default().contains("calc__modulo"),
+        "{}",
+        report["unknown"]
+    );
 }
 
 fn stdio_scenario(mode: &str, name: &str) -> Value {
@@ -202,7 +203,8 @@ impl Session {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 // Every line on stdout must be a JSON-RPC message: logs go to stderr.
-                let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
+                let message: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
                 if sender.send(message).is_err() {
                     break;
                 }
@@ -256,14 +258,25 @@ fn cancellation_from_the_client_stops_the_call() {
     let dir = scratch("cancel");
     let config = write_config(&dir, None);
     let mut session = Session::start_logging(&["--config", &config.display().to_string()]);
-    session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bad__spin", "arguments": {}}}));
-    session.wait_for_log(|l| l.contains("call started") && l.contains("tool=\"spin\""), Duration::from_secs(60)).expect("the spin started");
-
-    session.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}));
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bad__spin", "arguments": {}}}),
+    );
     session
-        .wait_for_log(|l| l.contains("call cancelled: the guest was stopped") && l.contains("tool=\"spin\""), Duration::from_secs(60))
+        .wait_for_log(|l| l.contains("call started") && l.contains("tool=\"spin\""), Duration::from_secs(60))
+        .expect("the spin started");
+
+    session.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "test"}}),
+    );
+    session
+        .wait_for_log(
+            |l| l.contains("call cancelled: the guest was stopped") && l.contains("tool=\"spin\""),
+            Duration::from_secs(60),
+        )
         .expect("the cancelled call's guest was stopped");
-    session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "bad__ok", "arguments": {}}}));
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "bad__ok", "arguments": {}}}),
+    );
     let ok = session.wait_for(|m| m["id"] == 3, Duration::from_secs(60)).expect("a later call is answered");
     assert_eq!(ok["result"]["content"][0]["text"], "fine");
     // The cancelled request itself is never answered.
@@ -283,13 +296,17 @@ fn a_changed_configuration_is_announced_with_list_changed() {
 
     // Modification times have a coarse grain on some file systems.
     std::thread::sleep(Duration::from_millis(1100));
-    write_config(&dir, Some(json!({"id": "text", "kind": "uri", "server": {"url": example("text").display().to_string()}})));
+    write_config(
+        &dir,
+        Some(json!({"id": "text", "kind": "uri", "server": {"url": example("text").display().to_string()}})),
+    );
     let notified = session.wait_for(|m| m["method"] == "notifications/tools/list_changed", Duration::from_secs(15));
     assert!(notified.is_some(), "no list_changed notification");
 
     session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
     let after = session.wait_for(|m| m["id"] == 3, Duration::from_secs(10)).expect("tools/list");
-    let names: Vec<&str> = after["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> =
+        after["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names.len(), before + 4, "{names:?}");
     assert!(names.contains(&"text__slugify"), "{names:?}");
     drop(session);
@@ -301,7 +318,8 @@ fn a_single_plugin_is_served_under_its_own_tool_names() {
     let mut session = Session::start(&[&example("calculator").display().to_string()]);
     session.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
     let listed = session.wait_for(|m| m["id"] == 2, Duration::from_secs(10)).expect("tools/list");
-    let names: Vec<&str> = listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["add", "divide", "multiply", "subtract"]);
     session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "multiply", "arguments": {"a": 6, "b": 7}}}));
     let product = session.wait_for(|m| m["id"] == 3, Duration::from_secs(10)).expect("tools/call");
@@ -310,12 +328,20 @@ fn a_single_plugin_is_served_under_its_own_tool_names() {
 
 /// One raw HTTP/1.1 exchange on a connection of its own: the status, the
 /// headers (names lowercased) and the body (chunked encoding undone).
-fn http_exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, Vec<(String, String)>, String) {
+fn http_exchange(
+    url: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
     use std::io::Read;
     let authority = url.trim_start_matches("http://").split('/').next().expect("authority").to_owned();
     let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
-    let mut request = format!("{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut request = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -361,10 +387,7 @@ fn messages_in(body: &str) -> Vec<Value> {
     if let Ok(value) = serde_json::from_str::<Value>(body) {
         return vec![value];
     }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .collect()
+    body.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
 }
 
 const JSON_AND_SSE: (&str, &str) = ("Accept", "application/json, text/event-stream");
@@ -396,7 +419,8 @@ fn a_foreign_origin_is_refused_and_allowed_ones_are_served() {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
     .to_string();
-    let with_origin = |origin: &str| http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY, ("Origin", origin)], &init).0;
+    let with_origin =
+        |origin: &str| http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY, ("Origin", origin)], &init).0;
     assert_eq!(with_origin("http://evil.example"), 403);
     assert_eq!(with_origin(&format!("http://localhost:{port}.evil.example")), 403);
     assert_eq!(with_origin(&format!("http://127.0.0.1:{port}")), 200);
@@ -428,7 +452,8 @@ fn sigint_stops_the_http_server_while_a_client_holds_the_sse_stream() {
     let killed = Command::new("kill").args(["-INT", &pid]).status().expect("run kill");
     assert!(killed.success());
     let mut server = server;
-    let status = wait_exit(&mut server.0, Duration::from_secs(60)).expect("the server exited after SIGINT although a client held the SSE stream");
+    let status = wait_exit(&mut server.0, Duration::from_secs(60))
+        .expect("the server exited after SIGINT although a client held the SSE stream");
     assert!(status.success(), "{status}");
     let said: Vec<String> = logs.map_while(Result::ok).collect();
     assert!(said.iter().any(|l| l.contains("shutting down")), "{said:?}");
@@ -446,7 +471,8 @@ fn json_rpc_errors_over_http_follow_the_specification() {
     assert_eq!(answer["id"], Value::Null);
 
     let session = http_session(&url);
-    let in_session = [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
+    let in_session =
+        [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
     // tools/call without params, or with arguments that are not an object.
     for (id, params) in [(2, None), (3, Some(json!({"name": "add", "arguments": [1, 2]})))] {
         let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call"});
@@ -454,7 +480,8 @@ fn json_rpc_errors_over_http_follow_the_specification() {
             call["params"] = params;
         }
         let (_, _, body) = http_exchange(&url, "POST", &in_session, &call.to_string());
-        let answer = messages_in(&body).into_iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer: {body}"));
+        let answer =
+            messages_in(&body).into_iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer: {body}"));
         assert_eq!(answer["error"]["code"], -32602, "{answer}");
     }
     // A cursor the server never handed out.
@@ -495,7 +522,9 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     session.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call"}));
     let answer = session.wait_for(|m| m["id"] == 3, Duration::from_secs(30)).expect("answered");
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    session.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": "a=1"}}));
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": "a=1"}}),
+    );
     let answer = session.wait_for(|m| m["id"] == 4, Duration::from_secs(30)).expect("answered");
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     // A bogus cursor.
@@ -503,9 +532,13 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     let answer = session.wait_for(|m| m["id"] == 5, Duration::from_secs(30)).expect("answered");
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     // A line over 16 MiB: an error, not silence; the session goes on.
-    let huge = format!("{{\"jsonrpc\": \"2.0\", \"id\": 6, \"method\": \"tools/list\", \"params\": {{\"pad\": \"{}\"}}}}", "x".repeat(17 << 20));
+    let huge = format!(
+        "{{\"jsonrpc\": \"2.0\", \"id\": 6, \"method\": \"tools/list\", \"params\": {{\"pad\": \"{}\"}}}}",
+        "x".repeat(17 << 20)
+    );
     writeln!(session.stdin, "{huge}").expect("write");
-    let answer = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(60)).expect("an answer to a huge line");
+    let answer =
+        session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(60)).expect("an answer to a huge line");
     assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("larger than"), "{answer}");
     // A batch: one array with an answer per request.
     session.send(json!([

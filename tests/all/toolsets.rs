@@ -72,7 +72,8 @@ async fn yaml_json_and_toml_say_the_same() {
     for file in ["t.json", "t.yaml", "t.toml"] {
         let (registry, report) = registry_from(&dir.join(file), Arc::new(NoSecrets)).await;
         assert!(report.failures.is_empty(), "{file}: {report:?}");
-        let approval: Vec<(String, bool)> = registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
+        let approval: Vec<(String, bool)> =
+            registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
         assert_eq!(
             approval,
             [("calc__add", false), ("calc__divide", true), ("calc__multiply", true), ("calc__subtract", true)]
@@ -104,15 +105,21 @@ fn invalid_configurations_name_the_file_the_pointer_and_the_problem() {
     let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri"}]}));
     assert_eq!(found.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["/toolsets/0/server"], "{found:?}");
 
-    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "limits": {"timeout": "soon"}}}]}));
+    let found = check(
+        json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "limits": {"timeout": "soon"}}}]}),
+    );
     assert!(found.iter().any(|(p, m)| p == "/toolsets/0/server" && m.contains("invalid duration `soon`")), "{found:?}");
 
-    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "config": {"k": "${env:TOOLHOST_TEST_SURELY_UNSET}"}}}]}));
+    let found = check(
+        json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "config": {"k": "${env:TOOLHOST_TEST_SURELY_UNSET}"}}}]}),
+    );
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].0, "/toolsets/0/server/config/k");
     assert!(found[0].1.contains("${env:TOOLHOST_TEST_SURELY_UNSET}"), "{found:?}");
 
-    let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "tokne": "t"}}]}));
+    let found = check(
+        json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm", "tokne": "t"}}]}),
+    );
     assert!(found.iter().any(|(p, m)| p == "/toolsets/0/server" && m.contains("tokne")), "{found:?}");
 
     let found = check(json!({"schema": "s", "toolsets": [
@@ -120,13 +127,19 @@ fn invalid_configurations_name_the_file_the_pointer_and_the_problem() {
         {"id": "x", "kind": "uri", "server": {"url": "b.wasm"}}
     ]}));
     assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].0 == "/toolsets/1/id" && found[0].1.contains("duplicate toolset id `x` (first at /toolsets/0)"), "{found:?}");
+    assert!(
+        found[0].0 == "/toolsets/1/id" && found[0].1.contains("duplicate toolset id `x` (first at /toolsets/0)"),
+        "{found:?}"
+    );
     let found = check(json!({"schema": "s", "toolsets": [{"id": "a__b", "kind": "uri", "server": {"url": "c.wasm"}}]}));
     assert_eq!(found.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["/toolsets/0/id"], "{found:?}");
 
     let found = check(json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri", "server": {"url": "a.wasm"},
         "extensions": {"includeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "("}}]}}}]}));
-    assert!(found.iter().any(|(p, m)| p == "/toolsets/0/extensions/includeTools" && m.contains("invalid regex")), "{found:?}");
+    assert!(
+        found.iter().any(|(p, m)| p == "/toolsets/0/extensions/includeTools" && m.contains("invalid regex")),
+        "{found:?}"
+    );
 
     let error = parse_toolsets(file, &json!({"toolsets": 1}), &NoSecrets).unwrap_err();
     assert!(error.to_string().starts_with("invalid configuration /etc/toolhost/bad.yaml: "), "{error}");
@@ -186,7 +199,9 @@ async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave(flavour:
     let (strict, _) = registry_from(&secrets_config(&dir, "refuse", flavour), provider).await;
     let refused = strict.call_tool("svc__leak_token", json!({"prefix": "x"}), &ApproveAll).await.unwrap_err();
     match &refused {
-        Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets }, .. } => assert_eq!(secrets, &["SERVICE_TOKEN"]),
+        Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets }, .. } => {
+            assert_eq!(secrets, &["SERVICE_TOKEN"])
+        }
         other => panic!("expected a refused leak, got {other:?}"),
     }
     assert!(!refused.to_string().contains("tok-3f9a7c"), "{refused}");

@@ -48,12 +48,15 @@ async fn refused(flavour: Flavour, describe: Value) -> Vec<LoadProblem> {
 
 async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set(flavour: Flavour) {
     let long = "n".repeat(129);
-    let problems = refused(flavour, json!({"tools": [
-        tool("ok.name-1_2", object()),
-        tool("bad name!", object()),
-        tool("", object()),
-        tool(&long, object()),
-    ]}))
+    let problems = refused(
+        flavour,
+        json!({"tools": [
+            tool("ok.name-1_2", object()),
+            tool("bad name!", object()),
+            tool("", object()),
+            tool(&long, object()),
+        ]}),
+    )
     .await;
     assert_eq!(
         summary(&problems),
@@ -66,7 +69,8 @@ async fn tool_names_must_be_1_to_128_characters_of_the_allowed_set(flavour: Flav
 }
 
 async fn duplicate_names_are_refused(flavour: Flavour) {
-    let problems = refused(flavour, json!({"tools": [tool("a", object()), tool("b", object()), tool("a", object())]})).await;
+    let problems =
+        refused(flavour, json!({"tools": [tool("a", object()), tool("b", object()), tool("a", object())]})).await;
     assert_eq!(summary(&problems), [(Some("a"), "/tools/2/name", "unique-name")]);
     assert!(problems[0].message.contains("first at /tools/0"), "{}", problems[0].message);
 }
@@ -74,7 +78,8 @@ async fn duplicate_names_are_refused(flavour: Flavour) {
 async fn names_that_differ_only_in_case_are_refused(flavour: Flavour) {
     // Approval is per tool name: `Divide` must not sit next to a gated `divide`.
     let problems =
-        refused(flavour, json!({"tools": [tool("divide", object()), tool("add", object()), tool("Divide", object())]})).await;
+        refused(flavour, json!({"tools": [tool("divide", object()), tool("add", object()), tool("Divide", object())]}))
+            .await;
     assert_eq!(summary(&problems), [(Some("Divide"), "/tools/2/name", "unique-name")]);
     let message = &problems[0].message;
     assert!(message.contains("`Divide`") && message.contains("`divide`") && message.contains("/tools/0"), "{message}");
@@ -105,10 +110,13 @@ async fn input_schemas_must_be_objects_with_an_object_root(flavour: Flavour) {
 }
 
 async fn schemas_must_compile(flavour: Flavour) {
-    let problems = refused(flavour, json!({"tools": [
-        tool("typo", json!({"type": "object", "properties": {"a": {"type": "strnig"}}})),
-        tool("bad_pattern", json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}})),
-    ]}))
+    let problems = refused(
+        flavour,
+        json!({"tools": [
+            tool("typo", json!({"type": "object", "properties": {"a": {"type": "strnig"}}})),
+            tool("bad_pattern", json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}})),
+        ]}),
+    )
     .await;
     assert_eq!(
         summary(&problems),
@@ -139,15 +147,18 @@ async fn pathological_schemas_are_refused_at_load_with_a_pointer(flavour: Flavou
         deep = json!({"type": "object", "properties": {"x": deep}});
     }
     let wide = json!({"type": "object", "anyOf": vec![json!({"required": ["a"]}); 300]});
-    let problems = refused(flavour, json!({"tools": [
-        tool("fan_out", doubling_schema(30)),
-        output,
-        tool("multiplying", multiplying),
-        tool("endless", endless),
-        tool("deep", deep),
-        tool("wide", wide),
-        tool("fine", doubling_schema(6)),
-    ]}))
+    let problems = refused(
+        flavour,
+        json!({"tools": [
+            tool("fan_out", doubling_schema(30)),
+            output,
+            tool("multiplying", multiplying),
+            tool("endless", endless),
+            tool("deep", deep),
+            tool("wide", wide),
+            tool("fine", doubling_schema(6)),
+        ]}),
+    )
     .await;
     let rules: Vec<(Option<&str>, &str)> = problems.iter().map(|p| (p.tool.as_deref(), p.rule.as_str())).collect();
     assert_eq!(
@@ -183,7 +194,9 @@ async fn patterns_run_on_a_linear_time_engine(flavour: Flavour) {
     }
     // A pattern that backtracks exponentially elsewhere is linear here.
     let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)*(a+)+$"}}});
-    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
     let evil = format!("{}!", "a".repeat(50_000));
     assert_eq!(pointers(&plugin.validate_arguments("t", json!({"s": evil})).unwrap_err()), [("/s", "pattern")]);
 }
@@ -193,7 +206,9 @@ async fn an_instance_too_costly_for_its_schema_is_refused_unchecked(flavour: Fla
     // 20,000 of them would cost more than 10^8.
     let mut schema = doubling_schema(11);
     schema["properties"] = json!({"a": {"type": "array", "items": {"$ref": "#/$defs/d0"}}});
-    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
     plugin.validate_arguments("t", json!({"a": vec!["x"; 10]})).expect("a few items are checked");
     let error = plugin.call_tool("t", json!({"a": vec![0; 20_000]})).await.unwrap_err();
     assert_eq!(pointers(&error), [("", "validationBudget")]);
@@ -229,7 +244,9 @@ async fn a_pathological_schema_never_delays_another_plugin() {
     };
     // Generous: 200 calls take milliseconds; the unbounded schema, minutes.
     // The worst single call is reported (`--nocapture`), never asserted.
-    let worst = tokio::time::timeout(std::time::Duration::from_secs(20), calls).await.expect("the calculator's calls were held up");
+    let worst = tokio::time::timeout(std::time::Duration::from_secs(20), calls)
+        .await
+        .expect("the calculator's calls were held up");
     eprintln!("slowest of 200 calculator calls beside the pathological plugin: {worst:?}");
     let refused = tokio::time::timeout(std::time::Duration::from_secs(20), hostile)
         .await
@@ -237,7 +254,11 @@ async fn a_pathological_schema_never_delays_another_plugin() {
         .expect("task")
         .expect_err("the pathological schemas must be refused");
     let problems = load_problems(refused);
-    assert_eq!(summary(&problems).iter().map(|p| p.2).collect::<Vec<_>>(), ["schema-limit", "schema-limit"], "{problems:#?}");
+    assert_eq!(
+        summary(&problems).iter().map(|p| p.2).collect::<Vec<_>>(),
+        ["schema-limit", "schema-limit"],
+        "{problems:#?}"
+    );
 }
 
 async fn local_refs_work_in_2020_12(flavour: Flavour) {
@@ -247,7 +268,9 @@ async fn local_refs_work_in_2020_12(flavour: Flavour) {
         "properties": {"n": {"$ref": "#/$defs/positive"}},
         "required": ["n"]
     });
-    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
     plugin.validate_arguments("t", json!({"n": 3})).expect("valid");
     let error = plugin.validate_arguments("t", json!({"n": 0})).unwrap_err();
     assert_eq!(pointers(&error), [("/n", "minimum")]);
@@ -261,7 +284,9 @@ async fn draft_07_is_honoured_when_declared(flavour: Flavour) {
         "definitions": {"word": {"type": "string"}},
         "properties": {"pair": {"type": "array", "items": [{"$ref": "#/definitions/word"}, {"type": "integer"}]}}
     });
-    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default()).await.expect("loads");
+    let plugin = scripted(flavour, &json!({"tools": [tool("t", schema)]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
     plugin.validate_arguments("t", json!({"pair": ["a", 1]})).expect("valid");
     let error = plugin.validate_arguments("t", json!({"pair": [1, "b"]})).unwrap_err();
     assert_eq!(pointers(&error), [("/pair/0", "type"), ("/pair/1", "type")]);
@@ -281,9 +306,14 @@ async fn metadata_versions_namespaces_and_tags(flavour: Flavour) {
     with_meta["tags"] = json!(["  Web Search ", "web-search", "HTTP(S)"]);
     let mut bare = tool("plain", object());
     bare["namespace"] = json!("web");
-    let plugin = scripted(flavour, &json!({"tools": [with_meta, bare, tool("none", object())]}), None, ValidationOptions::default())
-        .await
-        .expect("loads");
+    let plugin = scripted(
+        flavour,
+        &json!({"tools": [with_meta, bare, tool("none", object())]}),
+        None,
+        ValidationOptions::default(),
+    )
+    .await
+    .expect("loads");
     assert_eq!(plugin.tool_id("search"), Some("web:search:1.2.3"));
     assert_eq!(plugin.tool_id("plain"), Some("web:plain"));
     assert_eq!(plugin.tool_id("none"), Some("none"));
@@ -303,12 +333,15 @@ async fn metadata_versions_namespaces_and_tags(flavour: Flavour) {
 }
 
 async fn a_describe_with_three_problems_reports_all_three(flavour: Flavour) {
-    let problems = refused(flavour, json!({"tools": [
-        tool("fine", object()),
-        tool("has space", object()),
-        tool("fine", object()),
-        tool("ext", json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x"}}})),
-    ]}))
+    let problems = refused(
+        flavour,
+        json!({"tools": [
+            tool("fine", object()),
+            tool("has space", object()),
+            tool("fine", object()),
+            tool("ext", json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x"}}})),
+        ]}),
+    )
     .await;
     assert_eq!(problems.len(), 3, "{problems:#?}");
     assert_eq!(
@@ -357,7 +390,10 @@ async fn arguments_are_checked_before_the_plugin_runs(flavour: Flavour) {
 
     // Missing and null arguments mean `{}`.
     for none in [Value::Null, json!({})] {
-        assert_eq!(pointers(&plugin.call_tool("add", none).await.unwrap_err()), [("/a", "required"), ("/b", "required")]);
+        assert_eq!(
+            pointers(&plugin.call_tool("add", none).await.unwrap_err()),
+            [("/a", "required"), ("/b", "required")]
+        );
     }
 }
 
@@ -393,7 +429,8 @@ async fn call_returning(
     if let Some(schema) = output_schema {
         t["outputSchema"] = schema;
     }
-    let plugin = scripted(flavour, &json!({"tools": [t]}), Some(&result), ValidationOptions::default()).await.expect("load");
+    let plugin =
+        scripted(flavour, &json!({"tools": [t]}), Some(&result), ValidationOptions::default()).await.expect("load");
     plugin.call_tool("t", json!({})).await
 }
 
@@ -408,11 +445,26 @@ async fn results_must_follow_the_protocol() {
         (json!({"content": [{"type": "text"}]}), vec![("/content/0/text", "required")]),
         (json!({"content": [{"type": "text", "text": 5}]}), vec![("/content/0/text", "type")]),
         (json!({"content": [{"type": "image", "data": "AAAA"}]}), vec![("/content/0/mimeType", "required")]),
-        (json!({"content": [{"type": "audio", "data": "not base64!", "mimeType": "audio/wav"}]}), vec![("/content/0/data", "pattern")]),
-        (json!({"content": [{"type": "image", "data": "AAA", "mimeType": "image/png"}]}), vec![("/content/0/data", "pattern")]),
-        (json!({"content": [{"type": "resource", "resource": {"text": "t"}}]}), vec![("/content/0/resource/uri", "required")]),
-        (json!({"content": [{"type": "resource", "resource": {"uri": "file:///x"}}]}), vec![("/content/0/resource", "anyOf")]),
-        (json!({"content": [{"type": "resource", "resource": {"uri": "file:///x", "blob": "%%"}}]}), vec![("/content/0/resource/blob", "pattern")]),
+        (
+            json!({"content": [{"type": "audio", "data": "not base64!", "mimeType": "audio/wav"}]}),
+            vec![("/content/0/data", "pattern")],
+        ),
+        (
+            json!({"content": [{"type": "image", "data": "AAA", "mimeType": "image/png"}]}),
+            vec![("/content/0/data", "pattern")],
+        ),
+        (
+            json!({"content": [{"type": "resource", "resource": {"text": "t"}}]}),
+            vec![("/content/0/resource/uri", "required")],
+        ),
+        (
+            json!({"content": [{"type": "resource", "resource": {"uri": "file:///x"}}]}),
+            vec![("/content/0/resource", "anyOf")],
+        ),
+        (
+            json!({"content": [{"type": "resource", "resource": {"uri": "file:///x", "blob": "%%"}}]}),
+            vec![("/content/0/resource/blob", "pattern")],
+        ),
         (json!({"content": [{"type": "resource_link", "uri": "file:///x"}]}), vec![("/content/0/name", "required")]),
         (json!({"content": [], "isError": "yes"}), vec![("/isError", "type")]),
     ];
@@ -481,15 +533,17 @@ async fn component_json_fields_and_call_errors() {
     // gives for an Extism plugin's result.
     let error = call_returning(flavour, json!({"content": [], "structuredContent": "[1, 2]"}), None).await.unwrap_err();
     assert_eq!(pointers(&error), [("/structuredContent", "type")]);
-    let error = call_returning(Flavour::Extism, json!({"content": [], "structuredContent": [1, 2]}), None).await.unwrap_err();
+    let error =
+        call_returning(Flavour::Extism, json!({"content": [], "structuredContent": [1, 2]}), None).await.unwrap_err();
     assert_eq!(pointers(&error), [("/structuredContent", "type")]);
 
     let failed = call_returning(flavour, json!({"callError": {"kind": "failed", "message": "it broke"}}), None).await;
     let failed = failed.unwrap_err();
     assert!(failed.is_plugin_error_message() && failed.to_string().contains("it broke"), "{failed:?}");
-    let args = call_returning(flavour, json!({"callError": {"kind": "invalid-arguments", "message": "x is odd"}}), None)
-        .await
-        .expect("a tool error");
+    let args =
+        call_returning(flavour, json!({"callError": {"kind": "invalid-arguments", "message": "x is odd"}}), None)
+            .await
+            .expect("a tool error");
     assert!(args.is_error());
     assert!(args.texts().next().unwrap().contains("x is odd"));
     let unknown = call_returning(flavour, json!({"callError": {"kind": "unknown-tool", "message": "t"}}), None).await;

@@ -46,9 +46,8 @@ fn load(runtime: &tokio::runtime::Runtime, path: std::path::PathBuf) -> Plugin {
 /// the same memory cap and timeout toolhost applies by default.
 fn extism_plugin(path: &std::path::Path) -> extism::Plugin {
     let wasm = std::fs::read(path).expect("read plugin");
-    let manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
-        .with_timeout(Duration::from_secs(30))
-        .with_memory_max(4096);
+    let manifest =
+        extism::Manifest::new([extism::Wasm::data(wasm)]).with_timeout(Duration::from_secs(30)).with_memory_max(4096);
     extism::Plugin::new(&manifest, [], true).expect("extism plugin")
 }
 
@@ -148,8 +147,7 @@ fn throughput(c: &mut Criterion) {
     let path = example("calculator");
     let bytes = Arc::new(request("add", json!({"a": 2, "b": 3})));
     for threads in [1usize, 2] {
-        let instances: Vec<_> =
-            (0..threads).map(|_| Arc::new(std::sync::Mutex::new(extism_plugin(&path)))).collect();
+        let instances: Vec<_> = (0..threads).map(|_| Arc::new(std::sync::Mutex::new(extism_plugin(&path)))).collect();
         group.bench_with_input(BenchmarkId::new("extism_threads", threads), &threads, |b, &threads| {
             b.iter_custom(|iterations| {
                 let started = Instant::now();

@@ -52,7 +52,10 @@ fn pathological(c: &mut Criterion) {
     let calculator = load(&runtime, ValidationOptions::default());
     let describe = json!({"tools": [{"name": "t", "inputSchema": doubling_schema(30)}]}).to_string();
     let hostile = move || {
-        Plugin::builder_from_file(fixture("scripted")).with_config("describe", describe.clone()).with_pool_size(1).build()
+        Plugin::builder_from_file(fixture("scripted"))
+            .with_config("describe", describe.clone())
+            .with_pool_size(1)
+            .build()
     };
     c.bench_function("validate/pathological_schema_refused_at_load", |b| {
         b.iter(|| runtime.block_on(hostile()).expect_err("refused"))

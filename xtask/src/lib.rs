@@ -62,9 +62,7 @@ pub fn build_wasm(cargo: &Path, root: &Path, packages: &[String], target: &str) 
     for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR"] {
         command.env_remove(var);
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", cargo.display()))?;
+    let status = command.status().map_err(|e| format!("cannot run {}: {e}", cargo.display()))?;
     if status.success() {
         Ok(())
     } else {
@@ -79,12 +77,8 @@ pub fn build_wasm(cargo: &Path, root: &Path, packages: &[String], target: &str) 
 /// the [`COMPONENT_TARGET`] build: `<name>.component.wasm`), where `name` is
 /// the package name without a `fixture-` prefix. Returns the path written.
 pub fn install_module(root: &Path, package: &str, out_dir: &Path, target: &str) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(out_dir)
-        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-    let from = target_dir(root)
-        .join(target)
-        .join(WASM_PROFILE)
-        .join(format!("{}.wasm", package.replace('-', "_")));
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let from = target_dir(root).join(target).join(WASM_PROFILE).join(format!("{}.wasm", package.replace('-', "_")));
     let name = package.strip_prefix("fixture-").unwrap_or(package);
     let suffix = if target == COMPONENT_TARGET { ".component" } else { "" };
     let to = out_dir.join(format!("{name}{suffix}.wasm"));
@@ -94,12 +88,7 @@ pub fn install_module(root: &Path, package: &str, out_dir: &Path, target: &str) 
 
 /// Build the packages and install each into `out_dir`: every one as an
 /// Extism module, those in [`COMPONENTS`] also as a component.
-pub fn build_plugins(
-    cargo: &Path,
-    root: &Path,
-    packages: &[String],
-    out_dir: &Path,
-) -> Result<Vec<PathBuf>, String> {
+pub fn build_plugins(cargo: &Path, root: &Path, packages: &[String], out_dir: &Path) -> Result<Vec<PathBuf>, String> {
     build_wasm(cargo, root, packages, WASM_TARGET)?;
     let components = components_of(packages);
     if !components.is_empty() {

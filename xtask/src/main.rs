@@ -11,13 +11,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (packages, dir): (Vec<String>, &str) = match args.first().map(String::as_str) {
-        Some("build-plugins") => {
-            (xtask::EXAMPLE_PLUGINS.iter().map(|p| p.to_string()).collect(), "plugins")
-        }
-        Some("build-fixtures") => (
-            xtask::TEST_FIXTURES.iter().map(|p| format!("fixture-{p}")).collect(),
-            "fixtures",
-        ),
+        Some("build-plugins") => (xtask::EXAMPLE_PLUGINS.iter().map(|p| p.to_string()).collect(), "plugins"),
+        Some("build-fixtures") => (xtask::TEST_FIXTURES.iter().map(|p| format!("fixture-{p}")).collect(), "fixtures"),
         _ => {
             eprintln!("usage: cargo xtask <build-plugins | build-fixtures>");
             return ExitCode::from(2);

@@ -18,11 +18,8 @@ pub struct Now {
 #[tool(title = "Current time", read_only)]
 pub fn now() -> Result<Structured<Now>, ToolError> {
     let now = OffsetDateTime::now_utc();
-    let timestamp = now
-        .format(&Rfc3339)
-        .map_err(|e| ToolError::new(format!("cannot format the time: {e}")))?;
-    Ok(Structured::new(Now { timestamp: timestamp.clone(), unix_seconds: now.unix_timestamp() })
-        .with_text(timestamp))
+    let timestamp = now.format(&Rfc3339).map_err(|e| ToolError::new(format!("cannot format the time: {e}")))?;
+    Ok(Structured::new(Now { timestamp: timestamp.clone(), unix_seconds: now.unix_timestamp() }).with_text(timestamp))
 }
 
 plugin!(now);

@@ -265,7 +265,14 @@ impl<'a> Sampler<'a> {
             _ => {}
         }
         let has = |keys: &[&str]| keys.iter().any(|k| schema.contains_key(*k));
-        if has(&["properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties"]) {
+        if has(&[
+            "properties",
+            "required",
+            "additionalProperties",
+            "minProperties",
+            "maxProperties",
+            "patternProperties",
+        ]) {
             "object"
         } else if has(&["items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"]) {
             "array"
@@ -370,10 +377,8 @@ impl<'a> Sampler<'a> {
             return Number::from_f64(k as f64 * step).map(Value::Number);
         }
         let nudge = |x: f64| (x.abs() * 1e-9).max(1e-6);
-        let lo = number(schema, "minimum")
-            .or_else(|| number(schema, "exclusiveMinimum").map(|x| x + nudge(x)));
-        let hi = number(schema, "maximum")
-            .or_else(|| number(schema, "exclusiveMaximum").map(|x| x - nudge(x)));
+        let lo = number(schema, "minimum").or_else(|| number(schema, "exclusiveMinimum").map(|x| x + nudge(x)));
+        let hi = number(schema, "maximum").or_else(|| number(schema, "exclusiveMaximum").map(|x| x - nudge(x)));
         let value = match (shape, lo, hi) {
             (_, Some(lo), Some(hi)) if lo > hi => return None,
             (Shape::Minimal, Some(lo), _) => lo,

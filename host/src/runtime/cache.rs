@@ -337,11 +337,7 @@ fn unsafe_dir(dir: &Path) -> Option<String> {
         }
         let mode = meta.mode();
         if mode & 0o022 != 0 && !(parent && mode & 0o1000 != 0) {
-            return Some(format!(
-                "{what} {} may be written by other users (mode {:o})",
-                path.display(),
-                mode & 0o7777
-            ));
+            return Some(format!("{what} {} may be written by other users (mode {:o})", path.display(), mode & 0o7777));
         }
         None
     };

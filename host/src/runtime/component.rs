@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::Store;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::extism::HostEnv;
@@ -165,7 +165,12 @@ impl ComponentInstance {
 
     /// Run `call`: the result as the protocol's type.
     /// `secrets`: the ids of the secrets this call may read.
-    pub(crate) async fn call(&mut self, name: &str, arguments: &str, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
+    pub(crate) async fn call(
+        &mut self,
+        name: &str,
+        arguments: &str,
+        secrets: &ToolSecrets,
+    ) -> Result<CallOutput, RunError> {
         guest::prepare(&mut self.store, secrets);
         let _running = ticker::running();
         let deadline = self.store.data().core.deadline;
@@ -176,7 +181,10 @@ impl ComponentInstance {
             Ok(result) => result,
             // The plugin's messages are cut short (`output::shorten`).
             Err(CallError::Failed(message)) => {
-                return Err(RunError::Fault(Fault { kind: FaultKind::Error, message: output::shorten(message, &self.store.data().core.env.redactor) }));
+                return Err(RunError::Fault(Fault {
+                    kind: FaultKind::Error,
+                    message: output::shorten(message, &self.store.data().core.env.redactor),
+                }));
             }
             Err(CallError::UnknownTool(tool)) => {
                 return Err(RunError::Fault(Fault {
@@ -249,17 +257,14 @@ fn result_size(result: &CallToolResult) -> usize {
             output::CONTENT_ITEM_WEIGHT + kind + item.meta.as_ref().map_or(0, String::len)
         })
         .sum();
-    content
-        + result.structured_content.as_ref().map_or(0, String::len)
-        + result.meta.as_ref().map_or(0, String::len)
+    content + result.structured_content.as_ref().map_or(0, String::len) + result.meta.as_ref().map_or(0, String::len)
 }
 
 /// A JSON text field, parsed; a field that is not JSON is an output problem
 /// naming its pointer.
 fn parse_field(pointer: &str, text: &str) -> Result<Value, RunError> {
-    serde_json::from_str(text).map_err(|e| {
-        RunError::Output(OutputProblem::NotJson { message: format!("`{pointer}` is not JSON text: {e}") })
-    })
+    serde_json::from_str(text)
+        .map_err(|e| RunError::Output(OutputProblem::NotJson { message: format!("`{pointer}` is not JSON text: {e}") }))
 }
 
 fn insert_some(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
@@ -384,8 +389,7 @@ fn content(index: usize, item: Content) -> Result<protocol::Content, RunError> {
 /// construction, so only its JSON text fields are parsed here (and what
 /// types cannot say is checked by `validate::check_typed_result`).
 fn typed_result(result: CallToolResult) -> Result<protocol::CallToolResult, RunError> {
-    let content =
-        result.content.into_iter().enumerate().map(|(i, item)| content(i, item)).collect::<Result<_, _>>()?;
+    let content = result.content.into_iter().enumerate().map(|(i, item)| content(i, item)).collect::<Result<_, _>>()?;
     Ok(protocol::CallToolResult {
         content,
         is_error: result.is_error.then_some(true),

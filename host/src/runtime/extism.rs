@@ -18,11 +18,11 @@ use std::sync::{Arc, OnceLock};
 use wasmtime::{
     Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, TypedFunc, Val, ValType,
 };
-use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::I32Exit;
+use wasmtime_wasi::p1::WasiP1Ctx;
 
-use super::kernel::{Budget, Kernel, OutOfBudget};
 use super::guest::{self, Guest, GuestCore, ToolSecrets};
+use super::kernel::{Budget, Kernel, OutOfBudget};
 use super::{EngineKind, Stop, engine, output, ticker};
 use crate::error::{Fault, FaultKind};
 use crate::sandbox::{Limits, PathGrant, format_size};
@@ -228,16 +228,14 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "load_u8", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u8(h))?;
     linker.func_wrap(ENV, "load_u64", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u64(h))?;
     linker.func_wrap(ENV, "store_u8", |mut c: Caller<'_, State>, h: u64, v: u32| c.data_mut().kernel.store_u8(h, v))?;
-    linker.func_wrap(ENV, "store_u64", |mut c: Caller<'_, State>, h: u64, v: u64| {
-        c.data_mut().kernel.store_u64(h, v)
-    })?;
+    linker
+        .func_wrap(ENV, "store_u64", |mut c: Caller<'_, State>, h: u64, v: u64| c.data_mut().kernel.store_u64(h, v))?;
     linker.func_wrap(ENV, "input_load_u8", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u8(o))?;
     linker.func_wrap(ENV, "input_load_u64", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u64(o))?;
     linker.func_wrap(ENV, "input_length", |c: Caller<'_, State>| c.data().kernel.input_length())?;
     linker.func_wrap(ENV, "input_offset", |c: Caller<'_, State>| c.data().kernel.input_offset())?;
-    linker.func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
-        c.data_mut().kernel.input_set(h, n)
-    })?;
+    linker
+        .func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| c.data_mut().kernel.input_set(h, n))?;
     linker.func_wrap(ENV, "output_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
         c.data_mut().kernel.output_set(h, n)
     })?;
@@ -378,7 +376,9 @@ enum Init {
     /// `__wasm_call_ctors` or `_initialize`.
     Wasi(&'static str),
     /// GHC's `hs_init`, after `_initialize` if the module is a reactor.
-    Haskell { reactor: bool },
+    Haskell {
+        reactor: bool,
+    },
 }
 
 /// A compiled Extism plugin with its imports resolved.
@@ -408,7 +408,9 @@ impl ExtismModule {
                         )));
                     };
                     let ExternType::Func(ty) = import.ty() else {
-                        return Err(NotAPlugin(format!("it imports `{ENV}::{name}` as something other than a function")));
+                        return Err(NotAPlugin(format!(
+                            "it imports `{ENV}::{name}` as something other than a function"
+                        )));
                     };
                     let same = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()))
                         && ty.results().map(|t| t.to_string()).eq(results.iter().map(|t| t.to_string()));
@@ -527,9 +529,7 @@ fn describe_signature(params: &[ValType], results: &[ValType]) -> String {
 
 /// Extism's detection of a guest runtime to initialise.
 fn detect_init(module: &Module) -> Init {
-    let nullary = |name: &str| {
-        matches!(module.get_export(name), Some(ExternType::Func(ty)) if ty.params().len() == 0 && ty.results().len() == 0)
-    };
+    let nullary = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(ty)) if ty.params().len() == 0 && ty.results().len() == 0);
     if matches!(module.get_export("hs_init"), Some(ExternType::Func(_))) {
         return Init::Haskell { reactor: nullary("_initialize") };
     }
@@ -616,7 +616,10 @@ impl ExtismInstance {
         };
         if let Some(message) = state.kernel.error_message() {
             // Only the first few KiB are read: a message is no output.
-            return Err(Fault { kind: FaultKind::Error, message: output::short_message(message, &state.core.env.redactor) });
+            return Err(Fault {
+                kind: FaultKind::Error,
+                message: output::short_message(message, &state.core.env.redactor),
+            });
         }
         if code != 0 {
             let mut message = format!("it returned {code} without an error message");

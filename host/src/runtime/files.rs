@@ -108,7 +108,8 @@ pub(crate) fn cap_p1(linker: &mut wasmtime::Linker<State>) -> wasmtime::Result<(
     linker.func_wrap_async(
         WASI_P1,
         "path_open",
-        |mut caller: Caller<'_, State>, (dir, lookup, path, path_len, oflags, base, inheriting, fdflags, out): PathOpen| {
+        |mut caller: Caller<'_, State>,
+         (dir, lookup, path, path_len, oflags, base, inheriting, fdflags, out): PathOpen| {
             Box::new(async move {
                 if caller.data().core.files.full() {
                     return Ok(Errno::Mfile as i32);

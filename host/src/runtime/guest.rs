@@ -251,7 +251,10 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
             wasmtime::Trap::Interrupt => timeout_fault(limits),
             wasmtime::Trap::OutOfFuel => {
                 let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
-                Fault { kind: FaultKind::FuelExhausted, message: format!("the call used up {budget} instruction budget") }
+                Fault {
+                    kind: FaultKind::FuelExhausted,
+                    message: format!("the call used up {budget} instruction budget"),
+                }
             }
             wasmtime::Trap::UnreachableCodeReached => Fault {
                 kind: FaultKind::Trap,

@@ -207,10 +207,7 @@ fn send(
             .read_to_end(&mut bytes)
             .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
         if bytes.len() as u64 > MAX_RESPONSE_BYTES {
-            return Err(host_error(format!(
-                "the response of {url} is larger than {} bytes",
-                MAX_RESPONSE_BYTES
-            )));
+            return Err(host_error(format!("the response of {url} is larger than {} bytes", MAX_RESPONSE_BYTES)));
         }
         return Ok(HttpResponse { status, headers, body: bytes });
     }
@@ -240,8 +237,12 @@ mod tests {
 
     #[test]
     fn host_patterns_may_name_a_port() {
-        let patterns =
-            vec!["127.0.0.1:8080".to_owned(), "*.example.com:443".to_owned(), "[::1]:9000".to_owned(), "[::2]".to_owned()];
+        let patterns = vec![
+            "127.0.0.1:8080".to_owned(),
+            "*.example.com:443".to_owned(),
+            "[::1]:9000".to_owned(),
+            "[::2]".to_owned(),
+        ];
         assert!(host_allowed(&patterns, "127.0.0.1", Some(8080)));
         assert!(!host_allowed(&patterns, "127.0.0.1", Some(8081)));
         assert!(!host_allowed(&patterns, "127.0.0.1", None));

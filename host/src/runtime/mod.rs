@@ -157,10 +157,12 @@ impl Instance {
     /// yet validated).
     pub(crate) async fn call(&mut self, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
         let called = match (self, payload) {
-            (Instance::Extism(instance), Payload::Extism(request)) => match instance.run(Export::Call, request, secrets).await {
-                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
-                Err(fault) => Err(RunError::Fault(fault)),
-            },
+            (Instance::Extism(instance), Payload::Extism(request)) => {
+                match instance.run(Export::Call, request, secrets).await {
+                    Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
+                    Err(fault) => Err(RunError::Fault(fault)),
+                }
+            }
             (Instance::Component(instance), Payload::Component { name, arguments }) => {
                 instance.call(name, arguments, secrets).await
             }

@@ -123,9 +123,9 @@ pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Resul
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value));
     match (parsed, weigh.over) {
-        (_, Some(Over::Items)) => Err(too_large(format!(
-            "more than {MAX_CONTENT_ITEMS} content items, over the limit per result"
-        ))),
+        (_, Some(Over::Items)) => {
+            Err(too_large(format!("more than {MAX_CONTENT_ITEMS} content items, over the limit per result")))
+        }
         (_, Some(Over::Weight)) => Err(too_large(format!(
             "its JSON would take more than {} in the host (every value, object and string counted), over the output limit",
             format_size(max_bytes as u64)
@@ -260,7 +260,8 @@ impl<'de> Visitor<'de> for Node<'_> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             self.weigh.charge(key.len())?;
-            let content = if self.content == Content::TopLevel && key == "content" { Content::Items } else { Content::No };
+            let content =
+                if self.content == Content::TopLevel && key == "content" { Content::Items } else { Content::No };
             let value = map.next_value_seed(Node { weigh: &mut *self.weigh, content })?;
             object.insert(key, value);
         }

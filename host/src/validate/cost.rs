@@ -87,7 +87,9 @@ pub(crate) fn check_document(schema: &Value) -> Result<(), TooCostly> {
                 if patterns > MAX_PATTERNS {
                     return Err(TooCostly::at(
                         pointer_of(&path),
-                        format!("the schema holds more than {MAX_PATTERNS} regular expressions (`pattern`, `patternProperties`)"),
+                        format!(
+                            "the schema holds more than {MAX_PATTERNS} regular expressions (`pattern`, `patternProperties`)"
+                        ),
                     ));
                 }
                 for (key, child) in map {
@@ -276,7 +278,10 @@ impl<'a> Graph<'a> {
                     }
                     ("$ref", Value::String(reference)) => in_place.push(self.resolve(&at, reference)?),
                     ("$dynamicRef" | "$recursiveRef", _) => {
-                        return Err(TooCostly::at(at, format!("`{keyword}` is not supported in tool schemas; use `$ref`")));
+                        return Err(TooCostly::at(
+                            at,
+                            format!("`{keyword}` is not supported in tool schemas; use `$ref`"),
+                        ));
                     }
                     ("properties", Value::Object(properties)) => {
                         for name in properties.keys() {
@@ -316,7 +321,9 @@ impl<'a> Graph<'a> {
         let unfollowable = || {
             TooCostly::at(
                 at,
-                format!("toolhost cannot follow `$ref` `{reference}` to bound the schema's cost; refer to `#/$defs/...` within the schema"),
+                format!(
+                    "toolhost cannot follow `$ref` `{reference}` to bound the schema's cost; refer to `#/$defs/...` within the schema"
+                ),
             )
         };
         let (resource, fragment) = reference.split_once('#').unwrap_or((reference, ""));
@@ -324,10 +331,7 @@ impl<'a> Graph<'a> {
         let base = if resource.is_empty() {
             String::new()
         } else {
-            let found = self
-                .resources
-                .get(resource)
-                .or_else(|| self.resources.get(&format!("toolhost:///{resource}")));
+            let found = self.resources.get(resource).or_else(|| self.resources.get(&format!("toolhost:///{resource}")));
             found.cloned().ok_or_else(unfollowable)?
         };
         let target = if fragment.is_empty() {
@@ -518,7 +522,10 @@ fn check_width(at: &str, keyword: &str, width: usize) -> Result<(), TooCostly> {
 }
 
 fn too_complex() -> TooCostly {
-    TooCostly::at("", "the schema is too intricate for toolhost to bound its cost; simplify its `$ref`s and combinators")
+    TooCostly::at(
+        "",
+        "the schema is too intricate for toolhost to bound its cost; simplify its `$ref`s and combinators",
+    )
 }
 
 fn add(into: &mut BTreeMap<usize, u64>, node: usize, count: u64) {

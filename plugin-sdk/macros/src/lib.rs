@@ -76,11 +76,7 @@ fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
         let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
         let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<LitStr> { meta.value()?.parse() };
         let flag = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<LitBool> {
-            if meta.input.peek(Token![=]) {
-                meta.value()?.parse()
-            } else {
-                Ok(LitBool::new(true, meta.path.span()))
-            }
+            if meta.input.peek(Token![=]) { meta.value()?.parse() } else { Ok(LitBool::new(true, meta.path.span())) }
         };
         match key.as_str() {
             "name" => options.name = Some(string(&meta)?),
@@ -96,7 +92,10 @@ fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
                     match element {
                         Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => options.secrets.push(s),
                         other => {
-                            return Err(syn::Error::new(other.span(), "secrets are listed as string literals: secrets = [\"API_KEY\"]"));
+                            return Err(syn::Error::new(
+                                other.span(),
+                                "secrets are listed as string literals: secrets = [\"API_KEY\"]",
+                            ));
                         }
                     }
                 }
@@ -138,10 +137,7 @@ fn option_bool(value: &Option<LitBool>) -> proc_macro2::TokenStream {
     }
 }
 
-fn expand_tool(
-    attr: proc_macro2::TokenStream,
-    function: &ItemFn,
-) -> syn::Result<proc_macro2::TokenStream> {
+fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let options = parse_options(attr)?;
     let sig = &function.sig;
     if let Some(asyncness) = &sig.asyncness {
@@ -195,10 +191,7 @@ fn expand_tool(
             let ty = match &sig.inputs[0] {
                 FnArg::Typed(pat_type) => &pat_type.ty,
                 FnArg::Receiver(receiver) => {
-                    return Err(syn::Error::new(
-                        receiver.span(),
-                        "a tool is a free function, not a method",
-                    ));
+                    return Err(syn::Error::new(receiver.span(), "a tool is a free function, not a method"));
                 }
             };
             (
@@ -259,10 +252,7 @@ fn expand_tool(
 fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::TokenStream> {
     let paths = Punctuated::<Path, Token![,]>::parse_terminated.parse2(input)?;
     if paths.is_empty() {
-        return Err(syn::Error::new(
-            Span::call_site(),
-            "list the plugin's tools: `plugin!(tool_a, tool_b)`",
-        ));
+        return Err(syn::Error::new(Span::call_site(), "list the plugin's tools: `plugin!(tool_a, tool_b)`"));
     }
     let registrations = paths.iter().map(|path| {
         let mut path = path.clone();

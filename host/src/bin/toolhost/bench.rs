@@ -108,17 +108,17 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
                         break;
                     }
                     for _ in first..(first + CLAIM).min(calls) {
-                    let call_started = Instant::now();
-                    let outcome = plugin.call_tool(&tool, arguments.clone()).await;
-                    tally.latencies.push(call_started.elapsed());
-                    match outcome {
-                        Ok(result) if result.is_error() => tally.tool_errors += 1,
-                        Ok(_) => {}
-                        Err(error) => {
-                            tally.failures += 1;
-                            tally.first_failure.get_or_insert_with(|| error.to_string());
+                        let call_started = Instant::now();
+                        let outcome = plugin.call_tool(&tool, arguments.clone()).await;
+                        tally.latencies.push(call_started.elapsed());
+                        match outcome {
+                            Ok(result) if result.is_error() => tally.tool_errors += 1,
+                            Ok(_) => {}
+                            Err(error) => {
+                                tally.failures += 1;
+                                tally.first_failure.get_or_insert_with(|| error.to_string());
+                            }
                         }
-                    }
                     }
                 }
                 tally

@@ -23,9 +23,8 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use toolhost::check::{CheckOptions, CheckReport, check_plugin};
 use toolhost::{
-    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error,
-    FileSecretProvider, McpServer, PathGrant, Plugin, Policy, Registry, SecretProvider, ToolSource,
-    ValidationOptions,
+    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error, FileSecretProvider,
+    McpServer, PathGrant, Plugin, Policy, Registry, SecretProvider, ToolSource, ValidationOptions,
 };
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
@@ -364,7 +363,8 @@ impl PluginOptions {
             builder = builder.with_max_idle_instances(size);
         }
         if let Some(secrets) = secrets {
-            builder = builder.with_secret_provider(secrets.provider()).with_granted_secrets(secrets.secret.iter().cloned());
+            builder =
+                builder.with_secret_provider(secrets.provider()).with_granted_secrets(secrets.secret.iter().cloned());
         }
         let plugin = builder.build().await?;
         for warning in plugin.warnings() {
@@ -449,11 +449,7 @@ fn report(error: &Error) {
             format!("invalid arguments for tool `{tool}` of plugin `{plugin}`; the plugin did not run:"),
             violations.iter().map(ToString::to_string).collect(),
         ),
-        Error::InvalidOutput {
-            plugin,
-            operation,
-            problem: toolhost::OutputProblem::Invalid { violations },
-        } => (
+        Error::InvalidOutput { plugin, operation, problem: toolhost::OutputProblem::Invalid { violations } } => (
             format!("plugin `{plugin}` returned invalid output from {operation}:"),
             violations.iter().map(ToString::to_string).collect(),
         ),
@@ -507,9 +503,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                         [tool] => (tool, None),
                         [tool, args] => (tool, Some(args.as_str())),
                         _ => {
-                            return Err(usage(anyhow::anyhow!(
-                                "with --config FILE, give NAMESPACED_TOOL [ARGS_JSON]"
-                            )));
+                            return Err(usage(anyhow::anyhow!("with --config FILE, give NAMESPACED_TOOL [ARGS_JSON]")));
                         }
                     };
                     secrets.not_with_toolsets()?;
@@ -542,9 +536,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else {
-                Arc::new(toolhost::DenyAll(
-                    "it requires approval and the server was not started with --yes".to_owned(),
-                ))
+                Arc::new(toolhost::DenyAll("it requires approval and the server was not started with --yes".to_owned()))
             };
             let source = match (plugin, toolsets) {
                 (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
@@ -629,7 +621,12 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 println!("  throughput:  {:.0} calls/s", report.calls_per_second);
                 println!(
                     "  latency:     p50 {}  p90 {}  p99 {}  (min {}, mean {}, max {})",
-                    h(l.p50), h(l.p90), h(l.p99), h(l.min), h(l.mean), h(l.max)
+                    h(l.p50),
+                    h(l.p90),
+                    h(l.p99),
+                    h(l.min),
+                    h(l.mean),
+                    h(l.max)
                 );
                 println!("  tool errors: {}  failures: {}", report.tool_errors, report.failures);
                 if let Some(failure) = &report.first_failure {
@@ -655,7 +652,11 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             for file in &written {
                 eprintln!("  {}", file.display());
             }
-            eprintln!("\nNext:\n  cd {}\n  toolhost build\n  toolhost check target/wasm32-wasip1/release/{}.wasm", dir.display(), name.replace('-', "_"));
+            eprintln!(
+                "\nNext:\n  cd {}\n  toolhost build\n  toolhost check target/wasm32-wasip1/release/{}.wasm",
+                dir.display(),
+                name.replace('-', "_")
+            );
             Ok(0)
         }
         Command::Build { path, target, profile } => {
@@ -667,7 +668,8 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             for wasm in built {
                 let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);
                 eprintln!("Built {} ({size} bytes)", wasm.display());
-                writeln!(stdout, "{}", wasm.display()).map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?;
+                writeln!(stdout, "{}", wasm.display())
+                    .map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?;
             }
             Ok(0)
         }
@@ -854,9 +856,7 @@ impl Approver for TerminalApprover {
 fn read_arguments(inline: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<Value> {
     let from_stdin = || -> anyhow::Result<(String, String)> {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read the arguments from stdin")?;
+        std::io::stdin().read_to_string(&mut text).context("cannot read the arguments from stdin")?;
         Ok((text, "stdin".to_owned()))
     };
     let (text, origin) = match (inline, file) {

@@ -46,9 +46,8 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
     }
     let sdk = match sdk_path {
         Some(path) => {
-            let path = path
-                .canonicalize()
-                .map_err(|e| ScaffoldError::Usage(format!("--sdk-path {}: {e}", path.display())))?;
+            let path =
+                path.canonicalize().map_err(|e| ScaffoldError::Usage(format!("--sdk-path {}: {e}", path.display())))?;
             if !path.join("Cargo.toml").is_file() {
                 return Err(ScaffoldError::Usage(format!("--sdk-path {}: no Cargo.toml there", path.display())));
             }
@@ -96,7 +95,9 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
 fn toolchain_channel() -> &'static str {
     PROJECT_TOOLCHAIN
         .lines()
-        .find_map(|line| line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?.trim().strip_prefix('"')?.strip_suffix('"'))
+        .find_map(|line| {
+            line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?.trim().strip_prefix('"')?.strip_suffix('"')
+        })
         .unwrap_or("stable")
 }
 
@@ -128,9 +129,9 @@ fn path_dependency(path: &Path) -> String {
 /// Returns the `.wasm` files built.
 pub fn build_plugin(path: &Path, target: &str, profile: &str) -> Result<Vec<PathBuf>, ScaffoldError> {
     let manifest = if path.is_dir() { path.join("Cargo.toml") } else { path.to_path_buf() };
-    let manifest = manifest
-        .canonicalize()
-        .map_err(|_| ScaffoldError::Usage(format!("no plugin crate at {}: {} not found", path.display(), manifest.display())))?;
+    let manifest = manifest.canonicalize().map_err(|_| {
+        ScaffoldError::Usage(format!("no plugin crate at {}: {} not found", path.display(), manifest.display()))
+    })?;
     let crate_dir = manifest.parent().unwrap_or(Path::new("/")).to_path_buf();
     check_target(&crate_dir, target)?;
 
@@ -155,12 +156,9 @@ pub fn build_plugin(path: &Path, target: &str, profile: &str) -> Result<Vec<Path
             }
             // Only the crate's own artifacts (or its workspace members'), not
             // its dependencies'.
-            let own = message["manifest_path"]
-                .as_str()
-                .is_some_and(|m| Path::new(m).starts_with(&crate_dir));
-            let cdylib = message["target"]["crate_types"]
-                .as_array()
-                .is_some_and(|types| types.iter().any(|t| t == "cdylib"));
+            let own = message["manifest_path"].as_str().is_some_and(|m| Path::new(m).starts_with(&crate_dir));
+            let cdylib =
+                message["target"]["crate_types"].as_array().is_some_and(|types| types.iter().any(|t| t == "cdylib"));
             if own && cdylib {
                 let files = message["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str());
                 wasm.extend(files.filter(|f| f.ends_with(".wasm")).map(PathBuf::from));
@@ -220,8 +218,9 @@ mod tests {
 
     #[test]
     fn the_templates_have_no_unfilled_placeholders() {
-        let written = new_plugin("some-tool", &std::env::temp_dir().join(format!("toolhost-new-{}", std::process::id())), None)
-            .expect("scaffold");
+        let written =
+            new_plugin("some-tool", &std::env::temp_dir().join(format!("toolhost-new-{}", std::process::id())), None)
+                .expect("scaffold");
         for file in &written {
             let text = std::fs::read_to_string(file).expect("read");
             assert!(!text.contains("{{"), "{}: {text}", file.display());

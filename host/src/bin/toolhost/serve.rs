@@ -159,7 +159,13 @@ async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
     loop {
         let buffer = input.fill_buf().await?;
         if buffer.is_empty() {
-            return Ok(if line.is_empty() && skipped == 0 { None } else if skipped > 0 { Some(Err(skipped)) } else { Some(Ok(())) });
+            return Ok(if line.is_empty() && skipped == 0 {
+                None
+            } else if skipped > 0 {
+                Some(Err(skipped))
+            } else {
+                Some(Ok(()))
+            });
         }
         let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
             Some(at) => (&buffer[..at], Some(at + 1)),
@@ -261,7 +267,9 @@ where
                 Ok(Some(Err(length))) => Some(Incoming::Answer(error_response(
                     Value::Null,
                     -32700,
-                    format!("the message ({length} bytes) is larger than the limit of {MAX_LINE} bytes; it was not read"),
+                    format!(
+                        "the message ({length} bytes) is larger than the limit of {MAX_LINE} bytes; it was not read"
+                    ),
                 ))),
                 Ok(Some(Ok(()))) => classify(&line),
             };
@@ -369,7 +377,9 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
 /// are written in several pieces, and Nagle's algorithm would hold each
 /// later piece back until the client's delayed ACK (~40 ms per request on a
 /// kept-alive connection).
-fn nodelay(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
     use axum::serve::ListenerExt;
     listener.tap_io(|stream| {
         if let Err(error) = stream.set_nodelay(true) {
@@ -397,9 +407,8 @@ async fn serve_http(server: McpServer, options: HttpOptions) -> anyhow::Result<(
     let stop = config.cancellation_token.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
-    let router = axum::Router::new()
-        .route("/mcp", axum::routing::any(http_front))
-        .with_state(Front { service, sessions });
+    let router =
+        axum::Router::new().route("/mcp", axum::routing::any(http_front)).with_state(Front { service, sessions });
     eprintln!("toolhost: serving MCP over streamable HTTP at http://{bound}/mcp");
     let serving = {
         let stop = stop.clone();
@@ -456,7 +465,10 @@ async fn answer_in(response: Response<Body>) -> Option<Value> {
         .find(|m| m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some()))
 }
 
-async fn http_front(axum::extract::State(front): axum::extract::State<Front>, request: Request<Body>) -> Response<Body> {
+async fn http_front(
+    axum::extract::State(front): axum::extract::State<Front>,
+    request: Request<Body>,
+) -> Response<Body> {
     match *request.method() {
         Method::DELETE => delete(&front, request).await,
         Method::POST if is_json(&request) => post(&front, request).await,
@@ -491,13 +503,19 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     let bytes = match axum::body::to_bytes(body, MAX_LINE).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            let error = error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
+            let error =
+                error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
             return json_response(StatusCode::PAYLOAD_TOO_LARGE, &error);
         }
     };
     let message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) => message,
-        Err(e) => return json_response(StatusCode::BAD_REQUEST, &error_response(Value::Null, -32700, format!("Parse error: {e}"))),
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(Value::Null, -32700, format!("Parse error: {e}")),
+            );
+        }
     };
     let rebuild = |body: Vec<u8>| {
         let mut request = Request::from_parts(parts.clone(), Body::from(body));
@@ -507,7 +525,10 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     match message {
         Value::Array(batch) => {
             if batch.is_empty() {
-                return json_response(StatusCode::BAD_REQUEST, &error_response(Value::Null, -32600, "an empty batch is not a request"));
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &error_response(Value::Null, -32600, "an empty batch is not a request"),
+                );
             }
             let mut answers = Vec::new();
             for message in batch {
@@ -605,7 +626,9 @@ pub(crate) async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>
                 let report = registry.sync(parsed.toolsets).await;
                 crate::print_load_report(&report);
             }
-            Err(error) => eprintln!("warning: the changed configuration was not applied: {}", crate::escaped(&error.to_string())),
+            Err(error) => {
+                eprintln!("warning: the changed configuration was not applied: {}", crate::escaped(&error.to_string()))
+            }
         }
     }
 }
