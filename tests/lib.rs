@@ -66,7 +66,7 @@ pub fn toolhost() -> PathBuf {
                 Some(other) => other,
             };
             let status = std::process::Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--package", "toolhost", "--bin", "toolhost", "--profile", profile])
+                .args(["build", "--quiet", "--package", "toolhost-cli", "--bin", "toolhost", "--profile", profile])
                 .status()
                 .expect("run cargo to build the toolhost binary");
             assert!(status.success(), "building the toolhost binary failed");

@@ -34,11 +34,9 @@
 
 #![deny(missing_docs)]
 
-pub mod check;
 mod config;
 mod error;
 mod filter;
-mod mcp;
 mod plugin;
 mod pool;
 mod registry;
@@ -53,7 +51,6 @@ pub use config::{
 };
 pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
-pub use mcp::{McpServer, ToolSource};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
 pub use registry::{
     Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool, Registry,

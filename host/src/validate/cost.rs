@@ -337,7 +337,7 @@ impl<'a> Graph<'a> {
         let target = if fragment.is_empty() {
             base
         } else if fragment.starts_with('/') {
-            format!("{base}{}", percent_decode(fragment))
+            format!("{base}{}", percent_encoding::percent_decode_str(fragment).decode_utf8_lossy())
         } else {
             self.anchors.get(fragment).cloned().ok_or_else(unfollowable)?
         };
@@ -538,25 +538,6 @@ fn max_into(into: &mut BTreeMap<usize, u64>, from: &BTreeMap<usize, u64>) {
         let total = into.entry(node).or_insert(0);
         *total = (*total).max(count);
     }
-}
-
-/// Decode `%XX` escapes in a `$ref` fragment.
-pub(crate) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = text.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
 /// How many evaluation places an instance has, weighing long strings more

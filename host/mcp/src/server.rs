@@ -1,4 +1,4 @@
-//! An MCP server (on `rmcp`) in front of a plugin or a registry.
+//! The MCP server handler (on `rmcp`) in front of a plugin or a registry.
 //!
 //! `tools/list` shows every available tool (title, description, inputSchema,
 //! outputSchema, annotations); `tools/call` goes through the validating host.
@@ -19,9 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::Value;
 
-use crate::error::Error;
-use crate::plugin::Plugin;
-use crate::registry::{Approver, Registry};
+use toolhost::{Approver, Error, Plugin, Registry};
 
 /// What the server exposes.
 #[derive(Clone)]

@@ -232,7 +232,7 @@ impl<'a> Sampler<'a> {
         if fragment.is_empty() {
             return Some(self.root);
         }
-        let decoded = crate::validate::cost::percent_decode(fragment);
+        let decoded = percent_encoding::percent_decode_str(fragment).decode_utf8_lossy();
         self.root.pointer(&decoded)
     }
 

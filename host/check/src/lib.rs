@@ -1,3 +1,5 @@
+//! # toolhost-check
+//!
 //! Conformance checks for plugin authors (`toolhost check`).
 //!
 //! A plugin that loads has already passed the describe checks (protocol,
@@ -16,6 +18,8 @@
 //! Generation is seeded ([`CheckOptions::seed`]): the same seed, plugin and
 //! toolhost version give the same calls.
 
+#![deny(missing_docs)]
+
 mod sample;
 
 use std::time::{Duration, Instant};
@@ -24,8 +28,8 @@ use rand::{SeedableRng as _, rngs::StdRng, seq::SliceRandom as _};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::{Error, FaultKind, Plugin};
 use sample::{Sampler, Shape};
+use toolhost::{Error, FaultKind, Plugin};
 
 /// How thoroughly to check.
 #[derive(Debug, Clone)]
@@ -169,7 +173,7 @@ impl ToolCheck {
         took: Duration,
         arguments: Map<String, Value>,
         broken: Option<String>,
-        outcome: Result<crate::CallToolResult, Error>,
+        outcome: Result<toolhost::CallToolResult, Error>,
     ) {
         self.calls += 1;
         self.slowest_ms = self.slowest_ms.max(took.as_secs_f64() * 1e3);

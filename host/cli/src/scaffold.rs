@@ -8,17 +8,17 @@ use std::process::{Command, Stdio};
 use anyhow::Context as _;
 
 /// The SDK of the checkout this binary was built from, if it is still there.
-const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugin-sdk");
+const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugin-sdk");
 /// The SDK version a crate depends on when no checkout is at hand.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-const TEMPLATE_CARGO: &str = include_str!("../../../templates/plugin/Cargo.toml");
-const TEMPLATE_LIB: &str = include_str!("../../../templates/plugin/src/lib.rs");
-const TEMPLATE_README: &str = include_str!("../../../templates/plugin/README.md");
-const TEMPLATE_GITIGNORE: &str = include_str!("../../../templates/plugin/gitignore");
-const TEMPLATE_TOOLCHAIN: &str = include_str!("../../../templates/plugin/rust-toolchain.toml");
+const TEMPLATE_CARGO: &str = include_str!("../templates/plugin/Cargo.toml");
+const TEMPLATE_LIB: &str = include_str!("../templates/plugin/src/lib.rs");
+const TEMPLATE_README: &str = include_str!("../templates/plugin/README.md");
+const TEMPLATE_GITIGNORE: &str = include_str!("../templates/plugin/gitignore");
+const TEMPLATE_TOOLCHAIN: &str = include_str!("../templates/plugin/rust-toolchain.toml");
 /// The project's pinned toolchain: plugins are pinned to the same one.
-const PROJECT_TOOLCHAIN: &str = include_str!("../../../../rust-toolchain.toml");
+const PROJECT_TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
 
 /// Why `new` or `build` did not happen: the caller's mistake, or the build's.
 #[derive(Debug, thiserror::Error)]

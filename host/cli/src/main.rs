@@ -16,16 +16,18 @@ use anyhow::Context;
 
 mod bench;
 mod scaffold;
-mod terminal;
-use terminal::escaped;
 mod serve;
+mod terminal;
+mod watch;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use toolhost::check::{CheckOptions, CheckReport, check_plugin};
+use terminal::escaped;
 use toolhost::{
     Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, EnvSecretProvider, Error, FileSecretProvider,
-    McpServer, PathGrant, Plugin, Policy, Registry, SecretProvider, ToolSource, ValidationOptions,
+    PathGrant, Plugin, Policy, Registry, SecretProvider, ValidationOptions,
 };
+use toolhost_check::{CheckOptions, CheckReport, check_plugin};
+use toolhost_mcp::{McpServer, ToolSource};
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
@@ -548,13 +550,13 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                     }
                     secrets.not_with_toolsets()?;
                     let registry = Arc::new(load_registry(&file, &secrets).await?);
-                    tokio::spawn(serve::watch_config(file, secrets.provider(), Arc::clone(&registry)));
+                    tokio::spawn(watch::watch_config(file, secrets.provider(), Arc::clone(&registry)));
                     ToolSource::Registry(registry)
                 }
                 _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
             };
             let server = McpServer::new(source, approver);
-            let http = http.map(|addr| serve::HttpOptions { addr, allowed_origins: allow_origins });
+            let http = http.map(|addr| toolhost_mcp::HttpOptions::new(addr).allow_origins(allow_origins));
             serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
             Ok(0)
         }
@@ -737,14 +739,14 @@ fn print_check(report: &CheckReport) -> anyhow::Result<()> {
         .collect();
     let mut stdout = std::io::stdout().lock();
     write_table(&mut stdout, ["TOOL", "CALLS", "PASSED", "FAILED"], &rows)?;
-    let failing: Vec<&toolhost::check::ToolCheck> =
+    let failing: Vec<&toolhost_check::ToolCheck> =
         report.tools.iter().filter(|t| !t.failures.is_empty() || !t.notes.is_empty()).collect();
     if !failing.is_empty() {
         writeln!(stdout)?;
     }
     for tool in failing {
         // The smallest failing arguments first: the easiest to reproduce.
-        let mut failures: Vec<&toolhost::check::CheckFailure> = tool.failures.iter().collect();
+        let mut failures: Vec<&toolhost_check::CheckFailure> = tool.failures.iter().collect();
         failures.sort_by_key(|f| f.arguments.to_string().len());
         let name = escaped(&tool.tool);
         for failure in failures.iter().take(SHOWN_FAILURES) {

@@ -1,0 +1,300 @@
+//! MCP over streamable HTTP (feature `http`).
+//!
+//! rmcp does the protocol; [`http_front`] sits in front of it and answers
+//! what rmcp's transport gets wrong for real clients (see DESIGN.md,
+//! `serve`): malformed JSON is `400` with `-32700`, malformed `tools/call`
+//! params are `-32602`, a batch is split and its answers joined, DELETE of
+//! an unknown session is `404` and of a live one `204`; foreign `Origin`s
+//! are refused with `403`, and the listener sets `TCP_NODELAY`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, Response, StatusCode, header};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+
+use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response, malformed_call};
+use crate::{McpServer, ServeError};
+
+/// The origins a browser page served by this server itself would send.
+fn own_origins(bound: SocketAddr) -> Vec<String> {
+    let port = bound.port();
+    let mut hosts = vec![match bound.ip() {
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    }];
+    if bound.ip().is_loopback() || bound.ip().is_unspecified() {
+        hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()]);
+    }
+    hosts.dedup();
+    hosts.into_iter().map(|host| format!("http://{host}:{port}")).collect()
+}
+
+/// The listener with `TCP_NODELAY` on every accepted connection: responses
+/// are written in several pieces, and Nagle's algorithm would hold each
+/// later piece back until the client's delayed ACK (~40 ms per request on a
+/// kept-alive connection).
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY: {error}");
+        }
+    })
+}
+
+type Service = StreamableHttpService<McpServer, LocalSessionManager>;
+
+/// What the HTTP front needs: rmcp's service and its sessions.
+#[derive(Clone)]
+struct Front {
+    service: Service,
+    sessions: Arc<LocalSessionManager>,
+}
+
+/// How [`HttpServer`] serves.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Where to listen (port 0: any free port).
+    pub addr: SocketAddr,
+    /// Browser origins allowed besides the server's own. A request with any
+    /// other `Origin` header is refused with `403` (DNS rebinding).
+    pub allowed_origins: Vec<String>,
+}
+
+impl HttpOptions {
+    /// Listen on `addr`, allowing only the server's own origins.
+    pub fn new(addr: SocketAddr) -> Self {
+        HttpOptions { addr, allowed_origins: Vec::new() }
+    }
+
+    /// Allow these browser origins too (e.g. `https://app.example`).
+    pub fn allow_origins(mut self, origins: impl IntoIterator<Item = String>) -> Self {
+        self.allowed_origins.extend(origins);
+        self
+    }
+}
+
+/// MCP over streamable HTTP at `/mcp`, bound and ready to serve.
+pub struct HttpServer {
+    listener: tokio::net::TcpListener,
+    bound: SocketAddr,
+    router: axum::Router,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer").field("bound", &self.bound).finish_non_exhaustive()
+    }
+}
+
+impl HttpServer {
+    /// Open the listening socket for `server`.
+    pub async fn bind(server: McpServer, options: HttpOptions) -> Result<HttpServer, ServeError> {
+        let addr = options.addr;
+        let bind_error = |source| ServeError::Bind { addr: addr.to_string(), source };
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;
+        let bound = listener.local_addr().map_err(bind_error)?;
+        let mut origins = own_origins(bound);
+        origins.extend(options.allowed_origins);
+        let config = StreamableHttpServerConfig::default().with_allowed_origins(origins).enforce_origin_validation();
+        let stop = config.cancellation_token.clone();
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+        let router =
+            axum::Router::new().route("/mcp", axum::routing::any(http_front)).with_state(Front { service, sessions });
+        Ok(HttpServer { listener, bound, router, stop })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.bound
+    }
+
+    /// The MCP endpoint's URL, `http://ADDR/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.bound)
+    }
+
+    /// Serve until `shutdown` resolves; then end every session (its streams
+    /// close and its calls are cancelled) and wait at most
+    /// [`SHUTDOWN_GRACE`] for connections to close.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let HttpServer { listener, router, stop, .. } = self;
+        let serving = {
+            let stop = stop.clone();
+            async move { axum::serve(nodelay(listener), router).with_graceful_shutdown(stop.cancelled_owned()).await }
+        };
+        tokio::pin!(serving);
+        let failed = |e: std::io::Error| ServeError::Failed(e.to_string());
+        tokio::select! {
+            outcome = &mut serving => outcome.map_err(failed)?,
+            () = shutdown => {
+                tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
+                stop.cancel();
+                match tokio::time::timeout(SHUTDOWN_GRACE, &mut serving).await {
+                    Ok(outcome) => outcome.map_err(failed)?,
+                    Err(_) => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; serving ends anyway"),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON response.
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    response
+}
+
+fn is_json(request: &Request<Body>) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn inner(front: &Front, request: Request<Body>) -> Response<Body> {
+    front.service.handle(request).await.map(Body::new)
+}
+
+/// The JSON-RPC answer in an rmcp response (JSON, or the `data:` lines of
+/// an event stream).
+async fn answer_in(response: Response<Body>) -> Option<Value> {
+    let bytes = axum::body::to_bytes(response.into_body(), MAX_LINE).await.ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    if let Ok(value) = serde_json::from_str::<Value>(&text) {
+        return Some(value);
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|m| m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some()))
+}
+
+async fn http_front(
+    axum::extract::State(front): axum::extract::State<Front>,
+    request: Request<Body>,
+) -> Response<Body> {
+    match *request.method() {
+        Method::DELETE => delete(&front, request).await,
+        Method::POST if is_json(&request) => post(&front, request).await,
+        _ => inner(&front, request).await,
+    }
+}
+
+/// DELETE: `404` for a session that does not exist (or has ended), `204`
+/// once a live one is closed.
+async fn delete(front: &Front, request: Request<Body>) -> Response<Body> {
+    let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(Arc::<str>::from);
+    if let Some(session) = &session
+        && !front.sessions.has_session(session).await.unwrap_or(false)
+    {
+        let mut response = Response::new(Body::from("Not Found: no such session"));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        return response;
+    }
+    let mut response = inner(front, request).await;
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Body::empty();
+    }
+    response
+}
+
+/// POST of JSON: malformed JSON is `400` with `-32700`; malformed
+/// `tools/call` params are `-32602`; a batch is split into single requests
+/// and their answers joined.
+async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_LINE).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let error =
+                error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
+            return json_response(StatusCode::PAYLOAD_TOO_LARGE, &error);
+        }
+    };
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(Value::Null, -32700, format!("Parse error: {e}")),
+            );
+        }
+    };
+    let rebuild = |body: Vec<u8>| {
+        let mut request = Request::from_parts(parts.clone(), Body::from(body));
+        request.headers_mut().remove(header::CONTENT_LENGTH);
+        request
+    };
+    match message {
+        Value::Array(batch) => {
+            if batch.is_empty() {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &error_response(Value::Null, -32600, "an empty batch is not a request"),
+                );
+            }
+            let mut answers = Vec::new();
+            for message in batch {
+                let message = match check_message(message) {
+                    Ok(message) => message,
+                    Err(answer) => {
+                        answers.push(answer);
+                        continue;
+                    }
+                };
+                let expects_answer = message.get("method").is_some() && message.get("id").is_some();
+                let response = inner(front, rebuild(message.to_string().into_bytes())).await;
+                if !response.status().is_success() {
+                    return response;
+                }
+                if expects_answer && let Some(answer) = answer_in(response).await {
+                    answers.push(answer);
+                }
+            }
+            if answers.is_empty() {
+                let mut response = Response::new(Body::empty());
+                *response.status_mut() = StatusCode::ACCEPTED;
+                return response;
+            }
+            json_response(StatusCode::OK, &Value::Array(answers))
+        }
+        message => match malformed_call(&message) {
+            Some(answer) => json_response(StatusCode::OK, &answer),
+            None => inner(front, rebuild(bytes.to_vec())).await,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay_set() {
+        use axum::serve::Listener;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut listener = nodelay(listener);
+        let client = tokio::net::TcpStream::connect(addr);
+        let (accepted, client) = tokio::join!(listener.accept(), client);
+        let _client = client.expect("connect");
+        assert!(accepted.0.nodelay().expect("nodelay"), "TCP_NODELAY is off on an accepted connection");
+    }
+}

@@ -1,0 +1,73 @@
+//! What both transports share: JSON-RPC error answers, the checks rmcp
+//! does not make, and the limits.
+
+// Without a transport, only the limits are used.
+#![cfg_attr(not(any(feature = "stdio", feature = "http")), allow(dead_code))]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The longest JSON-RPC message (one line on stdio, one POST body on HTTP)
+/// the server reads: rmcp's own limit.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// How long a shutdown waits for connections to close before serving ends
+/// anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A JSON-RPC error response.
+pub(crate) fn error_response(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// The `-32602` answer rmcp would not give (it says `-32601`): a
+/// `tools/call` request without params, with a name that is not a string,
+/// or with arguments that are not an object.
+pub(crate) fn malformed_call(message: &Value) -> Option<Value> {
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let id = message.get("id")?.clone();
+    let problem = match message.get("params") {
+        None | Some(Value::Null) => "tools/call needs params: {name, arguments}",
+        Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
+            (Some(Value::String(_)), None | Some(Value::Null | Value::Object(_))) => return None,
+            (Some(Value::String(_)), Some(_)) => "the arguments of tools/call must be an object",
+            _ => "tools/call needs a tool name (a string) in params.name",
+        },
+        Some(_) => "the params of tools/call must be an object",
+    };
+    Some(error_response(id, -32602, problem))
+}
+
+/// Check one parsed message (not a batch): forward it or answer it.
+pub(crate) fn check_message(message: Value) -> Result<Value, Value> {
+    if !message.is_object() {
+        return Err(error_response(Value::Null, -32600, "a JSON-RPC message must be an object"));
+    }
+    match malformed_call(&message) {
+        Some(answer) => Err(answer),
+        None => Ok(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_tool_calls_are_invalid_params() {
+        for params in [None, Some(json!([1])), Some(json!({"name": 3})), Some(json!({"name": "a", "arguments": [1]}))] {
+            let mut message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call"});
+            if let Some(params) = params {
+                message["params"] = params;
+            }
+            let answer = malformed_call(&message).expect("an answer");
+            assert_eq!(answer["error"]["code"], -32602);
+            assert_eq!(answer["id"], 7);
+        }
+        let fine = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "a", "arguments": {}}});
+        assert!(malformed_call(&fine).is_none());
+    }
+}

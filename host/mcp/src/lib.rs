@@ -1,0 +1,61 @@
+//! # toolhost-mcp
+//!
+//! An MCP server in front of toolhost: the tools of one [`Plugin`] or of a
+//! [`Registry`] (a toolsets file) served to any MCP client, every call
+//! through the validating host.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use toolhost_mcp::{McpServer, ToolSource};
+//!
+//! let plugin = toolhost::Plugin::load("target/plugins/calculator.wasm").await?;
+//! let server = McpServer::new(ToolSource::Plugin(plugin), Arc::new(toolhost::ApproveAll));
+//! toolhost_mcp::serve_stdio(server, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Transports are features: `stdio` ([`serve_stdio`]) and `http`
+//! ([`HttpServer`], streamable HTTP at `/mcp` with Origin checks), both on
+//! by default. Without either, [`McpServer`] is an rmcp `ServerHandler` to
+//! put on a transport of your own.
+//!
+//! [`Plugin`]: toolhost::Plugin
+//! [`Registry`]: toolhost::Registry
+
+#![deny(missing_docs)]
+
+#[cfg(feature = "http")]
+mod http;
+mod jsonrpc;
+mod server;
+#[cfg(feature = "stdio")]
+mod stdio;
+
+#[cfg(feature = "http")]
+pub use http::{HttpOptions, HttpServer};
+pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
+pub use server::{McpServer, ToolSource};
+#[cfg(feature = "stdio")]
+pub use stdio::{serve_stdio, serve_stdio_on};
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The MCP session could not start (the client's `initialize` failed).
+    #[error("the MCP session failed to start: {0}")]
+    Start(String),
+    /// The MCP session or the HTTP server failed while running.
+    #[error("the MCP server failed: {0}")]
+    Failed(String),
+}
