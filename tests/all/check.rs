@@ -108,7 +108,7 @@ fn a_plugin_that_does_not_load_fails_with_exit_3() {
     assert!(text(&output).contains("config key `describe` is not set"), "{}", text(&output));
 
     let bad = serde_json::json!({"tools": [{"name": "bad name!", "inputSchema": {"type": "object"}}]}).to_string();
-    let output = check(fixture("scripted"), &["--json", "--config", &format!("describe={bad}")]);
+    let output = check(fixture("scripted"), &["--json", "--set", &format!("describe={bad}")]);
     assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     let report = json_stdout(&output);
     assert_eq!(report["passed"], false);
@@ -126,7 +126,7 @@ fn huge_minimums_make_a_tool_uncheckable_not_a_crash() {
     ]})
     .to_string();
     let config = [format!("describe={describe}"), r#"result={"content":[]}"#.to_owned()];
-    let output = check(fixture("scripted"), &["--config", &config[0], "--config", &config[1]]);
+    let output = check(fixture("scripted"), &["--set", &config[0], "--set", &config[1]]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -135,7 +135,7 @@ fn huge_minimums_make_a_tool_uncheckable_not_a_crash() {
     );
     assert!(stdout.contains("many: uncheckable: the inputSchema asks for `minItems` 1000000000000000"), "{stdout}");
 
-    let report = json_stdout(&check(fixture("scripted"), &["--json", "--config", &config[0], "--config", &config[1]]));
+    let report = json_stdout(&check(fixture("scripted"), &["--json", "--set", &config[0], "--set", &config[1]]));
     assert_eq!(tool(&report, "long")["calls"], 0, "{report}");
     assert_eq!(tool(&report, "fine")["failures"], serde_json::json!([]), "{report}");
     assert!(tool(&report, "fine")["calls"].as_u64().is_some_and(|n| n > 0), "{report}");

@@ -127,7 +127,7 @@ fn scripted_tool(output_schema: &str) -> String {
 fn output_that_breaks_the_output_schema_exits_3_with_the_pointer() {
     let describe = scripted_tool(r#"{"type":"object","properties":{"count":{"type":"integer"}}}"#);
     let result = r#"result={"content":[],"structuredContent":{"count":"many"}}"#;
-    let output = run(&["call", "--config", &describe, "--config", result, &path(fixture("scripted")), "t"], None);
+    let output = run(&["call", "--set", &describe, "--set", result, &path(fixture("scripted")), "t"], None);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.starts_with("error: plugin `scripted` returned invalid output from tool `t`:"), "{message}");
@@ -141,7 +141,7 @@ fn a_describe_with_three_problems_lists_all_three() {
         {"name":"t","description":"d","inputSchema":{"type":"string"}},
         {"name":"u","description":"d","inputSchema":{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}}
     ]}"#;
-    let output = run(&["describe", "--config", describe, &path(fixture("scripted"))], None);
+    let output = run(&["describe", "--set", describe, &path(fixture("scripted"))], None);
     assert_eq!(output.status.code(), Some(3));
     let message = stderr(&output);
     let lines: Vec<&str> = message.lines().collect();
@@ -155,7 +155,7 @@ fn a_describe_with_three_problems_lists_all_three() {
     );
 
     // --lenient loads what is valid and warns about the rest.
-    let lenient = run(&["describe", "--lenient", "--config", describe, &path(fixture("scripted"))], None);
+    let lenient = run(&["describe", "--lenient", "--set", describe, &path(fixture("scripted"))], None);
     assert_eq!(lenient.status.code(), Some(0), "{}", stderr(&lenient));
     assert_eq!(json_stdout(&lenient)["tools"], serde_json::json!([]));
     assert_eq!(stderr(&lenient).lines().filter(|l| l.starts_with("warning: ")).count(), 3);
@@ -202,7 +202,8 @@ fn grants_come_from_flags_and_bad_values_are_refused_at_start_up() {
         vec!["--memory-limit", "lots"],
         vec!["--allow-path", "/nonexistent-toolhost-dir"],
         vec!["--allow-host", "https://example.com/"],
-        vec!["--config", "novalue"],
+        vec!["--set", "novalue"],
+        vec!["--set", "=v"],
     ] {
         let mut args = vec!["call"];
         args.extend(bad.iter().copied());
@@ -388,12 +389,12 @@ fn plugin_chosen_text_is_escaped_for_the_terminal() {
     // A tool name with a colour, a carriage return and a bidi override.
     let evil_name = "evil\u{1b}[31m\rforged\u{202e}";
     let describe = serde_json::json!({"tools": [{"name": evil_name, "inputSchema": {"type": "object"}}]}).to_string();
-    let output = run(&["describe", "--config", &format!("describe={describe}"), &scripted], None);
+    let output = run(&["describe", "--set", &format!("describe={describe}"), &scripted], None);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let text = stderr(&output);
     no_raw_controls(&text, "describe");
     assert!(text.contains(r"tool `evil\u001b[31m\rforged\u202e`: at /tools/0/name"), "{text}");
-    let lenient = run(&["describe", "--lenient", "--config", &format!("describe={describe}"), &scripted], None);
+    let lenient = run(&["describe", "--lenient", "--set", &format!("describe={describe}"), &scripted], None);
     let text = stderr(&lenient);
     no_raw_controls(&text, "lenient warning");
     assert!(text.contains(r"warning: left out tool `evil\u001b[31m\rforged\u202e`"), "{text}");
@@ -409,22 +410,69 @@ fn plugin_chosen_text_is_escaped_for_the_terminal() {
         serde_json::json!({"content": [], "structuredContent": {"x\n  at /forged: all is well\u{1b}[0m": "v"}})
             .to_string();
     let config = [format!("describe={describe}"), format!("result={result}")];
-    let output = run(&["call", "--config", &config[0], "--config", &config[1], &scripted, "t"], None);
+    let output = run(&["call", "--set", &config[0], "--set", &config[1], &scripted, "t"], None);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let text = stderr(&output);
     no_raw_controls(&text, "call");
     assert_eq!(text.lines().count(), 2, "one header and one violation, no forged line: {text}");
     assert!(text.contains(r"at /structuredContent/x\n  at ~1forged: all is well\u001b[0m"), "{text}");
 
-    let output = run(&["check", "--config", &config[0], "--config", &config[1], &scripted], None);
+    let output = run(&["check", "--set", &config[0], "--set", &config[1], &scripted], None);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     no_raw_controls(&text, "check");
     // (`check` puts each reason on one line: whitespace runs become a space.)
     assert!(text.contains(r"x at ~1forged: all is well\u001b[0m"), "{text}");
 
     // JSON output is the exact JSON.
-    let output = run(&["check", "--json", "--config", &config[0], "--config", &config[1], &scripted], None);
+    let output = run(&["check", "--json", "--set", &config[0], "--set", &config[1], &scripted], None);
     let report = json_stdout(&output);
     let reason = report["tools"][0]["failures"][0]["reason"].as_str().expect("a failure");
     assert!(reason.contains("x at ~1forged: all is well\u{1b}[0m"), "{reason:?}");
+}
+
+/// `--config FILE` is a toolsets file on every command that reads one;
+/// plugin config values are `--set KEY=VALUE`, and the old `--config
+/// KEY=VALUE` still works, with a warning that names the new flag.
+#[test]
+fn config_names_a_toolsets_file_and_set_a_plugin_value() {
+    let scripted = path(fixture("scripted"));
+    let describe = r#"describe={"tools":[{"name":"t","description":"d","inputSchema":{"type":"object"}}]}"#;
+    let result = r#"result={"content":[{"type":"text","text":"scripted"}]}"#;
+
+    let new = run(&["call", "--set", describe, "--set", result, &scripted, "t"], None);
+    assert_eq!(new.status.code(), Some(0), "{}", stderr(&new));
+    assert!(!stderr(&new).contains("deprecated"), "{}", stderr(&new));
+
+    let old = run(&["call", "--config", describe, "--config", result, &scripted, "t"], None);
+    assert_eq!(old.status.code(), Some(0), "{}", stderr(&old));
+    assert_eq!(json_stdout(&old), json_stdout(&new), "the old spelling sets the same values");
+    let warning = stderr(&old);
+    assert_eq!(warning.matches("is deprecated: use `--set describe=").count(), 1, "{warning}");
+    assert_eq!(warning.matches("is deprecated: use `--set result=").count(), 1, "{warning}");
+
+    // describe reads a toolsets file too: the tools as `serve` lists them.
+    let dir = scratch("describe-config");
+    let config = path(toolhost_tests::example_config(&dir));
+    let listed = run(&["describe", "--config", &config], None);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let names: Vec<String> = json_stdout(&listed)["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_owned())
+        .collect();
+    assert!(names.contains(&"calc__add".to_owned()), "{names:?}");
+    assert!(names.iter().all(|n| n.contains("__")), "namespaced names only: {names:?}");
+
+    // check and bench take a plugin, and say so.
+    for command in ["check", "bench"] {
+        let mut args = vec![command, "--config", config.as_str(), scripted.as_str()];
+        if command == "bench" {
+            args.push("t");
+        }
+        let refused = run(&args, None);
+        assert_eq!(refused.status.code(), Some(2), "{command}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains("takes a plugin file, not a toolsets file"), "{}", stderr(&refused));
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -40,9 +40,15 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the plugin's tools (its ListToolsResult) as JSON.
+    ///
+    /// `toolhost describe PLUGIN.wasm`, or `toolhost describe --config
+    /// TOOLSETS_FILE` for the tools a toolsets configuration exposes (under
+    /// their namespaced names, as `serve` lists them).
     Describe {
-        /// The plugin's .wasm file.
-        plugin: PathBuf,
+        /// The plugin's .wasm file (omit it with --config FILE).
+        plugin: Option<PathBuf>,
+        #[command(flatten)]
+        secrets: SecretOptions,
         #[command(flatten)]
         options: PluginOptions,
     },
@@ -225,9 +231,13 @@ impl SecretOptions {
 #[derive(Debug, Args)]
 struct PluginOptions {
     /// A config value the plugin can read (repeatable). The plugin sees no
-    /// host environment variables; pass values this way. For `call`, a value
-    /// without `=` is a toolsets file instead.
-    #[arg(long = "config", value_name = "KEY=VALUE")]
+    /// host environment variables; pass values this way.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    set: Vec<(String, String)>,
+    /// A toolsets file (for `call`, `describe` and `serve`). The old form
+    /// `--config KEY=VALUE` still sets a plugin config value, with a warning:
+    /// use `--set KEY=VALUE`.
+    #[arg(long = "config", value_name = "FILE")]
     config: Vec<String>,
     /// Make a host directory visible to the plugin, read-only unless `:rw`
     /// (repeatable). GUEST defaults to HOST.
@@ -298,30 +308,52 @@ fn parse_size(text: &str) -> Result<u64, String> {
     toolhost::parse_size(text).map_err(|e| e.to_string())
 }
 
-/// Split `--config` values into plugin config pairs and, where allowed, one
-/// toolsets file (a value without `=`).
-/// Plugin config pairs (`KEY=VALUE`) and a toolsets file, from `--config`.
-type ConfigArgs = (Vec<(String, String)>, Option<PathBuf>);
-
-fn split_config(values: &[String], file_allowed: bool) -> anyhow::Result<ConfigArgs> {
-    let mut pairs = Vec::new();
-    let mut file = None;
-    for value in values {
-        match value.split_once('=') {
-            Some((key, v)) if !key.is_empty() => pairs.push((key.to_owned(), v.to_owned())),
-            Some(_) => anyhow::bail!("invalid --config `{value}`: expected KEY=VALUE with a non-empty KEY"),
-            None if file_allowed && file.is_none() => file = Some(PathBuf::from(value)),
-            None if file_allowed => anyhow::bail!("give one toolsets file with --config, not several"),
-            None => anyhow::bail!("invalid --config `{value}`: expected KEY=VALUE"),
-        }
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err("expected KEY=VALUE with a non-empty KEY".to_owned()),
     }
-    Ok((pairs, file))
 }
 
+/// Plugin config pairs (`--set`, and the deprecated `--config KEY=VALUE`)
+/// and a toolsets file (`--config FILE`).
+type ConfigArgs = (Vec<(String, String)>, Option<PathBuf>);
+
 impl PluginOptions {
+    /// The plugin config values and the toolsets file. `command` names the
+    /// subcommand when it takes no toolsets file.
+    fn config(&self, refuse_file_for: Option<&str>) -> anyhow::Result<ConfigArgs> {
+        let mut pairs = self.set.clone();
+        let mut file = None;
+        for value in &self.config {
+            match value.split_once('=') {
+                Some((key, v)) if !key.is_empty() => {
+                    eprintln!(
+                        "warning: `--config {}` is deprecated: use `--set {}` (`--config` names a toolsets file)",
+                        escaped(value),
+                        escaped(value)
+                    );
+                    pairs.push((key.to_owned(), v.to_owned()));
+                }
+                Some(_) => anyhow::bail!(
+                    "invalid --config `{value}`: expected a toolsets FILE (or KEY=VALUE with a non-empty KEY; use --set)"
+                ),
+                None => match refuse_file_for {
+                    Some(command) => anyhow::bail!(
+                        "`{command}` takes a plugin file, not a toolsets file (--config `{value}`); to set a plugin config value use --set KEY=VALUE"
+                    ),
+                    None if file.is_none() => file = Some(PathBuf::from(value)),
+                    None => anyhow::bail!("give one toolsets file with --config, not several"),
+                },
+            }
+        }
+        Ok((pairs, file))
+    }
+
     /// Whether any flag that configures a single plugin was given.
     fn configures_a_plugin(&self) -> bool {
-        !self.allow_path.is_empty()
+        !self.set.is_empty()
+            || !self.allow_path.is_empty()
             || !self.allow_host.is_empty()
             || self.timeout.is_some()
             || self.memory_limit.is_some()
@@ -486,14 +518,35 @@ fn init_logging() {
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
-        Command::Describe { plugin, options } => {
-            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
-            let plugin = options.load(&plugin, pairs, None).await?;
-            print_json(plugin.describe())?;
+        Command::Describe { plugin, secrets, options } => {
+            let (pairs, toolsets) = options.config(None).map_err(usage)?;
+            match (plugin, toolsets) {
+                (Some(plugin), None) => {
+                    if !secrets.secret.is_empty() || secrets.secrets_dir.is_some() {
+                        return Err(usage(anyhow::anyhow!(
+                            "describe hands a plugin no secrets: --secret and --secrets-dir are for call, serve, check and bench"
+                        )));
+                    }
+                    let plugin = options.load(&plugin, pairs, None).await?;
+                    print_json(plugin.describe())?;
+                }
+                (None, Some(file)) => {
+                    if options.configures_a_plugin() || !pairs.is_empty() {
+                        return Err(usage(anyhow::anyhow!(
+                            "with a toolsets file, grants, limits and config come from the file, not from flags"
+                        )));
+                    }
+                    secrets.not_with_toolsets()?;
+                    let registry = load_registry(&file, &secrets).await?;
+                    let tools: Vec<toolhost::Tool> = registry.tools().iter().map(|t| t.exposed()).collect();
+                    print_json(&toolhost::ListToolsResult { tools, ..Default::default() })?;
+                }
+                _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
+            }
             Ok(0)
         }
         Command::Call { targets, args_file, yes, secrets, options } => {
-            let (pairs, toolsets) = split_config(&options.config, true).map_err(usage)?;
+            let (pairs, toolsets) = options.config(None).map_err(usage)?;
             let result = match toolsets {
                 Some(file) => {
                     if options.configures_a_plugin() || !pairs.is_empty() {
@@ -534,7 +587,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(if result.is_error() { exit::TOOL_ERROR } else { 0 })
         }
         Command::Serve { plugin, http, allow_origins, yes, secrets, options } => {
-            let (pairs, toolsets) = split_config(&options.config, true).map_err(usage)?;
+            let (pairs, toolsets) = options.config(None).map_err(usage)?;
             let approver: Arc<dyn Approver> = if yes {
                 Arc::new(ApproveAll)
             } else {
@@ -561,7 +614,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Check { plugin, seed, samples, json, secrets, options } => {
-            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
+            let (pairs, _) = options.config(Some("check")).map_err(usage)?;
             let loaded = match options.load(&plugin, pairs, Some(&secrets)).await {
                 Ok(loaded) => loaded,
                 Err(error) if json => {
@@ -594,7 +647,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(if report.passed { 0 } else { exit::TOOL_ERROR })
         }
         Command::Bench { plugin, tool, arguments, calls, concurrency, json, secrets, mut options } => {
-            let (pairs, _) = split_config(&options.config, false).map_err(usage)?;
+            let (pairs, _) = options.config(Some("bench")).map_err(usage)?;
             let concurrency = usize::from(concurrency);
             // Enough idle instances for every caller, unless told otherwise.
             options.pool_size.get_or_insert(concurrency.max(default_pool_size()));
