@@ -122,6 +122,7 @@ pub struct ToolOverride {
 /// it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum SecretOutput {
     /// Replace the value with `[redacted secret NAME]` and log that it did.
     #[default]

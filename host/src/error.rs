@@ -23,6 +23,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum Error {
     /// The plugin file could not be read.
     #[error("cannot read plugin file {}: {source}", path.display())]
+    #[non_exhaustive]
     Read {
         /// The file.
         path: PathBuf,
@@ -34,6 +35,7 @@ pub enum Error {
     /// The plugin's policy cannot be honoured (a granted directory that does
     /// not exist, a zero limit, ...). Nothing was run.
     #[error("plugin `{plugin}`: {source}")]
+    #[non_exhaustive]
     Policy {
         /// The plugin's name.
         plugin: String,
@@ -45,6 +47,7 @@ pub enum Error {
     /// The plugin could not be compiled or instantiated, or does not have the
     /// interface (`describe` and `call` exports).
     #[error("plugin `{plugin}` cannot be loaded: {message}")]
+    #[non_exhaustive]
     Load {
         /// The plugin's name.
         plugin: String,
@@ -58,6 +61,7 @@ pub enum Error {
     /// The plugin's `describe` output breaks the protocol or the tool rules:
     /// bad names, duplicates, schemas that do not compile, bad metadata.
     #[error("plugin `{plugin}` describes its tools wrongly ({} problem{}): {}", problems.len(), if problems.len() == 1 { "" } else { "s" }, join(problems))]
+    #[non_exhaustive]
     InvalidPlugin {
         /// The plugin's name.
         plugin: String,
@@ -68,6 +72,7 @@ pub enum Error {
     /// The plugin does not describe a tool of that name; the call was refused
     /// before the plugin ran.
     #[error("plugin `{plugin}` has no tool `{tool}`; its tools are: {}", list_or_none(available))]
+    #[non_exhaustive]
     UnknownTool {
         /// The plugin's name.
         plugin: String,
@@ -80,6 +85,7 @@ pub enum Error {
     /// No available tool of a registry has that name (it may not exist, be
     /// disabled or be filtered out); the call was refused.
     #[error("no tool `{tool}` is available; the tools are: {}", list_or_none(available))]
+    #[non_exhaustive]
     NoSuchTool {
         /// The name asked for.
         tool: String,
@@ -89,6 +95,7 @@ pub enum Error {
 
     /// The arguments were refused before the plugin ran.
     #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {}", join_violations(violations))]
+    #[non_exhaustive]
     InvalidArguments {
         /// The plugin's name.
         plugin: String,
@@ -101,6 +108,7 @@ pub enum Error {
     /// The tool declares a secret that was not granted, or that the secret
     /// provider does not have; the call was refused before the plugin ran.
     #[error("tool `{tool}` of plugin `{plugin}` needs the secret `{secret}`, which {reason}")]
+    #[non_exhaustive]
     MissingSecret {
         /// The plugin's name.
         plugin: String,
@@ -115,6 +123,7 @@ pub enum Error {
     /// The plugin's code failed: it trapped, returned an Extism error, exited,
     /// or hit a limit.
     #[error("plugin `{plugin}` failed in {operation}: {fault}")]
+    #[non_exhaustive]
     PluginFailed {
         /// The plugin's name.
         plugin: String,
@@ -126,6 +135,7 @@ pub enum Error {
 
     /// The plugin returned output that is not a valid answer.
     #[error("plugin `{plugin}` returned invalid output from {operation}: {problem}")]
+    #[non_exhaustive]
     InvalidOutput {
         /// The plugin's name.
         plugin: String,
@@ -313,6 +323,7 @@ impl fmt::Display for Operation {
 
 /// How a plugin's code failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Fault {
     /// The kind of failure.
     pub kind: FaultKind,
@@ -392,23 +403,27 @@ pub enum FaultKind {
 #[non_exhaustive]
 pub enum OutputProblem {
     /// The output is not UTF-8.
+    #[non_exhaustive]
     NotUtf8 {
         /// Length of the valid UTF-8 prefix in bytes.
         valid_up_to: usize,
     },
     /// The output is not JSON.
+    #[non_exhaustive]
     NotJson {
         /// What the parser said, with line and column.
         message: String,
     },
     /// The output is JSON but not a valid protocol value (or breaks the tool's
     /// `outputSchema`).
+    #[non_exhaustive]
     Invalid {
         /// Every problem found.
         violations: Vec<Violation>,
     },
     /// The output contained secrets handed to the plugin, and the policy is
     /// to refuse such results.
+    #[non_exhaustive]
     SecretLeak {
         /// The ids of the secrets found (never their values).
         secrets: Vec<String>,
@@ -432,6 +447,7 @@ impl fmt::Display for OutputProblem {
 
 /// One problem in a JSON value, located by JSON pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Violation {
     /// JSON pointer (RFC 6901) of the offending value in the instance; empty
     /// for the root.

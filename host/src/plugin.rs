@@ -1035,6 +1035,7 @@ enum Ran {
 
 /// A snapshot of a plugin's instance pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Instances the plugin may have at once.
     pub size: usize,

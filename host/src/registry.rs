@@ -23,6 +23,7 @@ use crate::secrets::SecretProvider;
 
 /// A tool as the registry presents it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RegisteredTool {
     /// `<toolset>__<tool>`: the name callers use.
     pub name: String,
@@ -50,6 +51,7 @@ impl RegisteredTool {
 
 /// A toolset that could not be loaded.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ToolsetFailure {
     /// The toolset's id.
     pub toolset: String,
@@ -61,6 +63,7 @@ pub struct ToolsetFailure {
 
 /// What loading a set of toolsets produced, besides the tools.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct LoadReport {
     /// Toolsets that did not load.
     pub failures: Vec<ToolsetFailure>,
@@ -87,6 +90,7 @@ impl ApprovalRequest<'_> {
 
 /// The answer of an approval hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Approval {
     /// Run the tool.
     Approved,

@@ -20,6 +20,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// only as `config` entries.
 #[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Policy {
     /// Directories the plugin may see, each at a path of its own.
     pub allowed_paths: Vec<PathGrant>,
@@ -148,6 +149,7 @@ impl fmt::Display for Access {
 /// `"64MiB"` or `"16MB"`; `null` means no limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Limits {
     /// Wall-clock time one call (or `describe`) may take. `None`: no limit.
     #[serde(with = "duration_text")]
@@ -169,6 +171,30 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// With this time limit per call (`None`: none).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With this memory cap per instance (`None`: none).
+    pub fn with_memory_max_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.memory_max_bytes = bytes;
+        self
+    }
+
+    /// With this output cap per call.
+    pub fn with_max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// With this fuel budget per call (`None`: none).
+    pub fn with_fuel(mut self, fuel: Option<u64>) -> Self {
+        self.fuel = fuel;
+        self
+    }
+
     /// The default time limit per call: 30 s.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
     /// The default memory cap per instance: 256 MiB.
@@ -212,6 +238,31 @@ impl Default for Limits {
 pub(crate) const WASM_PAGE_BYTES: u64 = 64 * 1024;
 
 impl Policy {
+    /// Grant a directory too.
+    pub fn allow_path(mut self, grant: PathGrant) -> Self {
+        self.allowed_paths.push(grant);
+        self
+    }
+
+    /// Allow HTTP requests to hosts matching `pattern` too (see
+    /// [`allowed_hosts`](Self::allowed_hosts)).
+    pub fn allow_host(mut self, pattern: impl Into<String>) -> Self {
+        self.allowed_hosts.push(pattern.into());
+        self
+    }
+
+    /// Set a config value the plugin can read.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config.insert(key.into(), value.into());
+        self
+    }
+
+    /// With these limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// Check every grant and limit.
     pub fn check(&self) -> Result<(), PolicyError> {
         for grant in &self.allowed_paths {

@@ -26,6 +26,7 @@ use crate::error::Violation;
 
 /// How strictly a plugin is validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ValidationOptions {
     /// Check each call's arguments against the tool's `inputSchema` before the
     /// plugin runs. Default: on.
@@ -55,10 +56,23 @@ impl ValidationOptions {
     pub fn off() -> Self {
         ValidationOptions { arguments: false, results: false, ..Self::default() }
     }
+
+    /// With [`lenient`](Self::lenient) set.
+    pub fn with_lenient(mut self, lenient: bool) -> Self {
+        self.lenient = lenient;
+        self
+    }
+
+    /// With [`enforce_formats`](Self::enforce_formats) set.
+    pub fn with_enforce_formats(mut self, enforce: bool) -> Self {
+        self.enforce_formats = enforce;
+        self
+    }
 }
 
 /// One problem in a plugin's `describe` output.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LoadProblem {
     /// The tool it concerns (its name, or `#N` when the name is unusable);
     /// `None` for the document as a whole.

@@ -21,6 +21,7 @@ macro_rules! both_flavours {
     };
 }
 
+mod api;
 mod bounds;
 mod check;
 mod cli;

@@ -407,7 +407,7 @@ async fn redirects_are_followed_only_to_granted_hosts() {
     let redirect =
         |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
-    let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned()], ..Policy::default() };
+    let granted = Policy::default().allow_host("127.0.0.1");
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
 
     // Same host: followed.
@@ -430,7 +430,7 @@ async fn credentials_are_not_sent_on_to_another_origin() {
     let redirect =
         |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
-    let granted = Policy { allowed_hosts: vec!["127.0.0.1".to_owned(), "localhost".to_owned()], ..Policy::default() };
+    let granted = Policy::default().allow_host("127.0.0.1").allow_host("localhost");
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
     let headers = json!({"Authorization": "Bearer s3cret", "cookie": "session=s3cret", "Proxy-Authorization": "Basic s3cret", "X-Plain": "kept"});
 

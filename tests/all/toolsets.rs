@@ -199,7 +199,7 @@ async fn secrets_reach_only_the_tools_that_declare_them_and_never_leave(flavour:
     let (strict, _) = registry_from(&secrets_config(&dir, "refuse", flavour), provider).await;
     let refused = strict.call_tool("svc__leak_token", json!({"prefix": "x"}), &ApproveAll).await.unwrap_err();
     match &refused {
-        Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets }, .. } => {
+        Error::InvalidOutput { problem: OutputProblem::SecretLeak { secrets, .. }, .. } => {
             assert_eq!(secrets, &["SERVICE_TOKEN"])
         }
         other => panic!("expected a refused leak, got {other:?}"),

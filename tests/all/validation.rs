@@ -356,7 +356,7 @@ async fn a_describe_with_three_problems_reports_all_three(flavour: Flavour) {
 
 async fn lenient_mode_loads_the_valid_tools_and_warns_about_the_rest(flavour: Flavour) {
     let describe = json!({"tools": [tool("good", object()), tool("bad name", object())]});
-    let lenient = ValidationOptions { lenient: true, ..ValidationOptions::default() };
+    let lenient = ValidationOptions::default().with_lenient(true);
     let plugin = scripted(flavour, &describe, None, lenient).await.expect("lenient load");
     let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["good"]);
@@ -366,7 +366,7 @@ async fn lenient_mode_loads_the_valid_tools_and_warns_about_the_rest(flavour: Fl
 #[tokio::test]
 async fn a_describe_document_wrong_as_a_whole_is_refused_even_leniently() {
     // (A component's `describe` returns a typed list: it has no such form.)
-    let lenient = ValidationOptions { lenient: true, ..Default::default() };
+    let lenient = ValidationOptions::default().with_lenient(true);
     let error = scripted(Flavour::Extism, &json!({"tool": []}), None, lenient).await.unwrap_err();
     assert_eq!(summary(&load_problems(error)), [(None, "/tools", "required")]);
 }
@@ -374,7 +374,7 @@ async fn a_describe_document_wrong_as_a_whole_is_refused_even_leniently() {
 fn pointers(error: &Error) -> Vec<(&str, &str)> {
     let violations: &[Violation] = match error {
         Error::InvalidArguments { violations, .. } => violations,
-        Error::InvalidOutput { problem: OutputProblem::Invalid { violations }, .. } => violations,
+        Error::InvalidOutput { problem: OutputProblem::Invalid { violations, .. }, .. } => violations,
         other => panic!("expected violations, got {other:?}"),
     };
     violations.iter().map(|v| (v.instance_path.as_str(), v.keyword.as_str())).collect()
@@ -414,7 +414,7 @@ async fn formats_are_annotations_by_default_and_enforced_on_request(flavour: Fla
     let args = json!({"when": "next tuesday"});
     let plugin = scripted(flavour, &describe, None, ValidationOptions::default()).await.expect("load");
     plugin.validate_arguments("t", args.clone()).expect("format is an annotation");
-    let strict = ValidationOptions { enforce_formats: true, ..Default::default() };
+    let strict = ValidationOptions::default().with_enforce_formats(true);
     let plugin = scripted(flavour, &describe, None, strict).await.expect("load");
     assert_eq!(pointers(&plugin.validate_arguments("t", args).unwrap_err()), [("/when", "format")]);
 }
@@ -523,7 +523,7 @@ async fn component_json_fields_and_call_errors() {
     // the JSON text itself.)
     let error = call_returning(flavour, json!({"content": [], "structuredContent": "{oops"}), None).await.unwrap_err();
     match &error {
-        Error::InvalidOutput { problem: OutputProblem::NotJson { message }, .. } => {
+        Error::InvalidOutput { problem: OutputProblem::NotJson { message, .. }, .. } => {
             assert!(message.contains("/structuredContent"), "{message}");
         }
         other => panic!("expected output that is not JSON, got {other:?}"),

@@ -371,17 +371,13 @@ impl PluginOptions {
         config: Vec<(String, String)>,
         secrets: Option<&SecretOptions>,
     ) -> Result<Plugin, Error> {
-        let validation = ValidationOptions {
-            lenient: self.lenient,
-            enforce_formats: self.enforce_formats,
-            ..ValidationOptions::default()
-        };
-        let mut policy = Policy {
-            allowed_paths: self.allow_path,
-            allowed_hosts: self.allow_host,
-            config: config.into_iter().collect(),
-            ..Policy::default()
-        };
+        let mut validation = ValidationOptions::default();
+        validation.lenient = self.lenient;
+        validation.enforce_formats = self.enforce_formats;
+        let mut policy = Policy::default();
+        policy.allowed_paths = self.allow_path;
+        policy.allowed_hosts = self.allow_host;
+        policy.config = config.into_iter().collect();
         if let Some(timeout) = self.timeout {
             policy.limits.timeout = Some(timeout);
         }
@@ -479,15 +475,20 @@ fn main() -> ExitCode {
 /// own.
 fn report(error: &Error) {
     let (header, lines): (String, Vec<String>) = match error {
-        Error::InvalidArguments { plugin, tool, violations } => (
+        Error::InvalidArguments { plugin, tool, violations, .. } => (
             format!("invalid arguments for tool `{tool}` of plugin `{plugin}`; the plugin did not run:"),
             violations.iter().map(ToString::to_string).collect(),
         ),
-        Error::InvalidOutput { plugin, operation, problem: toolhost::OutputProblem::Invalid { violations } } => (
+        Error::InvalidOutput {
+            plugin,
+            operation,
+            problem: toolhost::OutputProblem::Invalid { violations, .. },
+            ..
+        } => (
             format!("plugin `{plugin}` returned invalid output from {operation}:"),
             violations.iter().map(ToString::to_string).collect(),
         ),
-        Error::InvalidPlugin { plugin, problems } => (
+        Error::InvalidPlugin { plugin, problems, .. } => (
             format!(
                 "plugin `{plugin}` describes its tools wrongly ({} problem{}):",
                 problems.len(),
