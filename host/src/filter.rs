@@ -88,7 +88,25 @@ pub struct Matcher {
     /// unanchored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
+    /// `regex`, compiled on first use and kept: a filter is matched against
+    /// every tool of every load.
+    #[serde(skip)]
+    compiled: CompiledRegex,
 }
+
+/// A matcher's compiled regex, with the pattern and case setting it was
+/// compiled from (`None`: it does not compile). Not part of the matcher's
+/// value: equal matchers are equal whether or not either has compiled yet.
+#[derive(Debug, Clone, Default)]
+struct CompiledRegex(std::sync::OnceLock<(String, bool, Option<regex::Regex>)>);
+
+impl PartialEq for CompiledRegex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for CompiledRegex {}
 
 /// `toolApprovals`: which tools need a person's approval, on top of the
 /// per-tool `requiresApproval` flags.
@@ -184,7 +202,16 @@ impl Matcher {
             && test(&self.contains, |v, w| v.contains(w))
             && test(&self.starts_with, |v, w| v.starts_with(w))
             && test(&self.ends_with, |v, w| v.ends_with(w))
-            && self.regex.as_deref().is_none_or(|pattern| self.compile(pattern).is_ok_and(|re| re.is_match(value)))
+            && self.regex.as_deref().is_none_or(|pattern| {
+                let fresh = || (pattern.to_owned(), self.sensitive(), self.compile(pattern).ok());
+                let (compiled_from, sensitive, compiled) = self.compiled.0.get_or_init(fresh);
+                if compiled_from == pattern && *sensitive == self.sensitive() {
+                    compiled.as_ref().is_some_and(|re| re.is_match(value))
+                } else {
+                    // The public fields changed since: compile this once.
+                    self.compile(pattern).is_ok_and(|re| re.is_match(value))
+                }
+            })
     }
 }
 
@@ -215,6 +242,23 @@ mod tests {
         assert!(!m(json!({"startsWith": "sub", "endsWith": "x"})).matches("subtract"));
         assert!(m(json!({"regex": "^(add|sub)"})).matches("Subtract"));
         assert!(!m(json!({"regex": "^(add|sub)", "caseSensitive": true})).matches("Subtract"));
+    }
+
+    #[test]
+    fn a_regex_is_compiled_once_and_follows_changes_to_the_matcher() {
+        let mut m = serde_json::from_value::<Matcher>(json!({"regex": "^add$"})).unwrap();
+        assert!(m.compiled.0.get().is_none());
+        assert!(m.matches("ADD"));
+        let first = m.compiled.0.get().map(|(_, _, re)| re.as_ref().map(|re| re.as_str().to_owned()));
+        assert_eq!(first, Some(Some("^add$".to_owned())), "compiled by the first match and kept");
+        assert!(m.matches("add") && !m.matches("divide"));
+        assert_eq!(m.compiled.0.get().map(|(_, _, re)| re.as_ref().map(|re| re.as_str().to_owned())), first);
+        // Fields are public: a changed pattern or case setting is honoured.
+        m.regex = Some("^div".to_owned());
+        assert!(m.matches("divide") && !m.matches("add"));
+        m.case_sensitive = Some(true);
+        assert!(!m.matches("DIVIDE"));
+        assert_eq!(m, serde_json::from_value::<Matcher>(json!({"regex": "^div", "caseSensitive": true})).unwrap());
     }
 
     #[test]
