@@ -156,6 +156,25 @@ pub enum Error {
 }
 
 impl Error {
+    /// The text a model should read when this error ends its tool call:
+    /// what went wrong, in words it can act on (for invalid arguments, each
+    /// problem with its JSON pointer, and that the tool did not run). An
+    /// agent loop puts it in the tool's result; the MCP server answers with
+    /// it as an `isError` result.
+    pub fn model_text(&self) -> String {
+        match self {
+            Error::InvalidArguments { tool, violations, .. } => {
+                format!("invalid arguments for `{tool}`; the tool did not run: {}", join_violations(violations))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// [`model_text`](Self::model_text) as a tool result (`isError: true`).
+    pub fn to_tool_result(&self) -> toolhost_protocol::CallToolResult {
+        toolhost_protocol::CallToolResult::error(self.model_text())
+    }
+
     /// Visit every text of the error that may quote what a plugin chose
     /// (messages, paths into its output, tool names), to redact it.
     pub(crate) fn plugin_texts_mut(&mut self, visit: &mut dyn FnMut(&mut String)) {

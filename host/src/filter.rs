@@ -119,13 +119,41 @@ pub struct ToolApprovals {
     /// The tools matching this filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only: Option<ToolFilter>,
+    /// Every tool whose annotations do not say it is harmless: not
+    /// `readOnlyHint`, and `destructiveHint` not `false` (by MCP's defaults an
+    /// unannotated tool may destroy). Annotations are the plugin's claims, so
+    /// this only ever adds approvals; `always` is for untrusted plugins.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_annotations: bool,
 }
 
 impl ToolApprovals {
+    /// Approval for every tool.
+    pub fn always() -> Self {
+        ToolApprovals { always: true, ..ToolApprovals::default() }
+    }
+
+    /// Approval for the tools whose annotations do not say they are
+    /// harmless (see [`from_annotations`](Self::from_annotations)).
+    pub fn from_annotations() -> Self {
+        ToolApprovals { from_annotations: true, ..ToolApprovals::default() }
+    }
+
     /// Whether these rules require approval for the tool.
     pub fn requires_approval(&self, tool: &Tool) -> bool {
-        self.always || self.only.as_ref().is_some_and(|filter| filter.matches(tool))
+        self.always
+            || self.only.as_ref().is_some_and(|filter| filter.matches(tool))
+            || (self.from_annotations && !harmless(tool))
     }
+}
+
+/// Whether a tool's annotations say it neither writes nor destroys: read
+/// only, or explicitly not destructive. MCP's defaults: `readOnlyHint`
+/// false, `destructiveHint` true.
+fn harmless(tool: &Tool) -> bool {
+    let annotations = tool.annotations.as_ref();
+    annotations.and_then(|a| a.read_only_hint).unwrap_or(false)
+        || annotations.and_then(|a| a.destructive_hint) == Some(false)
 }
 
 impl ToolFilter {
@@ -277,6 +305,29 @@ mod tests {
         assert!(both.matches(&add) && !both.matches(&delete));
         assert!(filter(json!({})).matches(&add), "an AND of nothing matches");
         assert!(!filter(json!({"operator": "OPERATOR_OR"})).matches(&add), "an OR of nothing does not");
+    }
+
+    #[test]
+    fn approvals_from_annotations_follow_the_mcp_defaults() {
+        let annotated = |read_only: Option<bool>, destructive: Option<bool>| {
+            let mut tool = tool("t", None, "d");
+            if read_only.is_some() || destructive.is_some() {
+                let mut annotations = toolhost_protocol::ToolAnnotations::default();
+                annotations.read_only_hint = read_only;
+                annotations.destructive_hint = destructive;
+                tool.annotations = Some(annotations);
+            }
+            tool
+        };
+        let rules = ToolApprovals::from_annotations();
+        assert!(rules.requires_approval(&annotated(None, None)), "unannotated: may destroy");
+        assert!(rules.requires_approval(&annotated(Some(false), None)), "writes, destructive by default");
+        assert!(rules.requires_approval(&annotated(None, Some(true))));
+        assert!(!rules.requires_approval(&annotated(Some(true), None)), "read-only");
+        assert!(!rules.requires_approval(&annotated(None, Some(false))), "says it destroys nothing");
+        assert!(!ToolApprovals::default().requires_approval(&annotated(None, None)), "off unless asked");
+        let parsed: ToolApprovals = serde_json::from_value(json!({"fromAnnotations": true})).unwrap();
+        assert_eq!(parsed, rules);
     }
 
     #[test]

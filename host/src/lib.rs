@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+mod approval;
 mod config;
 mod error;
 mod filter;
@@ -45,6 +46,7 @@ mod sandbox;
 mod secrets;
 mod validate;
 
+pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll};
 pub use config::{
     ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, SecretOutput, ToolOverride, ToolSettings,
     ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
@@ -52,10 +54,7 @@ pub use config::{
 pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
-pub use registry::{
-    Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll, LoadReport, RegisteredTool, Registry,
-    RegistryError, ToolsetFailure,
-};
+pub use registry::{LoadReport, RegisteredTool, Registry, RegistryError, ToolsetFailure};
 pub use runtime::PluginKind;
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
 pub use sandbox::{Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size};

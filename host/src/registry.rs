@@ -8,14 +8,13 @@
 //! while calls are in flight (a call holds its toolset until it returns).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
-use toolhost_protocol::{CallToolResult, Tool, ToolAnnotations};
+use toolhost_protocol::{CallToolResult, Tool};
 
+use crate::approval::Approver;
 use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
 use crate::error::Error;
 use crate::plugin::Plugin;
@@ -70,63 +69,6 @@ pub struct LoadReport {
     /// Things worth a look: listed tools the plugin does not have, tools a
     /// lenient plugin left out.
     pub warnings: Vec<String>,
-}
-
-/// What an approval hook sees.
-#[derive(Debug)]
-pub struct ApprovalRequest<'a> {
-    /// The tool (namespaced name, annotations, ...).
-    pub tool: &'a RegisteredTool,
-    /// The arguments, already validated against the tool's schema.
-    pub arguments: &'a Value,
-}
-
-impl ApprovalRequest<'_> {
-    /// The tool's behaviour hints, if it declares any.
-    pub fn annotations(&self) -> Option<&ToolAnnotations> {
-        self.tool.tool.annotations.as_ref()
-    }
-}
-
-/// The answer of an approval hook.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Approval {
-    /// Run the tool.
-    Approved,
-    /// Do not run it; the reason is shown to the caller.
-    Denied(String),
-}
-
-/// A boxed future, as approval hooks return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Asks someone (a person, a policy engine) whether a tool that requires
-/// approval may run. Supplied by the embedding runtime.
-pub trait Approver: Send + Sync {
-    /// Decide on one call.
-    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval>;
-}
-
-/// Approves everything (the CLI's `--yes`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ApproveAll;
-
-impl Approver for ApproveAll {
-    fn approve<'a>(&'a self, _request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
-        Box::pin(async { Approval::Approved })
-    }
-}
-
-/// Denies everything, with a reason.
-#[derive(Debug, Clone)]
-pub struct DenyAll(pub String);
-
-impl Approver for DenyAll {
-    fn approve<'a>(&'a self, _request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
-        let reason = self.0.clone();
-        Box::pin(async move { Approval::Denied(reason) })
-    }
 }
 
 struct LoadedToolset {
@@ -363,13 +305,10 @@ impl Registry {
             });
         };
         let arguments = loaded.plugin.checked_arguments(&tool.tool.name, arguments).await?;
-        if tool.requires_approval {
-            let arguments = Value::Object(arguments.clone());
-            let request = ApprovalRequest { tool: &tool, arguments: &arguments };
-            if let Approval::Denied(reason) = approver.approve(request).await {
-                tracing::info!(tool = %name, "call not approved: {reason}");
-                return Ok(CallToolResult::error(format!("the call to `{name}` was not approved: {reason}")));
-            }
+        if tool.requires_approval
+            && let Some(denied) = crate::approval::ask(approver, &tool, &arguments).await
+        {
+            return Ok(denied);
         }
         loaded.plugin.run_call(&tool.tool.name, arguments).await
     }

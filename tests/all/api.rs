@@ -46,3 +46,96 @@ async fn a_plugin_is_shared_between_spawned_tasks() {
         assert_eq!(result.texts().next(), Some((i + 1).to_string().as_str()));
     }
 }
+
+/// An approver that records what it was asked and answers as told.
+struct Recording {
+    answer: toolhost::Approval,
+    asked: std::sync::Mutex<Vec<(String, serde_json::Value, Option<bool>)>>,
+}
+
+impl toolhost::Approver for Recording {
+    fn approve<'a>(&'a self, request: toolhost::ApprovalRequest<'a>) -> toolhost::BoxFuture<'a, toolhost::Approval> {
+        let read_only = request.annotations().and_then(|a| a.read_only_hint);
+        self.asked.lock().unwrap().push((request.tool.name.clone(), request.arguments.clone(), read_only));
+        let answer = self.answer.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+/// A single plugin asks for approval too: with `fromAnnotations`, a tool
+/// that does not say it is harmless goes to the approver (with its
+/// validated arguments), a read-only one does not; a denial means the
+/// plugin does not run, and invalid arguments are refused before anyone is
+/// asked.
+#[tokio::test]
+async fn a_single_plugin_asks_for_approval_by_its_annotations() {
+    let describe = json!({"tools": [
+        {"name": "wipe", "description": "d", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        {"name": "peek", "description": "d", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}
+    ]});
+    let ran = json!({"content": [{"type": "text", "text": "the plugin ran"}]});
+    let plugin = Plugin::builder_from_file(toolhost_tests::fixture("scripted"))
+        .with_config("describe", describe.to_string())
+        .with_config("result", ran.to_string())
+        .build()
+        .await
+        .expect("load");
+    let rules = toolhost::ToolApprovals::from_annotations();
+    let deny = Recording { answer: toolhost::Approval::Denied("not today".into()), asked: Default::default() };
+
+    let denied = plugin.call_tool_approved("wipe", json!({"n": 1}), &rules, &deny).await.expect("an answer");
+    assert!(denied.is_error());
+    assert_eq!(denied.texts().next(), Some("the call to `wipe` was not approved: not today"));
+    assert_eq!(*deny.asked.lock().unwrap(), [("wipe".to_owned(), json!({"n": 1}), None)]);
+
+    let peek = plugin.call_tool_approved("peek", json!({}), &rules, &deny).await.expect("read-only runs");
+    assert_eq!(peek.texts().next(), Some("the plugin ran"));
+    assert_eq!(deny.asked.lock().unwrap().len(), 1, "a read-only tool is not asked about");
+
+    let invalid = plugin.call_tool_approved("wipe", json!({"n": "x"}), &rules, &deny).await.unwrap_err();
+    assert!(invalid.is_invalid_arguments(), "{invalid:?}");
+    assert_eq!(deny.asked.lock().unwrap().len(), 1, "invalid arguments are refused before asking");
+
+    let allow = Recording { answer: toolhost::Approval::Approved, asked: Default::default() };
+    let approved = plugin.call_tool_approved("wipe", json!({"n": 2}), &rules, &allow).await.expect("approved");
+    assert_eq!(approved.texts().next(), Some("the plugin ran"));
+    assert_eq!(allow.asked.lock().unwrap().len(), 1);
+}
+
+/// The text a model reads for a failed call says what was wrong and where.
+#[tokio::test]
+async fn errors_have_a_text_for_the_model() {
+    let plugin = Plugin::load(toolhost_tests::example("calculator")).await.expect("load");
+    let error = plugin.call_tool("add", json!({"a": "two"})).await.unwrap_err();
+    let text = error.model_text();
+    assert!(text.starts_with("invalid arguments for `add`; the tool did not run: "), "{text}");
+    assert!(text.contains("at /a:") && text.contains("at /b:"), "{text}");
+    let result = error.to_tool_result();
+    assert!(result.is_error());
+    assert_eq!(result.texts().next(), Some(text.as_str()));
+    let unknown = plugin.call_tool("modulo", json!({})).await.unwrap_err().model_text();
+    assert!(unknown.contains("no tool `modulo`") && unknown.contains("add"), "{unknown}");
+}
+
+/// `toolApprovals.fromAnnotations` in a toolsets file: the calculator's
+/// tools say they are read-only, a scripted tool without annotations does
+/// not, so only the latter needs approval.
+#[tokio::test]
+async fn toolsets_derive_approvals_from_annotations_when_asked() {
+    let describe = json!({"tools": [{"name": "wipe", "description": "d", "inputSchema": {"type": "object"}}]});
+    let document = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": toolhost_tests::example("calculator").display().to_string()},
+         "extensions": {"toolApprovals": {"fromAnnotations": true}}},
+        {"id": "script", "kind": "uri",
+         "server": {"url": toolhost_tests::fixture("scripted").display().to_string(), "config": {"describe": describe.to_string()}},
+         "extensions": {"toolApprovals": {"fromAnnotations": true}}}
+    ]});
+    let parsed = toolhost::parse_toolsets(std::path::Path::new("inline.json"), &document, &toolhost::NoSecrets)
+        .expect("a valid toolsets document");
+    let registry = Registry::new(std::sync::Arc::new(toolhost::NoSecrets));
+    let report = registry.load_all(parsed.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let approval: Vec<(String, bool)> = registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
+    assert!(approval.contains(&("calc__add".to_owned(), false)), "{approval:?}");
+    assert!(approval.contains(&("script__wipe".to_owned(), true)), "{approval:?}");
+}

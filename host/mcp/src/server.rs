@@ -239,13 +239,10 @@ impl rmcp::ServerHandler for McpServer {
             Err(error @ (Error::UnknownTool { .. } | Error::NoSuchTool { .. })) => {
                 Err(McpError::invalid_params(error.to_string(), None))
             }
-            Err(Error::InvalidArguments { tool, violations, .. }) => {
-                let lines: Vec<String> = violations.iter().map(ToString::to_string).collect();
-                tool_error(format!("invalid arguments for `{tool}`; the tool did not run: {}", lines.join("; ")))
-            }
+            Err(error @ Error::InvalidArguments { .. }) => tool_error(error.model_text()),
             Err(error) => {
                 tracing::warn!(tool = %name, "call failed: {error}");
-                tool_error(error.to_string())
+                tool_error(error.model_text())
             }
         }
     }
