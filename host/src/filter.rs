@@ -312,10 +312,11 @@ mod tests {
         let annotated = |read_only: Option<bool>, destructive: Option<bool>| {
             let mut tool = tool("t", None, "d");
             if read_only.is_some() || destructive.is_some() {
-                let mut annotations = toolhost_protocol::ToolAnnotations::default();
-                annotations.read_only_hint = read_only;
-                annotations.destructive_hint = destructive;
-                tool.annotations = Some(annotations);
+                tool.annotations = Some(toolhost_protocol::ToolAnnotations {
+                    read_only_hint: read_only,
+                    destructive_hint: destructive,
+                    ..Default::default()
+                });
             }
             tool
         };
