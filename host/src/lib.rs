@@ -38,6 +38,7 @@ mod approval;
 mod config;
 mod error;
 mod filter;
+mod model;
 mod plugin;
 mod pool;
 mod registry;
@@ -53,8 +54,9 @@ pub use config::{
 };
 pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
+pub use model::{AnthropicTool, ModelTool, OpenAiTool};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
-pub use registry::{LoadReport, RegisteredTool, Registry, RegistryError, ToolsetFailure};
+pub use registry::{LoadReport, RegisteredTool, Registry, RegistryError, ToolsSnapshot, ToolsetFailure};
 pub use runtime::PluginKind;
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
 pub use sandbox::{Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size};

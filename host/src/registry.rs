@@ -46,6 +46,46 @@ impl RegisteredTool {
     pub fn exposed(&self) -> Tool {
         Tool { name: self.name.clone(), ..self.tool.clone() }
     }
+
+    /// The tool as a model sees it, under its namespaced name (borrowed:
+    /// nothing is cloned).
+    pub fn for_model(&self) -> crate::model::ModelTool<'_> {
+        crate::model::ModelTool::named(&self.name, &self.tool)
+    }
+}
+
+/// The toolsets of a [`Registry`] at one moment ([`Registry::snapshot`]):
+/// its tools can be listed, borrowed, as often as needed while the registry
+/// goes on changing. Cheap to take: the toolsets are shared, not copied.
+#[derive(Clone)]
+pub struct ToolsSnapshot {
+    toolsets: Vec<Arc<LoadedToolset>>,
+}
+
+impl std::fmt::Debug for ToolsSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsSnapshot").field("tools", &self.tools().len()).finish()
+    }
+}
+
+impl ToolsSnapshot {
+    /// The tools callers may see and call (enabled, not filtered out),
+    /// sorted by namespaced name, borrowed.
+    pub fn tools(&self) -> Vec<&RegisteredTool> {
+        let mut tools: Vec<&RegisteredTool> =
+            self.toolsets.iter().flat_map(|t| &t.tools).filter(|t| t.enabled).collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    /// The same tools as a model sees them ([`ModelTool::openai`],
+    /// [`ModelTool::anthropic`] give the APIs' formats).
+    ///
+    /// [`ModelTool::openai`]: crate::ModelTool::openai
+    /// [`ModelTool::anthropic`]: crate::ModelTool::anthropic
+    pub fn model_tools(&self) -> Vec<crate::model::ModelTool<'_>> {
+        self.tools().into_iter().map(RegisteredTool::for_model).collect()
+    }
 }
 
 /// A toolset that could not be loaded.
@@ -201,6 +241,12 @@ impl Registry {
         report
     }
 
+    /// The toolsets as they are now, to list their tools without cloning
+    /// them (for a model, for a listing per request).
+    pub fn snapshot(&self) -> ToolsSnapshot {
+        ToolsSnapshot { toolsets: self.read().values().cloned().collect() }
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<LoadedToolset>>> {
         self.toolsets.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -263,6 +309,7 @@ impl Registry {
 
     /// Every tool, available or not, sorted by namespaced name.
     pub fn all_tools(&self) -> Vec<RegisteredTool> {
+        // (Clones every tool: for listings that only read, see `snapshot`.)
         let mut tools: Vec<RegisteredTool> = self.read().values().flat_map(|t| t.tools.clone()).collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools

@@ -26,6 +26,7 @@ mod bounds;
 mod check;
 mod cli;
 mod component;
+mod embed;
 mod faults;
 mod plugins;
 mod properties;

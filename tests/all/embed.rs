@@ -1,0 +1,121 @@
+//! toolhost as an agent runtime embeds it: what a crate that depends on the
+//! library pays, and the example agent loop (`host/examples/agent_loop.rs`)
+//! run against the example plugins.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The most crates an embedder may compile (issue 16).
+const CRATE_BUDGET: usize = 260;
+
+/// A crate outside the workspace that depends on `toolhost` with default
+/// features, and on what the example agent loop uses besides: written into
+/// `dir` with the workspace's lock file, so it resolves to the same
+/// versions the workspace is tested with.
+fn embedder_crate(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).expect("embedder dir");
+    let host = workspace().join("host").canonicalize().expect("host dir");
+    let manifest = format!(
+        r#"[package]
+name = "embedder"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+toolhost = {{ path = {host:?} }}
+serde_json = "1"
+tokio = {{ version = "1", default-features = false, features = ["rt-multi-thread", "macros"] }}
+
+# Its own workspace: it is not a member of toolhost's.
+[workspace]
+"#,
+        host = host.display().to_string()
+    );
+    std::fs::write(dir.join("Cargo.toml"), manifest).expect("manifest");
+    std::fs::copy(workspace().join("Cargo.lock"), dir.join("Cargo.lock")).expect("lock file");
+    std::fs::copy(workspace().join("host/examples/agent_loop.rs"), dir.join("src/main.rs")).expect("main.rs");
+}
+
+/// The distinct packages (name and version) a build of `dir` compiles for
+/// this machine: normal and build dependencies, the crate itself included.
+fn crates_compiled(dir: &Path) -> Vec<String> {
+    let output = Command::new(env!("CARGO"))
+        .args(["tree", "-e", "normal,build", "--prefix", "none", "--color", "never"])
+        .current_dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo tree");
+    assert!(output.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&output.stderr));
+    let mut crates: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    crates.sort();
+    crates.dedup();
+    crates
+}
+
+#[test]
+fn an_embedder_with_default_features_compiles_at_most_260_crates_and_none_of_the_cli() {
+    let dir = std::env::temp_dir().join(format!("toolhost-embedder-{}", std::process::id()));
+    embedder_crate(&dir);
+    let crates = crates_compiled(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(crates.iter().any(|c| c.starts_with("toolhost ")), "{crates:?}");
+    assert!(crates.iter().any(|c| c.starts_with("wasmtime ")), "{crates:?}");
+    eprintln!("an embedder compiles {} crates", crates.len());
+    assert!(crates.len() <= CRATE_BUDGET, "{} crates, more than {CRATE_BUDGET}: {crates:#?}", crates.len());
+    // (anyhow is compiled: wasmtime uses it inside; toolhost's API has none of it.)
+    for cli_only in ["clap", "axum", "rmcp", "tracing-subscriber", "rand_regex", "zstd"] {
+        assert!(!crates.iter().any(|c| c.starts_with(&format!("{cli_only} "))), "{cli_only} is compiled: {crates:#?}");
+    }
+}
+
+/// Build the example (with the tests' dependencies) and return its path.
+fn agent_loop() -> PathBuf {
+    let tests_exe = std::env::current_exe().expect("test executable");
+    let profile_dir = tests_exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let profile = match profile_dir.file_name().and_then(|d| d.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--package", "toolhost-tests", "--example", "agent_loop", "--profile", &profile])
+        .status()
+        .expect("run cargo to build the example");
+    assert!(status.success(), "building the agent_loop example failed");
+    profile_dir.join("examples").join(format!("agent_loop{}", std::env::consts::EXE_SUFFIX))
+}
+
+#[test]
+fn the_example_agent_loop_runs_against_the_example_plugins() {
+    let dir = std::env::temp_dir().join(format!("toolhost-agent-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let config = toolhost_tests::example_config(&dir);
+    let output = Command::new(agent_loop()).arg(&config).output().expect("run the example");
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    for expected in [
+        "8 tools offered to the model",
+        "c1 calc__add -> ok: 5",
+        "c2 calc__multiply -> ok: 42",
+        "c4 calc__divide -> ok: 0.25",
+        "c5 calc__divide -> error: the call to `calc__divide` was not approved: the user refused a division by zero",
+        "c6 text__change_case -> ok: ALL DONE",
+        "c7 calc__add -> cancelled by the user",
+        "approval asked for calc__divide {\"a\":1,\"b\":4} -> Approved",
+        "shut down",
+    ] {
+        assert!(lines.contains(&expected), "missing `{expected}` in:\n{stdout}");
+    }
+    let invalid = lines.iter().find(|l| l.starts_with("c3 calc__add -> error: ")).expect("c3's answer");
+    assert!(invalid.contains("at /a:") && invalid.contains("at /b:") && invalid.contains("did not run"), "{invalid}");
+}
