@@ -186,7 +186,8 @@ fn schemas() -> &'static [Validator; 2] {
     })
 }
 
-/// Read a toolsets file (JSON, YAML or TOML by extension), check it against
+/// Read a toolsets file (JSON, YAML or TOML by extension; YAML and TOML with
+/// the `yaml` and `toml` features, on by default), check it against
 /// the format and toolhost's rules, and resolve `${env:..}` and
 /// `${secret:..}` references.
 pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
@@ -195,8 +196,16 @@ pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<Toolse
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let document: Value = match extension.as_str() {
         "json" => serde_json::from_str(&text).map_err(|e| format!("it is not valid JSON ({e})")),
+        #[cfg(feature = "yaml")]
         "yaml" | "yml" => serde_norway::from_str(&text).map_err(|e| format!("it is not valid YAML ({e})")),
+        #[cfg(feature = "toml")]
         "toml" => toml::from_str::<Value>(&text).map_err(|e| format!("it is not valid TOML ({e})")),
+        #[cfg(not(feature = "yaml"))]
+        "yaml" | "yml" => {
+            Err("YAML toolsets files need toolhost's `yaml` feature, which this build leaves out".to_owned())
+        }
+        #[cfg(not(feature = "toml"))]
+        "toml" => Err("TOML toolsets files need toolhost's `toml` feature, which this build leaves out".to_owned()),
         other => Err(format!("unknown format `.{other}`: use .json, .yaml, .yml or .toml")),
     }
     .map_err(|message| ConfigError::one(path, "", message))?;
