@@ -2,13 +2,24 @@
 //! many times from concurrent callers through the validating host, and
 //! reports throughput and latency percentiles.
 
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
 use toolhost::Plugin;
+
+use crate::args::{PluginOptions, SecretOptions, default_pool_size};
+use crate::call::read_arguments;
+use crate::exit::{Failure, usage};
+use crate::output::print_json;
+use crate::terminal::escaped;
+use crate::{bench, exit};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
 
 /// What one run measured.
 #[derive(Debug, Serialize)]
@@ -197,4 +208,83 @@ pub fn human_bytes(bytes: u64) -> String {
     } else {
         format!("{bytes} B")
     }
+}
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The plugin's .wasm file.
+    pub(crate) plugin: PathBuf,
+    /// The tool to call.
+    pub(crate) tool: String,
+    /// The arguments, a JSON object [default: {}].
+    #[arg(value_name = "ARGS_JSON")]
+    pub(crate) arguments: Option<String>,
+    /// Calls to make (after one warm-up call per caller).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) calls: u32,
+    /// Concurrent callers.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) concurrency: u16,
+    /// Print the figures as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) secrets: SecretOptions,
+    #[command(flatten)]
+    pub(crate) options: PluginOptions,
+}
+
+pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
+    let Args { plugin, tool, arguments, calls, concurrency, json, secrets, mut options } = args;
+    let (pairs, _) = options.config(Some("bench")).map_err(usage)?;
+    let concurrency = usize::from(concurrency);
+    // Enough idle instances for every caller, unless told otherwise.
+    options.pool_size.get_or_insert(concurrency.max(default_pool_size()));
+    let arguments = read_arguments(arguments.as_deref(), None).map_err(usage)?;
+    let started = std::time::Instant::now();
+    let plugin = Arc::new(options.load(&plugin, pairs, Some(&secrets)).await?);
+    let load_seconds = started.elapsed().as_secs_f64();
+    // Refuse bad arguments once, not on every call.
+    plugin.validate_arguments(&tool, arguments.clone())?;
+    let mut report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
+    report.load_seconds = load_seconds;
+    if json {
+        print_json(&report)?;
+    } else {
+        let l = &report.latency_us;
+        let h = bench::human;
+        println!(
+            "{}.{}: {} calls from {} concurrent caller{} in {:.2} s",
+            escaped(&report.plugin),
+            escaped(&report.tool),
+            report.calls,
+            report.concurrency,
+            if report.concurrency == 1 { "" } else { "s" },
+            report.seconds
+        );
+        println!("  throughput:  {:.0} calls/s", report.calls_per_second);
+        println!(
+            "  latency:     p50 {}  p90 {}  p99 {}  (min {}, mean {}, max {})",
+            h(l.p50),
+            h(l.p90),
+            h(l.p99),
+            h(l.min),
+            h(l.mean),
+            h(l.max)
+        );
+        println!("  tool errors: {}  failures: {}", report.tool_errors, report.failures);
+        if let Some(failure) = &report.first_failure {
+            println!("  first failure: {}", escaped(failure));
+        }
+        println!(
+            "  load:        {} (compiled-module cache: {}), describe included",
+            h(report.load_seconds * 1e6),
+            report.module_cache
+        );
+        println!(
+            "  instances:   {} idle, {} each held against the memory limit",
+            report.idle_instances,
+            bench::human_bytes(report.instance_memory_bytes)
+        );
+    }
+    Ok(if report.failures == 0 { 0 } else { exit::PLUGIN_FAILED })
 }

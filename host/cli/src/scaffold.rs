@@ -1,11 +1,16 @@
 //! `toolhost new` and `toolhost build`: start a plugin crate on the SDK, and
 //! build one for Wasm.
 
-use std::io::{BufRead as _, BufReader};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
+
+use crate::exit::{Failure, scaffold_failure};
+use crate::{exit, scaffold};
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
 
 /// The SDK of the checkout this binary was built from, if it is still there.
 const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugin-sdk");
@@ -231,4 +236,60 @@ mod tests {
         assert!(new_plugin("some-tool", dir, None).is_err(), "an existing crate is not overwritten");
         std::fs::remove_dir_all(dir).expect("clean up");
     }
+}
+#[derive(Debug, clap::Args)]
+pub(crate) struct NewArgs {
+    /// The plugin's name (its crate's name).
+    pub(crate) name: String,
+    /// Where to create it [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) path: Option<PathBuf>,
+    /// Depend on the SDK at this path [default: the SDK of the toolhost
+    /// checkout this binary was built from, if it is there].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) sdk_path: Option<PathBuf>,
+}
+
+pub(crate) async fn new_command(args: NewArgs) -> Result<u8, Failure> {
+    let NewArgs { name, path, sdk_path } = args;
+    let dir = path.unwrap_or_else(|| PathBuf::from(&name));
+    let written = scaffold::new_plugin(&name, &dir, sdk_path.as_deref()).map_err(scaffold_failure)?;
+    eprintln!("Created plugin `{name}` in {}:", dir.display());
+    for file in &written {
+        eprintln!("  {}", file.display());
+    }
+    eprintln!(
+        "\nNext:\n  cd {}\n  toolhost build\n  toolhost check target/wasm32-wasip1/release/{}.wasm",
+        dir.display(),
+        name.replace('-', "_")
+    );
+    Ok(0)
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BuildArgs {
+    /// The crate's directory or its Cargo.toml.
+    #[arg(default_value = ".")]
+    pub(crate) path: PathBuf,
+    /// The Wasm target.
+    #[arg(long, default_value = "wasm32-wasip1")]
+    pub(crate) target: String,
+    /// The cargo profile.
+    #[arg(long, default_value = "release")]
+    pub(crate) profile: String,
+}
+
+pub(crate) async fn build_command(args: BuildArgs) -> Result<u8, Failure> {
+    let BuildArgs { path, target, profile } = args;
+    let built = tokio::task::spawn_blocking(move || scaffold::build_plugin(&path, &target, &profile))
+        .await
+        .map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?
+        .map_err(scaffold_failure)?;
+    let mut stdout = std::io::stdout().lock();
+    for wasm in built {
+        let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);
+        eprintln!("Built {} ({size} bytes)", wasm.display());
+        writeln!(stdout, "{}", wasm.display()).map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?;
+    }
+    Ok(0)
 }

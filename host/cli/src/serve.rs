@@ -1,7 +1,17 @@
 //! `toolhost serve`: the MCP server of `toolhost-mcp` on stdio or streamable
 //! HTTP, until the client leaves or the process is told to stop.
 
-use toolhost_mcp::{HttpOptions, HttpServer, McpServer};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use toolhost::{ApproveAll, Approver};
+use toolhost_mcp::{McpServer, ToolSource};
+
+use crate::args::{PluginOptions, SecretOptions};
+use crate::exit::{Failure, usage};
+use crate::output::load_registry;
+use crate::{exit, serve, watch};
+use toolhost_mcp::{HttpOptions, HttpServer};
 
 /// Run the MCP server until the client disconnects (stdio) or the process
 /// gets SIGINT or SIGTERM (either transport).
@@ -38,4 +48,55 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
     }
+}
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The plugin's .wasm file (omit it with --config FILE).
+    pub(crate) plugin: Option<PathBuf>,
+    /// Serve streamable HTTP at ADDR (default 127.0.0.1:8000) under
+    /// `/mcp`, instead of stdio.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8000")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// With --http: also accept requests from this browser origin
+    /// (`scheme://host[:port]`, `:*` for any port; repeatable). Requests
+    /// with any other `Origin` than the server's own get 403.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    pub(crate) allow_origins: Vec<String>,
+    /// Approve every call that requires approval. Without it such calls
+    /// are refused: a server has no terminal to ask on.
+    #[arg(long)]
+    pub(crate) yes: bool,
+    #[command(flatten)]
+    pub(crate) secrets: SecretOptions,
+    #[command(flatten)]
+    pub(crate) options: PluginOptions,
+}
+
+pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
+    let Args { plugin, http, allow_origins, yes, secrets, options } = args;
+    let (pairs, toolsets) = options.config(None).map_err(usage)?;
+    let approver: Arc<dyn Approver> = if yes {
+        Arc::new(ApproveAll)
+    } else {
+        Arc::new(toolhost::DenyAll("it requires approval and the server was not started with --yes".to_owned()))
+    };
+    let source = match (plugin, toolsets) {
+        (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
+        (None, Some(file)) => {
+            if options.configures_a_plugin() || !pairs.is_empty() {
+                return Err(usage(anyhow::anyhow!(
+                    "with a toolsets file, grants, limits and config come from the file, not from flags"
+                )));
+            }
+            secrets.not_with_toolsets()?;
+            let registry = Arc::new(load_registry(&file, &secrets).await?);
+            tokio::spawn(watch::watch_config(file, secrets.provider(), Arc::clone(&registry)));
+            ToolSource::Registry(registry)
+        }
+        _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
+    };
+    let server = McpServer::new(source, approver);
+    let http = http.map(|addr| toolhost_mcp::HttpOptions::new(addr).allow_origins(allow_origins));
+    serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+    Ok(0)
 }

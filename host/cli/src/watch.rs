@@ -69,10 +69,13 @@ pub(crate) async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>
                 plugins = plugin_files(&parsed.toolsets);
                 seen = Stamps::of(&file, plugins.clone());
                 let report = registry.sync(parsed.toolsets).await;
-                crate::print_load_report(&report);
+                crate::output::print_load_report(&report);
             }
             Err(error) => {
-                eprintln!("warning: the changed configuration was not applied: {}", crate::escaped(&error.to_string()))
+                eprintln!(
+                    "warning: the changed configuration was not applied: {}",
+                    crate::terminal::escaped(&error.to_string())
+                )
             }
         }
     }

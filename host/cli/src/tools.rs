@@ -1,0 +1,66 @@
+//! `toolhost tools`: the effective tools of a toolsets file.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::args::SecretOptions;
+use crate::exit;
+use crate::exit::Failure;
+use crate::output::{load_registry, print_json, write_table};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The toolsets file (JSON, YAML or TOML).
+    #[arg(long = "config", value_name = "FILE")]
+    pub(crate) config: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) secrets: SecretOptions,
+}
+
+pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
+    let Args { config, json, secrets } = args;
+    secrets.not_with_toolsets()?;
+    let registry = load_registry(&config, &secrets).await?;
+    let tools = registry.all_tools();
+    if json {
+        let rows: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "toolset": t.toolset,
+                    "tool": t.tool.name,
+                    "source": t.source,
+                    "enabled": t.enabled,
+                    "disabledReason": t.disabled_reason,
+                    "requiresApproval": t.requires_approval,
+                    "title": t.tool.title,
+                    "description": t.tool.description,
+                })
+            })
+            .collect();
+        print_json(&rows)?;
+    } else {
+        print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+    }
+    Ok(0)
+}
+
+pub(crate) fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = tools
+        .iter()
+        .map(|t| {
+            let enabled = match &t.disabled_reason {
+                None => "yes".to_owned(),
+                Some(reason) => format!("no ({reason})"),
+            };
+            let approval = if t.requires_approval { "yes" } else { "no" }.to_owned();
+            [t.name.clone(), enabled, approval, t.source.clone()]
+        })
+        .collect();
+    write_table(&mut std::io::stdout().lock(), ["TOOL", "ENABLED", "APPROVAL", "SOURCE"], &rows)
+}
