@@ -1,0 +1,278 @@
+//! The MCP front door (`cargo bench -p toolhost-tests --bench front_door`):
+//! `tools/call` of `calculator.add` through `toolhost serve`, next to the
+//! same call in process.
+//!
+//! - `in-process`: `Plugin::call_tool`, 1 and 64 concurrent callers.
+//! - `stdio`: one `toolhost serve` session on pipes, raw JSON-RPC; first one
+//!   request at a time, then 64 requests kept in flight on the session.
+//! - `http`: `toolhost serve --http`; one kept-alive session calling one
+//!   request at a time, then 64 sessions (each its own kept-alive
+//!   connection) calling concurrently.
+//!
+//! Each line gives calls/s and the latency percentiles of one call, measured
+//! by the client (request written to answer read). Figures, not
+//! assertions: the targets live in the performance issue. Run it on a
+//! release build (`cargo bench` builds `toolhost` in the bench's profile).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Calls per measurement (after a warm-up of a tenth as many).
+const CALLS: usize = 20_000;
+/// Concurrent callers (in flight on stdio, sessions on HTTP).
+const CONCURRENCY: usize = 64;
+
+fn add(id: usize) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": id as f64, "b": 1.0}}})
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "front-door-bench", "version": "0"}}})
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+/// Latencies of `calls` calls that took `elapsed` in all, as one line.
+fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration) {
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "{name:<28} {:>9.0} calls/s   p50 {:>8.1} µs   p90 {:>8.1} µs   p99 {:>8.1} µs",
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        us(at(0.50)),
+        us(at(0.90)),
+        us(at(0.99)),
+    );
+}
+
+fn in_process() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    let plugin = Arc::new(
+        runtime
+            .block_on(toolhost::Plugin::builder_from_file(toolhost_tests::example("calculator")).build())
+            .expect("load"),
+    );
+    for concurrency in [1, CONCURRENCY] {
+        let started = Instant::now();
+        let latencies = runtime.block_on(async {
+            let tasks: Vec<_> = (0..concurrency)
+                .map(|c| {
+                    let plugin = Arc::clone(&plugin);
+                    tokio::spawn(async move {
+                        let mut latencies = Vec::new();
+                        for i in 0..CALLS / concurrency {
+                            let call = Instant::now();
+                            let result = plugin.call_tool("add", json!({"a": (c + i) as f64, "b": 1.0})).await;
+                            assert!(result.is_ok_and(|r| !r.is_error()));
+                            latencies.push(call.elapsed());
+                        }
+                        latencies
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for task in tasks {
+                all.extend(task.await.expect("task"));
+            }
+            all
+        });
+        report(&format!("in-process/{concurrency}"), latencies, started.elapsed());
+    }
+}
+
+/// `toolhost serve` on the calculator, on pipes.
+fn spawn_stdio() -> Child {
+    Command::new(toolhost_tests::toolhost())
+        .args(["serve", &toolhost_tests::example("calculator").display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start toolhost serve")
+}
+
+fn stdio() {
+    let mut server = spawn_stdio();
+    let mut input = server.stdin.take().expect("stdin");
+    let mut output = BufReader::new(server.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let send = |input: &mut std::process::ChildStdin, message: Value| {
+        let mut bytes = message.to_string().into_bytes();
+        bytes.push(b'\n');
+        input.write_all(&bytes).expect("write");
+        input.flush().expect("flush");
+    };
+    send(&mut input, initialize());
+    output.read_line(&mut line).expect("initialize answer");
+    send(&mut input, initialized());
+
+    for in_flight in [1, CONCURRENCY] {
+        for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
+            // A writer keeps `in_flight` requests outstanding; the reader
+            // (this thread) takes the answers and frees a slot each.
+            let (slot_tx, slot_rx) = std::sync::mpsc::sync_channel::<()>(in_flight);
+            for _ in 0..in_flight {
+                slot_tx.send(()).expect("slot");
+            }
+            let sent: Arc<std::sync::Mutex<Vec<Option<Instant>>>> =
+                Arc::new(std::sync::Mutex::new(vec![None; calls + 1]));
+            let started = Instant::now();
+            let writer = {
+                let sent = Arc::clone(&sent);
+                let mut input = input;
+                std::thread::spawn(move || {
+                    for id in 1..=calls {
+                        slot_rx.recv().expect("slot");
+                        sent.lock().unwrap()[id] = Some(Instant::now());
+                        let mut bytes = add(id).to_string().into_bytes();
+                        bytes.push(b'\n');
+                        input.write_all(&bytes).expect("write");
+                    }
+                    input.flush().expect("flush");
+                    input
+                })
+            };
+            let mut latencies = Vec::with_capacity(calls);
+            for _ in 0..calls {
+                line.clear();
+                output.read_line(&mut line).expect("answer");
+                let answer: Value = serde_json::from_str(&line).expect("JSON answer");
+                let id = answer["id"].as_u64().expect("an answer with an id") as usize;
+                assert!(
+                    answer["result"]["content"].is_array() && answer["result"]["isError"] != json!(true),
+                    "{answer}"
+                );
+                let at = sent.lock().unwrap()[id].expect("sent");
+                latencies.push(at.elapsed());
+                let _ = slot_tx.send(());
+            }
+            input = writer.join().expect("writer");
+            if measured {
+                report(&format!("stdio/{in_flight} in flight"), latencies, started.elapsed());
+            }
+        }
+    }
+    drop(input);
+    let _ = server.wait();
+}
+
+/// One MCP session over HTTP: its agent (one kept-alive connection) and id.
+struct Session {
+    agent: ureq::Agent,
+    url: String,
+    id: String,
+}
+
+impl Session {
+    fn open(url: &str) -> Session {
+        let agent: ureq::Agent = ureq::Agent::config_builder().max_idle_connections_per_host(1).build().into();
+        let response = agent
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .send(initialize().to_string())
+            .expect("initialize");
+        let id =
+            response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("a session id").to_owned();
+        let session = Session { agent, url: url.to_owned(), id };
+        session.post(&initialized());
+        session
+    }
+
+    fn post(&self, message: &Value) -> String {
+        let mut response = self
+            .agent
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .send(message.to_string())
+            .expect("POST");
+        response.body_mut().read_to_string().expect("body")
+    }
+
+    fn call(&self, id: usize) {
+        let body = self.post(&add(id));
+        assert!(body.contains("\"result\"") && !body.contains("\"isError\":true"), "{body}");
+    }
+}
+
+fn http() {
+    let mut server = Command::new(toolhost_tests::toolhost())
+        .args(["serve", "--http", "127.0.0.1:0", &toolhost_tests::example("calculator").display().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start toolhost serve --http");
+    let mut stderr = BufReader::new(server.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
+        if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
+            break url.to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+
+    for sessions in [1, CONCURRENCY] {
+        let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url)).collect();
+        for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
+            let started = Instant::now();
+            let latencies: Vec<Duration> = std::thread::scope(|scope| {
+                let workers: Vec<_> = open
+                    .iter()
+                    .enumerate()
+                    .map(|(s, session)| {
+                        scope.spawn(move || {
+                            (0..calls / sessions)
+                                .map(|i| {
+                                    let call = Instant::now();
+                                    session.call(s * calls + i + 1);
+                                    call.elapsed()
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                workers.into_iter().flat_map(|w| w.join().expect("worker")).collect()
+            });
+            if measured {
+                report(
+                    &format!("http/{sessions} session{}", if sessions == 1 { "" } else { "s" }),
+                    latencies,
+                    started.elapsed(),
+                );
+            }
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter word picks one part.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    println!("calculator.add, {CALLS} calls per line (after {} warm-up calls)", CALLS / 10);
+    if wanted("in-process") {
+        in_process();
+    }
+    if wanted("stdio") {
+        stdio();
+    }
+    if wanted("http") {
+        http();
+    }
+}
