@@ -146,12 +146,20 @@ pub fn mcp_node_client() -> PathBuf {
                 assert!(status.success(), "npm install {MCP_TYPESCRIPT_SDK} failed");
                 std::fs::write(&marker, MCP_TYPESCRIPT_SDK).expect("write the npm marker");
             }
-            let script = dir.join("client.mjs");
-            let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("client.mjs");
-            std::fs::copy(&source, &script).expect("copy the TypeScript SDK client");
-            script
+            // The scripts run from beside the SDK, to find it.
+            for name in ["client.mjs", "approval.mjs"] {
+                let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join(name);
+                std::fs::copy(&source, dir.join(name)).expect("copy a TypeScript SDK client");
+            }
+            dir.join("client.mjs")
         })
         .clone()
+}
+
+/// Another TypeScript SDK script of `tests/mcp/` (e.g. `approval.mjs`),
+/// set up beside the SDK as [`mcp_node_client`] does.
+pub fn mcp_node_script(name: &str) -> PathBuf {
+    mcp_node_client().with_file_name(name)
 }
 
 /// The MCP client script of the serve tests (`tests/mcp/client.py`).

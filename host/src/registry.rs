@@ -41,6 +41,21 @@ pub struct RegisteredTool {
 }
 
 impl RegisteredTool {
+    /// A tool of the toolset `toolset`, available and needing no approval:
+    /// named `<toolset>__<tool>`, from source `toolset`. (For approvers and
+    /// tests outside a registry; a registry makes its own.)
+    pub fn new(toolset: &str, tool: Tool) -> Self {
+        RegisteredTool {
+            name: format!("{toolset}{NAMESPACE_SEPARATOR}{}", tool.name),
+            toolset: toolset.to_owned(),
+            source: toolset.to_owned(),
+            tool,
+            enabled: true,
+            disabled_reason: None,
+            requires_approval: false,
+        }
+    }
+
     /// The tool as callers see it: its namespaced name, everything else as
     /// the plugin describes it.
     pub fn exposed(&self) -> Tool {

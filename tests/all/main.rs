@@ -22,6 +22,7 @@ macro_rules! both_flavours {
 }
 
 mod api;
+mod approval;
 mod bounds;
 mod check;
 mod cli;

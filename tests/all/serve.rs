@@ -100,7 +100,7 @@ fn the_python_sdks_default_client_speaks_2026_07_28_over_stdio() {
 }
 
 /// A `toolhost serve` child; killed when dropped.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -110,7 +110,7 @@ impl Drop for Server {
 }
 
 /// `toolhost serve --http 127.0.0.1:0 ARGS...` and the URL it printed.
-fn spawn_http(args: &[&str]) -> (Server, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+pub(crate) fn spawn_http(args: &[&str]) -> (Server, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut child = Command::new(toolhost())
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(args)

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolhost::{ApproveAll, Approver};
-use toolhost_mcp::{McpServer, ToolSource};
+use toolhost::ApproveAll;
+use toolhost_mcp::{Approvals, McpServer, ToolSource};
 
 use crate::args::{PluginOptions, SecretOptions};
 use crate::exit::{Failure, usage};
@@ -62,10 +62,15 @@ pub(crate) struct Args {
     /// with any other `Origin` than the server's own get 403.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     pub(crate) allow_origins: Vec<String>,
-    /// Approve every call that requires approval. Without it such calls
-    /// are refused: a server has no terminal to ask on.
+    /// Approve every call that requires approval, without asking (for
+    /// unattended use). Without it the client's user is asked through MCP
+    /// elicitation; a client that cannot ask gets a refusal.
     #[arg(long)]
     pub(crate) yes: bool,
+    /// How long the user has to answer an approval question before the
+    /// call is refused, like `90s` or `5m`.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::args::parse_duration)]
+    pub(crate) approval_timeout: std::time::Duration,
     #[command(flatten)]
     pub(crate) secrets: SecretOptions,
     #[command(flatten)]
@@ -73,12 +78,12 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
-    let Args { plugin, http, allow_origins, yes, secrets, options } = args;
+    let Args { plugin, http, allow_origins, yes, approval_timeout, secrets, options } = args;
     let (pairs, toolsets) = options.config(None).map_err(usage)?;
-    let approver: Arc<dyn Approver> = if yes {
-        Arc::new(ApproveAll)
+    let approvals = if yes {
+        Approvals::Approver(Arc::new(ApproveAll))
     } else {
-        Arc::new(toolhost::DenyAll("it requires approval and the server was not started with --yes".to_owned()))
+        Approvals::AskTheUser { timeout: approval_timeout }
     };
     let source = match (plugin, toolsets) {
         (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
@@ -95,7 +100,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         }
         _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
     };
-    let server = McpServer::new(source, approver);
+    let server = McpServer::with_approvals(source, approvals);
     let http = http.map(|addr| toolhost_mcp::HttpOptions::new(addr).allow_origins(allow_origins));
     serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
     Ok(0)

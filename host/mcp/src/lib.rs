@@ -25,6 +25,7 @@
 
 #![deny(missing_docs)]
 
+mod elicit;
 #[cfg(feature = "http")]
 mod http;
 mod jsonrpc;
@@ -35,7 +36,7 @@ mod stdio;
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
-pub use server::{McpServer, ToolSource};
+pub use server::{Approvals, McpServer, ToolSource};
 #[cfg(feature = "stdio")]
 pub use stdio::{serve_stdio, serve_stdio_on};
 

@@ -21,6 +21,8 @@ use serde_json::Value;
 
 use toolhost::{Approver, Error, Plugin, Registry};
 
+use crate::elicit::Elicitor;
+
 /// What the server exposes.
 #[derive(Clone)]
 pub enum ToolSource {
@@ -30,11 +32,27 @@ pub enum ToolSource {
     Registry(Arc<Registry>),
 }
 
+/// Who approves the calls of tools that require approval.
+#[derive(Clone)]
+pub enum Approvals {
+    /// The embedding program's approver (for example `ApproveAll`, the
+    /// CLI's `--yes`).
+    Approver(Arc<dyn Approver>),
+    /// The client's user, asked through elicitation (and at 2026-07-28 an
+    /// `input_required` result), with at most this long to answer. A
+    /// decline, a cancel, no answer or a client that cannot ask means the
+    /// tool does not run.
+    AskTheUser {
+        /// How long a user has to answer one question.
+        timeout: std::time::Duration,
+    },
+}
+
 /// The MCP server handler: one per connection (cheap to clone).
 #[derive(Clone)]
 pub struct McpServer {
     source: ToolSource,
-    approver: Arc<dyn Approver>,
+    approvals: Approvals,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -47,7 +65,13 @@ impl McpServer {
     /// A server for these tools. `approver` decides on tools that require
     /// approval (registry sources only).
     pub fn new(source: ToolSource, approver: Arc<dyn Approver>) -> Self {
-        McpServer { source, approver }
+        McpServer { source, approvals: Approvals::Approver(approver) }
+    }
+
+    /// A server for these tools whose approvals come from `approvals`
+    /// (e.g. [`Approvals::AskTheUser`]).
+    pub fn with_approvals(source: ToolSource, approvals: Approvals) -> Self {
+        McpServer { source, approvals }
     }
 
     /// The tools as MCP `Tool` values (JSON), sorted by name.
@@ -62,10 +86,15 @@ impl McpServer {
         }
     }
 
-    async fn call(&self, name: &str, arguments: Value) -> Result<toolhost_protocol::CallToolResult, Error> {
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        approver: &dyn Approver,
+    ) -> Result<toolhost_protocol::CallToolResult, Error> {
         match &self.source {
             ToolSource::Plugin(plugin) => plugin.call_tool(name, arguments).await,
-            ToolSource::Registry(registry) => registry.call_tool(name, arguments, self.approver.as_ref()).await,
+            ToolSource::Registry(registry) => registry.call_tool(name, arguments, approver).await,
         }
     }
 }
@@ -226,14 +255,35 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        // Dropping the call's future (on cancellation) stops its guest.
+        let elicitor = match &self.approvals {
+            Approvals::Approver(_) => None,
+            Approvals::AskTheUser { timeout } => Some(Elicitor {
+                peer: context.peer.clone(),
+                version: context.protocol_version(),
+                can_elicit: crate::elicit::can_elicit(context.client_capabilities().as_ref()),
+                timeout: *timeout,
+                responses: request.input_responses,
+                request_state: request.request_state,
+                input_required: Default::default(),
+            }),
+        };
+        let approver: &dyn Approver = match (&self.approvals, &elicitor) {
+            (_, Some(elicitor)) => elicitor,
+            (Approvals::Approver(approver), None) => approver.as_ref(),
+            (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
+        };
+        // Dropping the call's future (on cancellation) stops its guest, or
+        // withdraws the question its approval waits on.
         let outcome = tokio::select! {
-            outcome = self.call(&name, arguments) => outcome,
+            outcome = self.call(&name, arguments, approver) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
         };
+        if let Some(input_required) = elicitor.as_ref().and_then(Elicitor::take_input_required) {
+            return Ok(CallToolResponse::InputRequired(input_required));
+        }
         match outcome {
             Ok(result) => Ok(CallToolResponse::from(wire::call_tool_result(result))),
             Err(error @ (Error::UnknownTool { .. } | Error::NoSuchTool { .. })) => {
