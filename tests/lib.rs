@@ -156,6 +156,38 @@ pub fn mcp_node_client() -> PathBuf {
         .clone()
 }
 
+/// The official MCP conformance suite (`@modelcontextprotocol/conformance`)
+/// and the Node.js it needs (22 or later, from npm's `node` package),
+/// installed by name from npm into `target/mcp-conformance` once. Returns
+/// the directory of their executables (`conformance`, `node`), to put first
+/// on `PATH`.
+pub fn mcp_conformance() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join("mcp-conformance");
+        let wanted = format!("{MCP_CONFORMANCE} {CONFORMANCE_NODE}");
+        let marker = dir.join("installed.txt");
+        if !std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+            std::fs::create_dir_all(&dir).expect("create the npm directory");
+            let status = std::process::Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+                .arg(&dir)
+                .args([MCP_CONFORMANCE, CONFORMANCE_NODE])
+                .status()
+                .expect("cannot run npm");
+            assert!(status.success(), "npm install {wanted} failed");
+            std::fs::write(&marker, wanted).expect("write the npm marker");
+        }
+        dir.join("node_modules").join(".bin")
+    })
+    .clone()
+}
+
+/// The conformance suite's version, pinned.
+const MCP_CONFORMANCE: &str = "@modelcontextprotocol/conformance@0.1.16";
+/// The suite needs Node.js 22 (`fs.globSync`); Debian's is 20.
+const CONFORMANCE_NODE: &str = "node@22";
+
 /// Another TypeScript SDK script of `tests/mcp/` (e.g. `approval.mjs`),
 /// set up beside the SDK as [`mcp_node_client`] does.
 pub fn mcp_node_script(name: &str) -> PathBuf {

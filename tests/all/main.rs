@@ -27,6 +27,7 @@ mod bounds;
 mod check;
 mod cli;
 mod component;
+mod conformance;
 mod embed;
 mod faults;
 mod plugins;

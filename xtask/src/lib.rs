@@ -23,7 +23,7 @@ pub const EXAMPLE_PLUGINS: &[&str] = &["calculator", "clock", "doorbell", "text"
 /// The test fixture plugins, by package name (`tests/fixtures/<name>`; the
 /// package is `fixture-<name>`).
 pub const TEST_FIXTURES: &[&str] =
-    &["faults", "hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets", "secret-thief"];
+    &["conformance", "faults", "hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets", "secret-thief"];
 /// The packages (examples and `fixture-*`) also built as components.
 pub const COMPONENTS: &[&str] =
     &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted", "fixture-sdk-secrets"];

@@ -108,7 +108,7 @@ impl HttpServer {
         let config = StreamableHttpServerConfig::default().with_allowed_origins(origins).enforce_origin_validation();
         let stop = config.cancellation_token.clone();
         let sessions = Arc::new(LocalSessionManager::default());
-        let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+        let service = StreamableHttpService::new(move || Ok(server.for_session()), Arc::clone(&sessions), config);
         let router =
             axum::Router::new().route("/mcp", axum::routing::any(http_front)).with_state(Front { service, sessions });
         Ok(HttpServer { listener, bound, router, stop })

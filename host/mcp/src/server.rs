@@ -53,6 +53,28 @@ pub enum Approvals {
 pub struct McpServer {
     source: ToolSource,
     approvals: Approvals,
+    /// The level the client asked for with `logging/setLevel` (per
+    /// session; `None`: it did not ask, and gets no log messages).
+    log_level: Arc<std::sync::Mutex<Option<LogLevel>>>,
+}
+
+#[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
+type LogLevel = rmcp::model::LoggingLevel;
+
+/// A level's severity, for filtering (`debug` 0 ... `emergency` 7).
+#[allow(deprecated)]
+fn severity(level: LogLevel) -> u8 {
+    use rmcp::model::LoggingLevel as L;
+    match level {
+        L::Debug => 0,
+        L::Info => 1,
+        L::Notice => 2,
+        L::Warning => 3,
+        L::Error => 4,
+        L::Critical => 5,
+        L::Alert => 6,
+        L::Emergency => 7,
+    }
 }
 
 impl std::fmt::Debug for McpServer {
@@ -65,13 +87,32 @@ impl McpServer {
     /// A server for these tools. `approver` decides on tools that require
     /// approval (registry sources only).
     pub fn new(source: ToolSource, approver: Arc<dyn Approver>) -> Self {
-        McpServer { source, approvals: Approvals::Approver(approver) }
+        McpServer::with_approvals(source, Approvals::Approver(approver))
+    }
+
+    /// The same server for another session (connection): same tools and
+    /// approvals, its own session state (the logging level).
+    pub fn for_session(&self) -> McpServer {
+        McpServer { log_level: Default::default(), ..self.clone() }
     }
 
     /// A server for these tools whose approvals come from `approvals`
     /// (e.g. [`Approvals::AskTheUser`]).
     pub fn with_approvals(source: ToolSource, approvals: Approvals) -> Self {
-        McpServer { source, approvals }
+        McpServer { source, approvals, log_level: Default::default() }
+    }
+
+    /// Send `message` to the client as a log notification at `level`, if
+    /// it asked for log messages at that level or below.
+    #[allow(deprecated)]
+    async fn log(&self, peer: &rmcp::Peer<RoleServer>, level: LogLevel, message: &str) {
+        let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        if wanted.is_some_and(|wanted| severity(level) >= severity(wanted)) {
+            let notification =
+                rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(message.to_owned()))
+                    .with_logger("toolhost");
+            let _ = peer.notify_logging_message(notification).await;
+        }
     }
 
     /// The tools as MCP `Tool` values (JSON), sorted by name.
@@ -227,11 +268,30 @@ fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
 
 impl rmcp::ServerHandler for McpServer {
     fn get_info(&self) -> InitializeResult {
-        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
+        // Logging: `logging/setLevel` opts a session in to log messages
+        // (calls that failed). Completions: toolhost serves no prompts or
+        // resource templates yet, so every completion is empty.
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
         let mut info = InitializeResult::new(capabilities);
         info.server_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
         info.instructions = Some("Tools run as sandboxed WebAssembly plugins; arguments and results are validated against each tool's schemas.".to_owned());
         info
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -292,7 +352,11 @@ impl rmcp::ServerHandler for McpServer {
             Err(error @ Error::InvalidArguments { .. }) => tool_error(error.model_text()),
             Err(error) => {
                 tracing::warn!(tool = %name, "call failed: {error}");
-                tool_error(error.model_text())
+                let text = error.model_text();
+                #[allow(deprecated)]
+                self.log(&context.peer, rmcp::model::LoggingLevel::Warning, &format!("tool `{name}` failed: {text}"))
+                    .await;
+                tool_error(text)
             }
         }
     }
