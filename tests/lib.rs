@@ -133,19 +133,7 @@ pub fn mcp_node_client() -> PathBuf {
     static SCRIPT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     SCRIPT
         .get_or_init(|| {
-            let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join("mcp-node");
-            let marker = dir.join("installed.txt");
-            if !std::fs::read_to_string(&marker).is_ok_and(|m| m == MCP_TYPESCRIPT_SDK) {
-                std::fs::create_dir_all(&dir).expect("create the npm directory");
-                let status = std::process::Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
-                    .arg(&dir)
-                    .arg(MCP_TYPESCRIPT_SDK)
-                    .status()
-                    .expect("cannot run npm");
-                assert!(status.success(), "npm install {MCP_TYPESCRIPT_SDK} failed");
-                std::fs::write(&marker, MCP_TYPESCRIPT_SDK).expect("write the npm marker");
-            }
+            let dir = npm_install("mcp-node", &[MCP_TYPESCRIPT_SDK]);
             // The scripts run from beside the SDK, to find it.
             for name in ["client.mjs", "approval.mjs"] {
                 let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join(name);
@@ -163,24 +151,29 @@ pub fn mcp_node_client() -> PathBuf {
 /// on `PATH`.
 pub fn mcp_conformance() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join("mcp-conformance");
-        let wanted = format!("{MCP_CONFORMANCE} {CONFORMANCE_NODE}");
-        let marker = dir.join("installed.txt");
-        if !std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
-            std::fs::create_dir_all(&dir).expect("create the npm directory");
-            let status = std::process::Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
-                .arg(&dir)
-                .args([MCP_CONFORMANCE, CONFORMANCE_NODE])
-                .status()
-                .expect("cannot run npm");
-            assert!(status.success(), "npm install {wanted} failed");
-            std::fs::write(&marker, wanted).expect("write the npm marker");
-        }
-        dir.join("node_modules").join(".bin")
-    })
-    .clone()
+    BIN.get_or_init(|| npm_install("mcp-conformance", &[MCP_CONFORMANCE, CONFORMANCE_NODE]).join("node_modules/.bin"))
+        .clone()
+}
+
+/// Install npm `packages` (pinned names) by name from the npm registry into
+/// `target/<dir>`, unless a marker says that exact set is there already.
+/// Returns the directory.
+fn npm_install(dir: &str, packages: &[&str]) -> PathBuf {
+    let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join(dir);
+    let wanted = packages.join(" ");
+    let marker = dir.join("installed.txt");
+    if !std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+        std::fs::create_dir_all(&dir).expect("create the npm directory");
+        let status = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+            .arg(&dir)
+            .args(packages)
+            .status()
+            .expect("cannot run npm");
+        assert!(status.success(), "npm install {wanted} failed");
+        std::fs::write(&marker, wanted).expect("write the npm marker");
+    }
+    dir
 }
 
 /// The conformance suite's version, pinned.
