@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 1. Load.
     let secrets = Arc::new(EnvSecretProvider::new());
-    let parsed = toolhost::load_toolsets(file.as_ref(), secrets.as_ref())?;
+    let parsed = toolhost::load_toolsets(file.as_ref(), secrets.as_ref()).await?;
     let registry = Arc::new(Registry::new(secrets));
     let report = registry.load_all(parsed.toolsets).await;
     for failure in &report.failures {

@@ -6,9 +6,6 @@
 //! one is asked about a call that would be refused anyway, and a denial is
 //! a tool result saying so: the plugin does not run.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use serde_json::Value;
 use toolhost_protocol::{CallToolResult, JsonObject, ToolAnnotations};
 
@@ -43,8 +40,7 @@ pub enum Approval {
     Denied(String),
 }
 
-/// A boxed future, as approval hooks return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::secrets::BoxFuture;
 
 /// Asks someone (a person, a policy engine) whether a tool that requires
 /// approval may run. Supplied by the embedding runtime.

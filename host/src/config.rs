@@ -190,7 +190,7 @@ fn schemas() -> &'static [Validator; 2] {
 /// the `yaml` and `toml` features, on by default), check it against
 /// the format and toolhost's rules, and resolve `${env:..}` and
 /// `${secret:..}` references.
-pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
+pub async fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| ConfigError::one(path, "", format!("cannot read the file ({e})")))?;
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
@@ -209,16 +209,19 @@ pub fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<Toolse
         other => Err(format!("unknown format `.{other}`: use .json, .yaml, .yml or .toml")),
     }
     .map_err(|message| ConfigError::one(path, "", message))?;
-    parse_toolsets(path, &document, secrets)
+    parse_toolsets(path, &document, secrets).await
 }
 
 /// Check and read an already-parsed toolsets document. `path` names it in
-/// messages and anchors relative plugin paths.
-pub fn parse_toolsets(
+/// messages and anchors relative plugin paths. The secrets its
+/// `${secret:..}` references name are looked up first (each once), then
+/// the document is read.
+pub async fn parse_toolsets(
     path: &Path,
     document: &Value,
     secrets: &dyn SecretProvider,
 ) -> Result<ToolsetsFile, ConfigError> {
+    let secrets = &Prefetched::of(document, secrets).await;
     let mut problems: Vec<ConfigProblem> = schemas()
         .iter()
         .flat_map(|schema| validate::violations(schema, document))
@@ -328,7 +331,7 @@ fn parse_toolset(
     base: &Path,
     pointer: &str,
     raw: Value,
-    secrets: &dyn SecretProvider,
+    secrets: &Prefetched,
 ) -> Result<ToolsetConfig, Vec<ConfigProblem>> {
     let problem = |at: &str, message: String| vec![ConfigProblem { pointer: format!("{pointer}{at}"), message }];
     let raw: RawToolset = serde_json::from_value(raw).map_err(|e| problem("", e.to_string()))?;
@@ -440,7 +443,7 @@ fn plugin_source(base: &Path, url: &str) -> PluginSource {
 fn resolve_references(
     value: &mut Value,
     pointer: &str,
-    secrets: &dyn SecretProvider,
+    secrets: &Prefetched,
     resolved: &mut Vec<(String, String)>,
 ) -> Result<(), Vec<ConfigProblem>> {
     let mut problems = Vec::new();
@@ -477,10 +480,54 @@ fn walk_strings(value: &mut Value, pointer: &str, visit: &mut dyn FnMut(&str, &s
     }
 }
 
+/// The secrets a document's `${secret:NAME}` references name, looked up
+/// from the provider before the (synchronous) reading of the document.
+struct Prefetched {
+    values: BTreeMap<String, Result<Option<String>, SecretError>>,
+    describe: String,
+}
+
+impl Prefetched {
+    async fn of(document: &Value, provider: &dyn SecretProvider) -> Prefetched {
+        let mut names = std::collections::BTreeSet::new();
+        let mut stack = vec![document];
+        while let Some(value) = stack.pop() {
+            match value {
+                Value::String(text) => {
+                    let mut rest = text.as_str();
+                    while let Some(start) = rest.find("${secret:") {
+                        let after = &rest[start + "${secret:".len()..];
+                        let Some(end) = after.find('}') else { break };
+                        names.insert(after[..end].to_owned());
+                        rest = &after[end + 1..];
+                    }
+                }
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => stack.extend(map.values()),
+                _ => {}
+            }
+        }
+        let mut values = BTreeMap::new();
+        for name in names {
+            let value = provider.secret(&name).await;
+            values.insert(name, value);
+        }
+        Prefetched { values, describe: provider.describe() }
+    }
+
+    fn secret(&self, name: &str) -> Result<Option<String>, SecretError> {
+        self.values.get(name).cloned().unwrap_or(Ok(None))
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
 /// The string with its references resolved; `None` when it has none.
 fn substitute(
     text: &str,
-    secrets: &dyn SecretProvider,
+    secrets: &Prefetched,
     resolved: &mut Vec<(String, String)>,
 ) -> Result<Option<String>, String> {
     if !text.contains("${") {

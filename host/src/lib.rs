@@ -47,7 +47,7 @@ mod sandbox;
 mod secrets;
 mod validate;
 
-pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, BoxFuture, DenyAll};
+pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use config::{
     ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, SecretOutput, ToolOverride, ToolSettings,
     ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
@@ -61,8 +61,8 @@ pub use runtime::PluginKind;
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
 pub use sandbox::{Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size};
 pub use secrets::{
-    EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider, SecretRequirement,
-    SensitiveValues,
+    BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,
+    SecretRequirement, SensitiveValues,
 };
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

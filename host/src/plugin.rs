@@ -303,7 +303,7 @@ impl PluginBuilder {
                 missing_secrets.insert(id.to_owned(), MissingSecretReason::NotGranted);
                 continue;
             }
-            match self.secrets.secret(id) {
+            match self.secrets.secret(id).await {
                 Ok(Some(value)) => {
                     secrets.insert(id.to_owned(), value);
                 }

@@ -29,10 +29,15 @@ use toolhost_protocol::{CallToolResult, Tool};
 #[error("{0}")]
 pub struct SecretError(pub String);
 
-/// Where the host gets secret values.
+/// A boxed, sendable future, as toolhost's hooks (secret providers,
+/// approvers) return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Where the host gets secret values. Asynchronous, so that a lookup in a
+/// vault or a KMS waits without blocking a worker thread.
 pub trait SecretProvider: Send + Sync {
     /// The value of the secret `name`; `Ok(None)` if there is none.
-    fn secret(&self, name: &str) -> Result<Option<String>, SecretError>;
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>>;
 
     /// What the provider is, for messages (`environment`, `directory /run/secrets`).
     fn describe(&self) -> String;
@@ -59,14 +64,15 @@ impl EnvSecretProvider {
 }
 
 impl SecretProvider for EnvSecretProvider {
-    fn secret(&self, name: &str) -> Result<Option<String>, SecretError> {
-        match std::env::var(format!("{}{name}", self.prefix)) {
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>> {
+        let value = match std::env::var(format!("{}{name}", self.prefix)) {
             Ok(value) => Ok(Some(value)),
             Err(std::env::VarError::NotPresent) => Ok(None),
             Err(std::env::VarError::NotUnicode(_)) => {
                 Err(SecretError(format!("environment variable {}{name} is not UTF-8", self.prefix)))
             }
-        }
+        };
+        Box::pin(std::future::ready(value))
     }
 
     fn describe(&self) -> String {
@@ -89,7 +95,18 @@ impl FileSecretProvider {
 }
 
 impl SecretProvider for FileSecretProvider {
-    fn secret(&self, name: &str) -> Result<Option<String>, SecretError> {
+    /// Reads the file (a small local one) on the calling thread.
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>> {
+        Box::pin(std::future::ready(self.read(name)))
+    }
+
+    fn describe(&self) -> String {
+        format!("directory {}", self.dir.display())
+    }
+}
+
+impl FileSecretProvider {
+    fn read(&self, name: &str) -> Result<Option<String>, SecretError> {
         if name.is_empty() || name.contains(['/', '\\']) || name == "." || name == ".." {
             return Err(SecretError(format!("`{name}` is not a valid secret name")));
         }
@@ -108,10 +125,6 @@ impl SecretProvider for FileSecretProvider {
             Err(e) => Err(SecretError(format!("cannot read {}: {e}", path.display()))),
         }
     }
-
-    fn describe(&self) -> String {
-        format!("directory {}", self.dir.display())
-    }
 }
 
 /// No secrets at all.
@@ -119,8 +132,8 @@ impl SecretProvider for FileSecretProvider {
 pub struct NoSecrets;
 
 impl SecretProvider for NoSecrets {
-    fn secret(&self, _name: &str) -> Result<Option<String>, SecretError> {
-        Ok(None)
+    fn secret<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>> {
+        Box::pin(std::future::ready(Ok(None)))
     }
 
     fn describe(&self) -> String {
@@ -523,15 +536,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn file_provider_reads_one_file_per_secret() {
+    #[tokio::test]
+    async fn file_provider_reads_one_file_per_secret() {
         let dir = std::env::temp_dir().join(format!("toolhost-secrets-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("API_KEY"), "s3cr3t\n").unwrap();
         let provider = FileSecretProvider::new(&dir);
-        assert_eq!(provider.secret("API_KEY"), Ok(Some("s3cr3t".to_owned())));
-        assert_eq!(provider.secret("MISSING"), Ok(None));
-        assert!(provider.secret("../etc").is_err());
+        assert_eq!(provider.secret("API_KEY").await, Ok(Some("s3cr3t".to_owned())));
+        assert_eq!(provider.secret("MISSING").await, Ok(None));
+        assert!(provider.secret("../etc").await.is_err());
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -131,6 +131,7 @@ async fn toolsets_derive_approvals_from_annotations_when_asked() {
          "extensions": {"toolApprovals": {"fromAnnotations": true}}}
     ]});
     let parsed = toolhost::parse_toolsets(std::path::Path::new("inline.json"), &document, &toolhost::NoSecrets)
+        .await
         .expect("a valid toolsets document");
     let registry = Registry::new(std::sync::Arc::new(toolhost::NoSecrets));
     let report = registry.load_all(parsed.toolsets).await;
@@ -138,4 +139,59 @@ async fn toolsets_derive_approvals_from_annotations_when_asked() {
     let approval: Vec<(String, bool)> = registry.tools().into_iter().map(|t| (t.name, t.requires_approval)).collect();
     assert!(approval.contains(&("calc__add".to_owned(), false)), "{approval:?}");
     assert!(approval.contains(&("script__wipe".to_owned(), true)), "{approval:?}");
+}
+
+/// A secret store that answers asynchronously (as a vault or a KMS does)
+/// and counts its lookups.
+struct Vault {
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+impl toolhost::SecretProvider for Vault {
+    fn secret<'a>(&'a self, name: &'a str) -> toolhost::BoxFuture<'a, Result<Option<String>, toolhost::SecretError>> {
+        Box::pin(async move {
+            // A lookup that waits (for the network, in a real store).
+            tokio::task::yield_now().await;
+            self.lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok((name == "SERVICE_TOKEN").then(|| "tok-from-the-vault".to_owned()))
+        })
+    }
+
+    fn describe(&self) -> String {
+        "vault".to_owned()
+    }
+}
+
+/// Secrets come from an asynchronous provider: a plugin's granted secret,
+/// and a toolsets file's `${secret:..}` references (each name looked up
+/// once, however often it is used).
+#[tokio::test]
+async fn secrets_come_from_an_asynchronous_provider() {
+    let vault = std::sync::Arc::new(Vault { lookups: Default::default() });
+    let plugin = Plugin::builder_from_file(toolhost_tests::fixture("sdk-secrets"))
+        .with_secret_provider(vault.clone())
+        .grant_secret("SERVICE_TOKEN")
+        .build()
+        .await
+        .expect("load");
+    let result = plugin.call_tool("token_length", json!({})).await.expect("call");
+    assert_eq!(result.texts().next(), Some("the token has 18 characters"));
+    let after_plugin = vault.lookups.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(after_plugin, 1);
+
+    let document = json!({"schema": "s", "toolsets": [{"id": "calc", "kind": "uri", "server": {
+        "url": toolhost_tests::example("calculator").display().to_string(),
+        "config": {"a": "${secret:SERVICE_TOKEN}", "b": "x-${secret:SERVICE_TOKEN}"}}}]});
+    let parsed = toolhost::parse_toolsets(std::path::Path::new("inline.json"), &document, vault.as_ref())
+        .await
+        .expect("a valid toolsets document");
+    assert_eq!(vault.lookups.load(std::sync::atomic::Ordering::SeqCst), after_plugin + 1, "one lookup per name");
+    let config = &parsed.toolsets[0].policy.config;
+    assert_eq!(config.get("b").map(String::as_str), Some("x-tok-from-the-vault"));
+
+    let missing = json!({"schema": "s", "toolsets": [{"id": "calc", "kind": "uri", "server": {
+        "url": "a.wasm", "config": {"a": "${secret:NOPE}"}}}]});
+    let error =
+        toolhost::parse_toolsets(std::path::Path::new("inline.json"), &missing, vault.as_ref()).await.unwrap_err();
+    assert!(error.to_string().contains("the secret provider (vault) has no secret NOPE"), "{error}");
 }

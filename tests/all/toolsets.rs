@@ -12,6 +12,16 @@ use toolhost::{
 };
 use toolhost_tests::{example, example_config, fixture};
 
+/// [`parse_toolsets`] from a test that is not async.
+fn parse_now(
+    path: &std::path::Path,
+    document: &Value,
+    secrets: &dyn SecretProvider,
+) -> Result<toolhost::ToolsetsFile, toolhost::ConfigError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    runtime.block_on(parse_toolsets(path, document, secrets))
+}
+
 /// A scratch directory for one test.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("toolhost-{name}-{}", std::process::id()));
@@ -20,7 +30,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 async fn registry_from(path: &std::path::Path, secrets: Arc<dyn SecretProvider>) -> (Registry, toolhost::LoadReport) {
-    let file = load_toolsets(path, secrets.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+    let file = load_toolsets(path, secrets.as_ref()).await.unwrap_or_else(|e| panic!("{e}"));
     let registry = Registry::new(secrets);
     let report = registry.load_all(file.toolsets).await;
     (registry, report)
@@ -96,7 +106,7 @@ fn problems(error: toolhost::ConfigError) -> Vec<(String, String)> {
 #[test]
 fn invalid_configurations_name_the_file_the_pointer_and_the_problem() {
     let file = std::path::Path::new("/etc/toolhost/bad.yaml");
-    let check = |doc: Value| problems(parse_toolsets(file, &doc, &NoSecrets).expect_err("invalid"));
+    let check = |doc: Value| problems(parse_now(file, &doc, &NoSecrets).expect_err("invalid"));
 
     let found = check(json!({"toolsets": [{"id": "x", "kind": "wasm"}]}));
     assert!(found.iter().any(|(p, m)| p == "/schema" && m.contains("required")), "{found:?}");
@@ -141,7 +151,7 @@ fn invalid_configurations_name_the_file_the_pointer_and_the_problem() {
         "{found:?}"
     );
 
-    let error = parse_toolsets(file, &json!({"toolsets": 1}), &NoSecrets).unwrap_err();
+    let error = parse_now(file, &json!({"toolsets": 1}), &NoSecrets).unwrap_err();
     assert!(error.to_string().starts_with("invalid configuration /etc/toolhost/bad.yaml: "), "{error}");
 }
 
@@ -152,7 +162,7 @@ fn secret_values_never_appear_in_configuration_errors() {
     let provider = FileSecretProvider::new(&dir);
     let doc = json!({"schema": "s", "toolsets": [{"id": "x", "kind": "uri",
         "server": {"url": "a.wasm", "limits": {"timeout": "${secret:TIMEOUT}"}}}]});
-    let error = parse_toolsets(std::path::Path::new("c.json"), &doc, &provider).unwrap_err();
+    let error = parse_now(std::path::Path::new("c.json"), &doc, &provider).unwrap_err();
     let text = error.to_string();
     assert!(!text.contains("hunter2"), "{text}");
     assert!(text.contains("[secret TIMEOUT]"), "{text}");
@@ -281,7 +291,7 @@ async fn toolsets_come_and_go_without_disturbing_calls_in_flight() {
     ]});
     let path = dir.join("t.json");
     std::fs::write(&path, doc.to_string()).expect("config");
-    let file = load_toolsets(&path, &NoSecrets).expect("config");
+    let file = load_toolsets(&path, &NoSecrets).await.expect("config");
     let registry = Arc::new(Registry::new(Arc::new(NoSecrets)));
     registry.add(file.toolsets[0].clone()).await.expect("add");
     let duplicate = registry.add(file.toolsets[0].clone()).await.unwrap_err();
@@ -310,12 +320,13 @@ async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
     let path = dir.join("t.json");
     let write = |toolsets: Value| {
         std::fs::write(&path, json!({"schema": "s", "toolsets": toolsets}).to_string()).expect("config");
-        load_toolsets(&path, &NoSecrets).expect("config").toolsets
+        let path = path.clone();
+        async move { load_toolsets(&path, &NoSecrets).await.expect("config").toolsets }
     };
     let calc = json!({"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}});
     let text = json!({"id": "text", "kind": "uri", "server": {"url": example("text").display().to_string()}});
     let registry = Arc::new(Registry::new(Arc::new(NoSecrets)));
-    let first = registry.sync(write(json!([calc.clone(), text.clone()]))).await;
+    let first = registry.sync(write(json!([calc.clone(), text.clone()])).await).await;
     assert!(first.failures.is_empty(), "{:?}", first.failures);
     let before: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
 
@@ -339,7 +350,7 @@ async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
     let mut calc2 = calc.clone();
     calc2["server"]["limits"] = json!({"timeout": "20s"});
     let hostile = json!({"id": "bad", "kind": "uri", "server": {"url": fixture("hostile").display().to_string()}});
-    let report = registry.sync(write(json!([calc2, hostile]))).await;
+    let report = registry.sync(write(json!([calc2, hostile])).await).await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     reader.join().expect("reader");
@@ -352,7 +363,7 @@ async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
         assert!(*list == before || *list == after, "a mixed list was visible: {list:?}");
     }
     // The same configuration again changes nothing and says nothing.
-    let again = registry.sync(load_toolsets(&path, &NoSecrets).expect("config").toolsets).await;
+    let again = registry.sync(load_toolsets(&path, &NoSecrets).await.expect("config").toolsets).await;
     assert!(again.failures.is_empty());
     assert_eq!(*changes.borrow(), count + 1);
     std::fs::remove_dir_all(dir).ok();

@@ -13,6 +13,7 @@ use crate::terminal::escaped;
 pub(crate) async fn load_registry(file: &Path, secrets: &SecretOptions) -> Result<Registry, Failure> {
     let provider = secrets.provider();
     let parsed = toolhost::load_toolsets(file, provider.as_ref())
+        .await
         .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
     let registry = Registry::new(provider);
     let report = registry.load_all(parsed.toolsets).await;

@@ -50,7 +50,7 @@ fn plugin_files(toolsets: &[toolhost::ToolsetConfig]) -> Vec<PathBuf> {
 /// read again (and its secrets resolved) and the registry synced, which
 /// applies the new configuration as one swap and announces it once.
 pub(crate) async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>, registry: Arc<Registry>) {
-    let mut plugins = match toolhost::load_toolsets(&file, secrets.as_ref()) {
+    let mut plugins = match toolhost::load_toolsets(&file, secrets.as_ref()).await {
         Ok(parsed) => plugin_files(&parsed.toolsets),
         Err(_) => Vec::new(),
     };
@@ -64,7 +64,7 @@ pub(crate) async fn watch_config(file: PathBuf, secrets: Arc<dyn SecretProvider>
         // Stamp before reading: a change while reading is seen next time.
         seen = Stamps::of(&file, plugins.clone());
         tracing::debug!(file = %file.display(), "configuration changed: reading it again");
-        match toolhost::load_toolsets(&file, secrets.as_ref()) {
+        match toolhost::load_toolsets(&file, secrets.as_ref()).await {
             Ok(parsed) => {
                 plugins = plugin_files(&parsed.toolsets);
                 seen = Stamps::of(&file, plugins.clone());
