@@ -83,23 +83,26 @@ impl Plugin {
         rules: &ToolApprovals,
         approver: &dyn Approver,
     ) -> Result<CallToolResult, Error> {
-        let arguments = self.checked_arguments(name, arguments).await?;
-        let tool = self.tools().iter().find(|t| t.name == name);
-        if let Some(tool) = tool.filter(|tool| rules.requires_approval(tool)) {
-            let registered = RegisteredTool {
-                name: tool.name.clone(),
-                toolset: self.name().to_owned(),
-                source: self.name().to_owned(),
-                tool: tool.clone(),
-                enabled: true,
-                disabled_reason: None,
-                requires_approval: true,
-            };
-            if let Some(denied) = ask(approver, &registered, &arguments).await {
-                return Ok(denied);
+        crate::telemetry::traced_call(self.name(), name, async {
+            let arguments = self.checked_arguments(name, arguments).await?;
+            let tool = self.tools().iter().find(|t| t.name == name);
+            if let Some(tool) = tool.filter(|tool| rules.requires_approval(tool)) {
+                let registered = RegisteredTool {
+                    name: tool.name.clone(),
+                    toolset: self.name().to_owned(),
+                    source: self.name().to_owned(),
+                    tool: tool.clone(),
+                    enabled: true,
+                    disabled_reason: None,
+                    requires_approval: true,
+                };
+                if let Some(denied) = ask(approver, &registered, &arguments).await {
+                    return Ok(denied);
+                }
             }
-        }
-        self.run_call(name, arguments).await
+            self.run_call(name, arguments).await
+        })
+        .await
     }
 }
 

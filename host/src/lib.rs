@@ -45,6 +45,7 @@ mod registry;
 mod runtime;
 mod sandbox;
 mod secrets;
+mod telemetry;
 mod validate;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};

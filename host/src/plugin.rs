@@ -232,6 +232,11 @@ impl PluginBuilder {
             }
             (None, Source::Bytes(_)) => "plugin".to_owned(),
         };
+        crate::telemetry::traced_load(&name.clone(), self.build_named(name)).await
+    }
+
+    /// [`build`](Self::build), the plugin's name settled.
+    async fn build_named(self, name: String) -> Result<Plugin, Error> {
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let (source, cache, loading) = (self.source.clone(), self.cache.clone(), name.clone());
@@ -667,8 +672,11 @@ impl Plugin {
     /// went the other way) stops the guest at once: its instance is
     /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
-        let arguments = self.checked_arguments(name, arguments).await?;
-        self.run_call(name, arguments).await
+        crate::telemetry::traced_call(&self.inner.name, name, async {
+            let arguments = self.checked_arguments(name, arguments).await?;
+            self.run_call(name, arguments).await
+        })
+        .await
     }
 
     /// Call a tool with arguments that are *not* checked against its
@@ -679,8 +687,11 @@ impl Plugin {
     /// `toolhost check` does): a plugin must answer arguments it cannot use
     /// with a tool error, not a crash, since not every host validates them.
     pub async fn call_tool_unvalidated(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
-        self.index_of(name)?;
-        self.run_call(name, arguments).await
+        crate::telemetry::traced_call(&self.inner.name, name, async {
+            self.index_of(name)?;
+            self.run_call(name, arguments).await
+        })
+        .await
     }
 
     /// Encode the request, run `call`, check and scrub the result. The

@@ -359,20 +359,24 @@ impl Registry {
         arguments: Value,
         approver: &dyn Approver,
     ) -> Result<CallToolResult, Error> {
-        let found = self.find(name).filter(|(_, tool)| tool.enabled);
-        let Some((loaded, tool)) = found else {
-            return Err(Error::NoSuchTool {
-                tool: name.to_owned(),
-                available: self.tools().into_iter().map(|t| t.name).collect(),
-            });
-        };
-        let arguments = loaded.plugin.checked_arguments(&tool.tool.name, arguments).await?;
-        if tool.requires_approval
-            && let Some(denied) = crate::approval::ask(approver, &tool, &arguments).await
-        {
-            return Ok(denied);
-        }
-        loaded.plugin.run_call(&tool.tool.name, arguments).await
+        let toolset = name.split_once(NAMESPACE_SEPARATOR).map_or("", |(toolset, _)| toolset);
+        crate::telemetry::traced_call(toolset, name, async {
+            let found = self.find(name).filter(|(_, tool)| tool.enabled);
+            let Some((loaded, tool)) = found else {
+                return Err(Error::NoSuchTool {
+                    tool: name.to_owned(),
+                    available: self.tools().into_iter().map(|t| t.name).collect(),
+                });
+            };
+            let arguments = loaded.plugin.checked_arguments(&tool.tool.name, arguments).await?;
+            if tool.requires_approval
+                && let Some(denied) = crate::approval::ask(approver, &tool, &arguments).await
+            {
+                return Ok(denied);
+            }
+            loaded.plugin.run_call(&tool.tool.name, arguments).await
+        })
+        .await
     }
 }
 

@@ -37,5 +37,6 @@ mod sandbox;
 mod scaffold;
 mod secrets;
 mod serve;
+mod telemetry;
 mod toolsets;
 mod validation;
