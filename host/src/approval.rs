@@ -1,6 +1,6 @@
 //! Approval: a person (or a policy engine) decides whether a tool may run.
 //!
-//! Which tools need approval is configuration ([`ToolApprovals`], a
+//! Which tools need approval is configuration ([`ToolApprovals`](crate::ToolApprovals), a
 //! toolset's `requiresApproval`); who decides is the embedding program's
 //! [`Approver`]. Approval is asked after the arguments are validated, so no
 //! one is asked about a call that would be refused anyway, and a denial is
@@ -9,10 +9,8 @@
 use serde_json::Value;
 use toolhost_protocol::{CallToolResult, JsonObject, ToolAnnotations};
 
-use crate::error::Error;
-use crate::filter::ToolApprovals;
-use crate::plugin::Plugin;
-use crate::registry::RegisteredTool;
+use crate::secrets::BoxFuture;
+use crate::tool::RegisteredTool;
 
 /// What an approval hook sees.
 #[derive(Debug)]
@@ -40,8 +38,6 @@ pub enum Approval {
     Denied(String),
 }
 
-use crate::secrets::BoxFuture;
-
 /// Asks someone (a person, a policy engine) whether a tool that requires
 /// approval may run. Supplied by the embedding runtime.
 pub trait Approver: Send + Sync {
@@ -67,42 +63,6 @@ impl Approver for DenyAll {
     fn approve<'a>(&'a self, _request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
         let reason = self.0.clone();
         Box::pin(async move { Approval::Denied(reason) })
-    }
-}
-
-impl Plugin {
-    /// Call a tool as [`call_tool`](Self::call_tool) does, asking
-    /// `approver` first when `rules` require approval for it (e.g.
-    /// [`ToolApprovals::from_annotations`] for tools that do not say they
-    /// are harmless). A denial is an `isError` result naming the reason;
-    /// the plugin does not run.
-    pub async fn call_tool_approved(
-        &self,
-        name: &str,
-        arguments: Value,
-        rules: &ToolApprovals,
-        approver: &dyn Approver,
-    ) -> Result<CallToolResult, Error> {
-        crate::telemetry::traced_call(self.name(), name, async {
-            let arguments = self.checked_arguments(name, arguments).await?;
-            let tool = self.tools().iter().find(|t| t.name == name);
-            if let Some(tool) = tool.filter(|tool| rules.requires_approval(tool)) {
-                let registered = RegisteredTool {
-                    name: tool.name.clone(),
-                    toolset: self.name().to_owned(),
-                    source: self.name().to_owned(),
-                    tool: tool.clone(),
-                    enabled: true,
-                    disabled_reason: None,
-                    requires_approval: true,
-                };
-                if let Some(denied) = ask(approver, &registered, &arguments).await {
-                    return Ok(denied);
-                }
-            }
-            self.run_call(name, arguments).await
-        })
-        .await
     }
 }
 

@@ -25,15 +25,9 @@ use serde_json::Value;
 
 use crate::filter::{ToolApprovals, ToolFilter};
 use crate::sandbox::Policy;
-use crate::secrets::{SecretError, SecretProvider, SensitiveValues};
+use crate::secrets::{SecretError, SecretOutput, SecretProvider, SensitiveValues};
+pub use crate::tool::NAMESPACE_SEPARATOR;
 use crate::validate::{self, ValidationOptions};
-
-/// The separator between a toolset id and a tool name in namespaced names:
-/// `calc__add`. Double underscore, because it is accepted everywhere tool
-/// names go: MCP (`[A-Za-z0-9_.-]`), OpenAI function calling
-/// (`^[a-zA-Z0-9_-]{1,64}$`, no `.`) and Anthropic tool use; `.`, `/` and `:`
-/// are refused by some of them. Toolset ids may not contain it.
-pub const NAMESPACE_SEPARATOR: &str = "__";
 
 /// A toolsets document, read and checked.
 #[derive(Debug, Clone)]
@@ -116,19 +110,6 @@ pub struct ToolOverride {
     pub enabled: Option<bool>,
     /// Overrides `toolsetDefaults.requiresApproval`.
     pub requires_approval: Option<bool>,
-}
-
-/// What the host does when a plugin's result contains the value of a secret
-/// it was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum SecretOutput {
-    /// Replace the value with `[redacted secret NAME]` and log that it did.
-    #[default]
-    Redact,
-    /// Refuse the whole result as invalid output.
-    Refuse,
 }
 
 /// A configuration that cannot be used: every problem, with the file and the

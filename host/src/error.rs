@@ -41,7 +41,7 @@ pub enum Error {
         plugin: String,
         /// What is wrong.
         #[source]
-        source: crate::sandbox::PolicyError,
+        source: PolicyError,
     },
 
     /// The plugin could not be compiled or instantiated, or does not have the
@@ -66,7 +66,7 @@ pub enum Error {
         /// The plugin's name.
         plugin: String,
         /// Every problem found.
-        problems: Vec<crate::validate::LoadProblem>,
+        problems: Vec<LoadProblem>,
     },
 
     /// The plugin does not describe a tool of that name; the call was refused
@@ -145,9 +145,45 @@ pub enum Error {
         problem: OutputProblem,
     },
 
+    /// The tool declares `requirements.user_id`, and the call's
+    /// [`CallContext`](crate::CallContext) names no user; the call was
+    /// refused before the plugin ran.
+    #[error("tool `{tool}` of plugin `{plugin}` acts for a user and needs a user id, which the call does not give")]
+    #[non_exhaustive]
+    MissingUserId {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool.
+        tool: String,
+    },
+
+    /// The call was cancelled by its caller (its
+    /// [`CallContext`](crate::CallContext)'s token) or by the runtime
+    /// shutting down: the guest was stopped where it was and its instance
+    /// discarded.
+    #[error("the call to tool `{tool}` of plugin `{plugin}` was cancelled: {reason}")]
+    #[non_exhaustive]
+    Cancelled {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool.
+        tool: String,
+        /// Who cancelled it.
+        reason: String,
+    },
+
+    /// The plugin's [`Runtime`](crate::Runtime) has shut down: nothing more
+    /// is loaded or called on it.
+    #[error("the runtime has shut down; plugin `{plugin}` runs no more calls")]
+    #[non_exhaustive]
+    ShutDown {
+        /// The plugin's name.
+        plugin: String,
+    },
+
     /// A registry conflict: a duplicate toolset id or tool name collision.
     #[error(transparent)]
-    Registry(#[from] crate::registry::RegistryError),
+    Registry(#[from] RegistryError),
 
     /// The host itself failed (a worker thread died, for example). Not the
     /// plugin's fault and not the caller's.
@@ -218,13 +254,29 @@ impl Error {
                 }
             }
             Error::Host(message) => visit(message),
-            Error::Read { .. } | Error::Policy { .. } | Error::MissingSecret { .. } | Error::Registry(_) => {}
+            Error::Cancelled { tool, .. } | Error::MissingUserId { tool, .. } => visit(tool),
+            Error::Read { .. }
+            | Error::Policy { .. }
+            | Error::MissingSecret { .. }
+            | Error::ShutDown { .. }
+            | Error::Registry(_) => {}
         }
     }
 
     /// The plugin's `describe` output has problems (every one is listed).
     pub fn is_invalid_plugin(&self) -> bool {
         matches!(self, Error::InvalidPlugin { .. })
+    }
+
+    /// The call was cancelled (by its caller, or by the runtime shutting
+    /// down).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
+    }
+
+    /// The runtime has shut down.
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, Error::ShutDown { .. })
     }
 
     /// The tool name was not one the plugin describes.
@@ -256,7 +308,10 @@ impl Error {
     /// host's configuration to fix: unknown tool, invalid arguments, missing
     /// secret.
     pub fn is_caller_error(&self) -> bool {
-        self.is_unknown_tool() || self.is_invalid_arguments() || self.is_missing_secret()
+        self.is_unknown_tool()
+            || self.is_invalid_arguments()
+            || self.is_missing_secret()
+            || matches!(self, Error::MissingUserId { .. })
     }
 
     /// The plugin is at fault: it failed to load, failed while running, or
@@ -498,5 +553,85 @@ fn list_or_none(names: &[String]) -> String {
         "(none)".to_owned()
     } else {
         names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// A policy value that cannot be honoured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A directory grant.
+    #[error("invalid path grant `{grant}`: {reason}")]
+    Path {
+        /// The grant as written.
+        grant: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A host pattern.
+    #[error("invalid host pattern `{pattern}`: {reason}")]
+    Host {
+        /// The pattern as written.
+        pattern: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A duration like `500ms`.
+    #[error("invalid duration `{0}`: expected a number with a unit, like 500ms, 10s or 2m")]
+    Duration(String),
+    /// A size like `64MiB`.
+    #[error("invalid size `{0}`: expected a number with an optional unit, like 65536, 64KiB, 16MB or 1GiB")]
+    Size(String),
+    /// A limit that makes no sense.
+    #[error("invalid limit: {0}")]
+    Limit(String),
+}
+
+/// Errors of the registry itself (not of a plugin).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools would have the same namespaced name.
+    #[error("tool name collision: `{name}` comes from both {first} and {second}")]
+    Collision {
+        /// The namespaced name.
+        name: String,
+        /// One source.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A toolset of that id is already loaded.
+    #[error("a toolset with id `{0}` is already loaded")]
+    Duplicate(String),
+    /// A toolset id that cannot namespace tool names.
+    #[error(
+        "invalid toolset id `{0}`: use letters, digits, `-` and single `_` (`__` separates the id from tool names)"
+    )]
+    InvalidId(String),
+}
+
+/// One problem in a plugin's `describe` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadProblem {
+    /// The tool it concerns (its name, or `#N` when the name is unusable);
+    /// `None` for the document as a whole.
+    pub tool: Option<String>,
+    /// JSON pointer of the offending value in the `describe` output.
+    pub pointer: String,
+    /// The rule or schema keyword that failed.
+    pub rule: String,
+    /// A readable explanation.
+    pub message: String,
+}
+
+impl fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(tool) = &self.tool {
+            write!(f, "tool `{tool}`: ")?;
+        }
+        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        write!(f, "at {pointer}: {} ({})", self.message, self.rule)
     }
 }

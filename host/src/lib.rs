@@ -36,8 +36,10 @@
 
 mod approval;
 mod config;
+mod context;
 mod error;
 mod filter;
+mod host_fn;
 mod model;
 mod plugin;
 mod pool;
@@ -46,25 +48,33 @@ mod runtime;
 mod sandbox;
 mod secrets;
 mod telemetry;
+mod tool;
 mod validate;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use config::{
-    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, SecretOutput, ToolOverride, ToolSettings,
-    ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
+    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, ToolOverride, ToolSettings, ToolsetConfig,
+    ToolsetsFile, load_toolsets, parse_toolsets,
 };
-pub use error::{BoxError, Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
+pub use context::{CallContext, GuestLog, LogLevel, USER_ID_META_KEY};
+pub use error::{
+    BoxError, Error, Fault, FaultKind, LoadProblem, MissingSecretReason, Operation, OutputProblem, PolicyError,
+    RegistryError, Violation,
+};
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
+pub use host_fn::{HostCall, HostFunction};
 pub use model::{AnthropicTool, ModelTool, OpenAiTool};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
-pub use registry::{LoadReport, RegisteredTool, Registry, RegistryError, ToolsSnapshot, ToolsetFailure};
-pub use runtime::PluginKind;
+pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
-pub use sandbox::{Access, Limits, PathGrant, Policy, PolicyError, check_host_pattern, parse_duration, parse_size};
+pub use runtime::{PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
+pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, parse_duration, parse_size};
 pub use secrets::{
-    BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretProvider,
-    SecretRequirement, SensitiveValues,
+    BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
+    SecretProvider, SecretRequirement, SensitiveValues,
 };
+pub use telemetry::{CallObserver, CallRecord};
+pub use tool::RegisteredTool;
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};
-pub use validate::{LoadProblem, ValidationOptions};
+pub use validate::ValidationOptions;

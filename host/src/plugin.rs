@@ -8,16 +8,26 @@ use std::time::Duration;
 use serde_json::Value;
 use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
-use crate::config::SecretOutput;
-use crate::error::{Error, Fault, FaultKind, MissingSecretReason, Operation, OutputProblem, Violation};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{self, Approver};
+use crate::context::{CallContext, USER_ID_META_KEY};
+use crate::error::{Error, Fault, FaultKind, LoadProblem, MissingSecretReason, Operation, OutputProblem, Violation};
+use crate::filter::ToolApprovals;
+use crate::host_fn::HostFunction;
 use crate::pool::{Place, Pool};
 use crate::runtime::cache::{CompileInfo, Compiled, ModuleCache};
 use crate::runtime::component::ComponentModule;
-use crate::runtime::extism::{ExtismModule, HostEnv, NotAPlugin};
-use crate::runtime::{self, CallOutput, EngineKind, Instance, Module, Payload, PluginKind, RunError, ToolSecrets};
+use crate::runtime::extism::{ExtismModule, NotAPlugin};
+use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
+use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
+use crate::runtime::outcome::{CallOutput, RunError};
+use crate::runtime::{EngineKind, Runtime};
 use crate::sandbox::{Limits, PathGrant, Policy};
-use crate::secrets::{NoSecrets, Redacted, Redactor, SecretProvider, SensitiveValues};
-use crate::validate::{self, CheckedTool, LoadProblem, ValidationOptions};
+use crate::secrets::{NoSecrets, Redacted, Redactor, SecretOutput, SecretProvider, SensitiveValues};
+use crate::telemetry::{CallTrace, Meter};
+use crate::tool::RegisteredTool;
+use crate::validate::{self, CheckedTool, ValidationOptions};
 
 /// Where a plugin's Wasm comes from.
 #[derive(Debug, Clone)]
@@ -41,6 +51,7 @@ enum Source {
 /// ```
 #[derive(Clone)]
 pub struct PluginBuilder {
+    runtime: Runtime,
     source: Source,
     name: Option<String>,
     policy: Policy,
@@ -50,7 +61,8 @@ pub struct PluginBuilder {
     sensitive: SensitiveValues,
     secret_output: SecretOutput,
     pool_size: usize,
-    cache: ModuleCache,
+    cache: Option<ModuleCache>,
+    host_functions: Vec<HostFunction>,
 }
 
 impl std::fmt::Debug for PluginBuilder {
@@ -66,23 +78,35 @@ impl std::fmt::Debug for PluginBuilder {
             .field("secret_output", &self.secret_output)
             .field("pool_size", &self.pool_size)
             .field("cache", &self.cache)
+            .field("host_functions", &self.host_functions)
             .finish_non_exhaustive()
     }
 }
 
 impl PluginBuilder {
-    fn new(source: Source) -> Self {
+    pub(crate) fn from_file(runtime: Runtime, path: &Path) -> Self {
+        Self::new(runtime, Source::File(path.to_path_buf()))
+    }
+
+    pub(crate) fn from_bytes(runtime: Runtime, wasm: Arc<[u8]>) -> Self {
+        Self::new(runtime, Source::Bytes(wasm))
+    }
+
+    fn new(runtime: Runtime, source: Source) -> Self {
+        let policy = Policy::default().with_limits(runtime.default_limits().clone());
         PluginBuilder {
+            runtime,
             source,
             name: None,
-            policy: Policy::default(),
+            policy,
             validation: ValidationOptions::default(),
             secrets: Arc::new(NoSecrets),
             granted: BTreeSet::new(),
             sensitive: SensitiveValues::new(),
             secret_output: SecretOutput::default(),
             pool_size: default_pool_size(),
-            cache: ModuleCache::from_env(),
+            cache: None,
+            host_functions: Vec::new(),
         }
     }
 
@@ -211,9 +235,20 @@ impl PluginBuilder {
     }
 
     /// Where compiled modules are cached between processes. Defaults to
-    /// [`ModuleCache::from_env`].
+    /// the runtime's cache ([`Runtime::module_cache`]; none for
+    /// [`Runtime::shared`]).
     pub fn with_module_cache(mut self, cache: ModuleCache) -> Self {
-        self.cache = cache;
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Supply a host function the plugin may import from
+    /// `extism:host/user` ([`HostFunction`]). A plugin that imports one the
+    /// host does not supply, or with another type, is refused at load.
+    /// (Extism plugins only: a component's imports are its WIT world's.)
+    pub fn with_host_function(mut self, function: HostFunction) -> Self {
+        self.host_functions.retain(|f| f.name() != function.name());
+        self.host_functions.push(function);
         self
     }
 
@@ -237,20 +272,30 @@ impl PluginBuilder {
 
     /// [`build`](Self::build), the plugin's name settled.
     async fn build_named(self, name: String) -> Result<Plugin, Error> {
+        self.runtime.check_open(&name)?;
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
-        let (source, cache, loading) = (self.source.clone(), self.cache.clone(), name.clone());
-        let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, kind))
+        let engines =
+            self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
+        let engine = engines.engine.clone();
+        let cache = self.cache.clone().unwrap_or_else(|| self.runtime.module_cache().clone());
+        let (source, loading) = (self.source.clone(), name.clone());
+        let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, &engine))
             .await
             .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let module = Arc::new(match module {
             Compiled::Module(module) => {
-                Module::Extism(ExtismModule::new(kind, module).map_err(|NotAPlugin(message)| load_error(message))?)
+                let linker = engines.extism_linker().map_err(|e| Error::Host(e.to_string()))?;
+                Module::Extism(
+                    ExtismModule::new(linker, module, &self.host_functions)
+                        .map_err(|NotAPlugin(message)| load_error(message))?,
+                )
             }
             Compiled::Component(component) => {
-                Module::Component(ComponentModule::new(kind, component).map_err(load_error)?)
+                let linker = engines.component_linker().map_err(|e| Error::Host(e.to_string()))?;
+                Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
             }
         });
 
@@ -262,6 +307,7 @@ impl PluginBuilder {
             allowed_hosts: self.policy.allowed_hosts.clone(),
             allowed_paths: self.policy.allowed_paths.clone(),
             limits: self.policy.limits.clone(),
+            ticker: self.runtime.ticker().clone(),
         });
         // `describe` runs with no secret in reach, but the config may hold
         // secret values: what it says is redacted like any output.
@@ -351,6 +397,7 @@ impl PluginBuilder {
 
         let pool_size = self.pool_size.max(1);
         let inner = Inner {
+            runtime: self.runtime,
             name,
             module,
             redactor: Arc::clone(&env.redactor),
@@ -469,7 +516,7 @@ fn compile(
     name: &str,
     source: &Source,
     cache: &ModuleCache,
-    kind: EngineKind,
+    engine: &wasmtime::Engine,
 ) -> Result<(Compiled, CompileInfo), Error> {
     let read;
     let wasm: &[u8] = match source {
@@ -479,7 +526,6 @@ fn compile(
         }
         Source::Bytes(bytes) => bytes,
     };
-    let engine = runtime::engine(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
     let flavour = PluginKind::of(wasm);
     cache.load_or_compile(engine, wasm, flavour).map_err(|e| Error::Load {
         plugin: name.to_owned(),
@@ -501,6 +547,8 @@ pub struct Plugin {
 }
 
 struct Inner {
+    /// The runtime the plugin runs on.
+    runtime: Runtime,
     name: String,
     /// The compiled plugin every instance is made from.
     module: Arc<Module>,
@@ -539,14 +587,21 @@ impl Plugin {
         Self::builder_from_file(path).build().await
     }
 
-    /// Configure a plugin loaded from a `.wasm` file.
+    /// Configure a plugin loaded from a `.wasm` file, on the
+    /// [shared runtime](Runtime::shared).
     pub fn builder_from_file(path: impl AsRef<Path>) -> PluginBuilder {
-        PluginBuilder::new(Source::File(path.as_ref().to_path_buf()))
+        Runtime::shared().plugin_from_file(path)
     }
 
-    /// Configure a plugin loaded from Wasm bytes.
+    /// Configure a plugin loaded from Wasm bytes, on the
+    /// [shared runtime](Runtime::shared).
     pub fn builder_from_bytes(wasm: impl Into<Arc<[u8]>>) -> PluginBuilder {
-        PluginBuilder::new(Source::Bytes(wasm.into()))
+        Runtime::shared().plugin_from_bytes(wasm)
+    }
+
+    /// The runtime the plugin runs on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
     }
 
     /// The plugin's name, as used in errors.
@@ -575,21 +630,23 @@ impl Plugin {
     /// still describes itself the same way (and for measuring `describe`).
     pub async fn describe_again(&self) -> Result<ListToolsResult, Error> {
         let inner = &self.inner;
-        let outcome = match inner.run(Job::Describe).await.map_err(|e| run_error(&inner.name, Operation::Describe, e)) {
-            Ok(Ran::Describe(mut raw)) => match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes)
-            {
-                Ok(_) => check_described_off_executor(&inner.name, raw, &inner.validation)
-                    .await
-                    .map(|(described, _)| described),
-                Err(found) => Err(Error::InvalidOutput {
-                    plugin: inner.name.clone(),
-                    operation: Operation::Describe,
-                    problem: OutputProblem::SecretLeak { secrets: found },
-                }),
-            },
-            Ok(Ran::Call(_)) => Err(Error::Host("`call` ran instead of `describe`".to_owned())),
-            Err(error) => Err(error),
-        };
+        let outcome =
+            match inner.run(Job::Describe, None).await.map_err(|e| run_error(&inner.name, Operation::Describe, e)) {
+                Ok(Ran::Describe(mut raw)) => {
+                    match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes) {
+                        Ok(_) => check_described_off_executor(&inner.name, raw, &inner.validation)
+                            .await
+                            .map(|(described, _)| described),
+                        Err(found) => Err(Error::InvalidOutput {
+                            plugin: inner.name.clone(),
+                            operation: Operation::Describe,
+                            problem: OutputProblem::SecretLeak { secrets: found },
+                        }),
+                    }
+                }
+                Ok(Ran::Call(_)) => Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+                Err(error) => Err(error),
+            };
         outcome.map_err(|error| inner.scrub(error))
     }
 
@@ -672,11 +729,19 @@ impl Plugin {
     /// went the other way) stops the guest at once: its instance is
     /// discarded.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult, Error> {
-        crate::telemetry::traced_call(&self.inner.name, name, async {
-            let arguments = self.checked_arguments(name, arguments).await?;
-            self.run_call(name, arguments).await
-        })
-        .await
+        self.call(name, Arguments::Check(arguments), Asking::Nobody, &CallContext::default()).await
+    }
+
+    /// Call a tool as [`call_tool`](Self::call_tool) does, in a context:
+    /// the caller's deadline, cancellation token, call id, user id, `_meta`
+    /// and log sink ([`CallContext`]).
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
+        self.call(name, Arguments::Check(arguments), Asking::Nobody, context).await
     }
 
     /// Call a tool with arguments that are *not* checked against its
@@ -687,19 +752,80 @@ impl Plugin {
     /// `toolhost check` does): a plugin must answer arguments it cannot use
     /// with a tool error, not a crash, since not every host validates them.
     pub async fn call_tool_unvalidated(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
-        crate::telemetry::traced_call(&self.inner.name, name, async {
-            self.index_of(name)?;
-            self.run_call(name, arguments).await
+        self.call(name, Arguments::Unchecked(arguments), Asking::Nobody, &CallContext::default()).await
+    }
+
+    /// Every call: counted by the runtime (refused once it is shutting
+    /// down), in a `toolhost.call` span (named by `label`, the tool's name
+    /// by default) and reported to the runtime's observer; its arguments
+    /// checked, approval asked, the guest run; stopped when the caller or
+    /// the runtime cancels it.
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        arguments: Arguments,
+        asking: Asking<'_>,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
+        self.call_labelled((&self.inner.name, name), name, arguments, asking, context).await
+    }
+
+    /// [`call`](Self::call), the span naming the call `label` (toolset and
+    /// namespaced name, for a registry).
+    pub(crate) async fn call_labelled(
+        &self,
+        label: (&str, &str),
+        name: &str,
+        arguments: Arguments,
+        asking: Asking<'_>,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
+        let inner = &self.inner;
+        let meter = Meter::default();
+        let trace = CallTrace {
+            plugin: label.0,
+            tool: label.1,
+            call_id: context.call_id(),
+            observer: inner.runtime.observer().map(|o| &**o),
+            meter: &meter,
+        };
+        crate::telemetry::traced_call(&trace, async {
+            let _counted = inner.runtime.enter(&inner.name)?;
+            let work = async {
+                let arguments = match arguments {
+                    Arguments::Check(arguments) => self.checked_arguments(name, arguments).await?,
+                    Arguments::Unchecked(arguments) => {
+                        self.index_of(name)?;
+                        arguments
+                    }
+                };
+                if let Some(denied) = asking.ask(self, name, &arguments).await {
+                    return Ok(denied);
+                }
+                self.run_call(name, arguments, context, &meter).await
+            };
+            cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name).await
         })
         .await
     }
 
     /// Encode the request, run `call`, check and scrub the result. The
     /// arguments are not checked here: callers have done so, or mean not to.
-    pub(crate) async fn run_call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult, Error> {
+    async fn run_call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        context: &CallContext,
+        meter: &Meter,
+    ) -> Result<CallToolResult, Error> {
         let index = self.index_of(name)?;
-        let request = self.prepare_call(name, arguments)?;
-        let outcome = match self.inner.call_unchecked(name, &request, &self.inner.tool_secrets[index]).await {
+        let request = self.prepare_call(index, name, arguments, context)?;
+        let run = RunOptions {
+            secrets: ToolSecrets::clone(&self.inner.tool_secrets[index]),
+            deadline: context.deadline(),
+            log: context.log_sink().cloned(),
+        };
+        let outcome = match self.inner.call_unchecked(name, &request, &run, meter).await {
             Ok(output) => self.checked_output(name, output).await,
             Err(error) => Err(error),
         };
@@ -798,8 +924,16 @@ impl Plugin {
         })
     }
 
-    /// Check the tool's secrets and the request's size, and encode it.
-    fn prepare_call(&self, name: &str, arguments: JsonObject) -> Result<Payload, Error> {
+    /// Check the tool's secrets, its user id and the request's size, and
+    /// encode it: with the caller's `_meta` (toolhost's own keys dropped),
+    /// and the user id for a tool that declares it needs one.
+    fn prepare_call(
+        &self,
+        index: usize,
+        name: &str,
+        arguments: JsonObject,
+        context: &CallContext,
+    ) -> Result<Payload, Error> {
         if let Some((secret, reason)) = self.missing_secret_reasons(name).first() {
             return Err(Error::MissingSecret {
                 plugin: self.inner.name.clone(),
@@ -808,6 +942,19 @@ impl Plugin {
                 reason: *reason,
             });
         }
+        let user_id = if self.inner.checked[index].requirements.user_id {
+            let Some(user) = context.user_id() else {
+                return Err(Error::MissingUserId { plugin: self.inner.name.clone(), tool: name.to_owned() });
+            };
+            Some(user)
+        } else {
+            None
+        };
+        let mut meta = context.meta().cloned().unwrap_or_default();
+        meta.retain(|key, _| !key.starts_with("toolhost/"));
+        if let Some(user) = user_id {
+            meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
+        }
         let invalid = |violations| self.inner.invalid_arguments(name, violations);
         let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
         let payload = match self.inner.module.kind() {
@@ -815,7 +962,11 @@ impl Plugin {
                 name: name.to_owned(),
                 arguments: serde_json::to_string(&arguments).map_err(encoding)?,
             },
-            _ => Payload::Extism(serde_json::to_vec(&CallToolRequest::new(name, Some(arguments))).map_err(encoding)?),
+            _ => {
+                let mut request = CallToolRequest::new(name, Some(arguments));
+                request.params.meta = (!meta.is_empty()).then_some(meta);
+                Payload::Extism(serde_json::to_vec(&request).map_err(encoding)?)
+            }
         };
         if payload.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {
@@ -829,6 +980,91 @@ impl Plugin {
             }]));
         }
         Ok(payload)
+    }
+}
+
+impl Plugin {
+    /// Call a tool as [`call_tool`](Self::call_tool) does, asking
+    /// `approver` first when `rules` require approval for it (e.g.
+    /// [`ToolApprovals::from_annotations`] for tools that do not say they
+    /// are harmless). A denial is an `isError` result naming the reason;
+    /// the plugin does not run.
+    pub async fn call_tool_approved(
+        &self,
+        name: &str,
+        arguments: Value,
+        rules: &ToolApprovals,
+        approver: &dyn Approver,
+    ) -> Result<CallToolResult, Error> {
+        self.call(name, Arguments::Check(arguments), Asking::Rules(rules, approver), &CallContext::default()).await
+    }
+}
+
+/// A call's arguments, as the caller hands them over.
+pub(crate) enum Arguments {
+    /// To be checked against the tool's `inputSchema`.
+    Check(Value),
+    /// Not to be checked.
+    Unchecked(JsonObject),
+}
+
+/// Whom a call asks for approval, once its arguments are checked.
+pub(crate) enum Asking<'a> {
+    /// Nobody.
+    Nobody,
+    /// `approver`, when the rules require approval for the tool.
+    Rules(&'a ToolApprovals, &'a dyn Approver),
+    /// `approver`, about this registry tool (which requires approval).
+    Registered(&'a RegisteredTool, &'a dyn Approver),
+}
+
+impl Asking<'_> {
+    /// `None` to go on, or the `isError` result of a denial.
+    async fn ask(&self, plugin: &Plugin, name: &str, arguments: &JsonObject) -> Option<CallToolResult> {
+        match self {
+            Asking::Nobody => None,
+            Asking::Registered(tool, approver) => approval::ask(*approver, tool, arguments).await,
+            Asking::Rules(rules, approver) => {
+                let tool = plugin.tool(name).filter(|tool| rules.requires_approval(tool))?;
+                let registered = RegisteredTool {
+                    name: tool.name.clone(),
+                    toolset: plugin.name().to_owned(),
+                    source: plugin.name().to_owned(),
+                    tool: tool.clone(),
+                    enabled: true,
+                    disabled_reason: None,
+                    requires_approval: true,
+                };
+                approval::ask(*approver, &registered, arguments).await
+            }
+        }
+    }
+}
+
+/// Run `work` unless the caller's token or the runtime's is cancelled
+/// first: then it is dropped (its guest stopped where it is, its instance
+/// discarded) and the call is [`Error::Cancelled`]. Checked only while the
+/// call waits: a call that finishes in one poll never looks at a token.
+async fn cancellable(
+    work: impl Future<Output = Result<CallToolResult, Error>>,
+    caller: Option<&CancellationToken>,
+    runtime: &CancellationToken,
+    plugin: &str,
+    tool: &str,
+) -> Result<CallToolResult, Error> {
+    let cancelled =
+        |reason: &str| Error::Cancelled { plugin: plugin.to_owned(), tool: tool.to_owned(), reason: reason.to_owned() };
+    let by_caller = async {
+        match caller {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        outcome = work => outcome,
+        () = by_caller => Err(cancelled("its caller cancelled it")),
+        () = runtime.cancelled() => Err(cancelled("the runtime shut down")),
     }
 }
 
@@ -892,10 +1128,16 @@ impl Inner {
 
     /// Run `call` with the tool's secrets in reach: its output, not yet
     /// checked.
-    async fn call_unchecked(&self, tool: &str, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, Error> {
+    async fn call_unchecked(
+        &self,
+        tool: &str,
+        payload: &Payload,
+        run: &RunOptions,
+        meter: &Meter,
+    ) -> Result<CallOutput, Error> {
         tracing::debug!(plugin = %self.name, tool, "call started");
         let mut running = Running { plugin: &self.name, tool, finished: false };
-        let output = self.run(Job::Call(payload, secrets)).await;
+        let output = self.run(Job::Call(payload, run), Some(meter)).await;
         running.finished = true;
         let output = output.map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {
@@ -959,14 +1201,17 @@ impl Inner {
     /// only if the run succeeded (a result the host then refuses is the
     /// plugin's fault, not its instance's). If this future is dropped
     /// mid-run, the instance goes with it.
-    async fn run(&self, job: Job<'_>) -> Result<Ran, RunError> {
+    async fn run(&self, job: Job<'_>, meter: Option<&Meter>) -> Result<Ran, RunError> {
         let (place, mut instance) = self.checkout().await.map_err(|fault| {
             RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
         })?;
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
-            Job::Call(payload, secrets) => instance.call(payload, secrets).await.map(Ran::Call),
+            Job::Call(payload, run) => instance.call(payload, run).await.map(Ran::Call),
         };
+        if let Some(meter) = meter {
+            meter.record(instance.usage());
+        }
         match output {
             Ok(value) => {
                 self.pool.give_back(place, instance);
@@ -1034,8 +1279,8 @@ impl Drop for Running<'_> {
 /// What a pooled instance is asked to run.
 enum Job<'a> {
     Describe,
-    /// A call, with the secrets its tool may read.
-    Call(&'a Payload, &'a ToolSecrets),
+    /// A call, with the secrets its tool may read, its deadline and log sink.
+    Call(&'a Payload, &'a RunOptions),
 }
 
 /// What it returned.

@@ -12,62 +12,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
-use toolhost_protocol::{CallToolResult, Tool};
+use toolhost_protocol::CallToolResult;
 
 use crate::approval::Approver;
 use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
-use crate::error::Error;
-use crate::plugin::Plugin;
+use crate::context::CallContext;
+use crate::error::{Error, RegistryError};
+use crate::plugin::{Arguments, Asking, Plugin};
+use crate::runtime::Runtime;
 use crate::secrets::SecretProvider;
-
-/// A tool as the registry presents it.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct RegisteredTool {
-    /// `<toolset>__<tool>`: the name callers use.
-    pub name: String,
-    /// The toolset's id.
-    pub toolset: String,
-    /// Where the toolset came from (`file.yaml#/toolsets/0`, or the plugin path).
-    pub source: String,
-    /// The tool as its plugin describes it (its own name).
-    pub tool: Tool,
-    /// Available to callers (enabled and not filtered out).
-    pub enabled: bool,
-    /// Why it is not available, when it is not.
-    pub disabled_reason: Option<String>,
-    /// A person must approve each call.
-    pub requires_approval: bool,
-}
-
-impl RegisteredTool {
-    /// A tool of the toolset `toolset`, available and needing no approval:
-    /// named `<toolset>__<tool>`, from source `toolset`. (For approvers and
-    /// tests outside a registry; a registry makes its own.)
-    pub fn new(toolset: &str, tool: Tool) -> Self {
-        RegisteredTool {
-            name: format!("{toolset}{NAMESPACE_SEPARATOR}{}", tool.name),
-            toolset: toolset.to_owned(),
-            source: toolset.to_owned(),
-            tool,
-            enabled: true,
-            disabled_reason: None,
-            requires_approval: false,
-        }
-    }
-
-    /// The tool as callers see it: its namespaced name, everything else as
-    /// the plugin describes it.
-    pub fn exposed(&self) -> Tool {
-        Tool { name: self.name.clone(), ..self.tool.clone() }
-    }
-
-    /// The tool as a model sees it, under its namespaced name (borrowed:
-    /// nothing is cloned).
-    pub fn for_model(&self) -> crate::model::ModelTool<'_> {
-        crate::model::ModelTool::named(&self.name, &self.tool)
-    }
-}
+use crate::tool::RegisteredTool;
 
 /// The toolsets of a [`Registry`] at one moment ([`Registry::snapshot`]):
 /// its tools can be listed, borrowed, as often as needed while the registry
@@ -142,34 +96,12 @@ fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
     }
 }
 
-/// Errors of the registry itself (not of a plugin).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegistryError {
-    /// Two tools would have the same namespaced name.
-    #[error("tool name collision: `{name}` comes from both {first} and {second}")]
-    Collision {
-        /// The namespaced name.
-        name: String,
-        /// One source.
-        first: String,
-        /// The other.
-        second: String,
-    },
-    /// A toolset of that id is already loaded.
-    #[error("a toolset with id `{0}` is already loaded")]
-    Duplicate(String),
-    /// A toolset id that cannot namespace tool names.
-    #[error(
-        "invalid toolset id `{0}`: use letters, digits, `-` and single `_` (`__` separates the id from tool names)"
-    )]
-    InvalidId(String),
-}
-
 /// Toolsets and their tools, under namespaced names.
 pub struct Registry {
     toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
     secrets: Arc<dyn SecretProvider>,
+    /// Where its plugins run.
+    runtime: Runtime,
     /// Bumped whenever the set of tools changes.
     changes: tokio::sync::watch::Sender<u64>,
 }
@@ -185,7 +117,23 @@ impl Registry {
     /// An empty registry whose plugins get their declared secrets from
     /// `secrets`.
     pub fn new(secrets: Arc<dyn SecretProvider>) -> Self {
-        Registry { toolsets: RwLock::new(BTreeMap::new()), secrets, changes: tokio::sync::watch::Sender::new(0) }
+        Self::with_runtime(Runtime::shared().clone(), secrets)
+    }
+
+    /// An empty registry whose plugins run on `runtime` and get their
+    /// declared secrets from `secrets`.
+    pub fn with_runtime(runtime: Runtime, secrets: Arc<dyn SecretProvider>) -> Self {
+        Registry {
+            toolsets: RwLock::new(BTreeMap::new()),
+            secrets,
+            runtime,
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// The runtime its plugins run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
     }
 
     /// Notified whenever toolsets are added or removed (the value counts
@@ -224,11 +172,11 @@ impl Registry {
                     next.insert(config.id.clone(), Arc::clone(loaded));
                 }
                 _ => {
-                    let secrets = Arc::clone(&self.secrets);
+                    let (secrets, runtime) = (Arc::clone(&self.secrets), self.runtime.clone());
                     loading.push(tokio::spawn(async move {
                         let source = source_of(&config);
                         let id = config.id.clone();
-                        (id, source, prepare(config, secrets).await)
+                        (id, source, prepare(&runtime, config, secrets).await)
                     }));
                 }
             }
@@ -272,11 +220,11 @@ impl Registry {
         let tasks: Vec<_> = toolsets
             .into_iter()
             .map(|config| {
-                let secrets = Arc::clone(&self.secrets);
+                let (secrets, runtime) = (Arc::clone(&self.secrets), self.runtime.clone());
                 tokio::spawn(async move {
                     let source = source_of(&config);
                     let id = config.id.clone();
-                    (id, source, prepare(config, secrets).await)
+                    (id, source, prepare(&runtime, config, secrets).await)
                 })
             })
             .collect();
@@ -294,7 +242,7 @@ impl Registry {
     /// Load one toolset and add it. Fails on a load error, a duplicate id or
     /// a name collision; the registry is unchanged then. Returns warnings.
     pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
-        let (loaded, warnings) = prepare(config, Arc::clone(&self.secrets)).await?;
+        let (loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets)).await?;
         self.insert(loaded)?;
         Ok(warnings)
     }
@@ -359,24 +307,28 @@ impl Registry {
         arguments: Value,
         approver: &dyn Approver,
     ) -> Result<CallToolResult, Error> {
-        let toolset = name.split_once(NAMESPACE_SEPARATOR).map_or("", |(toolset, _)| toolset);
-        crate::telemetry::traced_call(toolset, name, async {
-            let found = self.find(name).filter(|(_, tool)| tool.enabled);
-            let Some((loaded, tool)) = found else {
-                return Err(Error::NoSuchTool {
-                    tool: name.to_owned(),
-                    available: self.tools().into_iter().map(|t| t.name).collect(),
-                });
-            };
-            let arguments = loaded.plugin.checked_arguments(&tool.tool.name, arguments).await?;
-            if tool.requires_approval
-                && let Some(denied) = crate::approval::ask(approver, &tool, &arguments).await
-            {
-                return Ok(denied);
-            }
-            loaded.plugin.run_call(&tool.tool.name, arguments).await
-        })
-        .await
+        self.call_with(name, arguments, approver, &CallContext::default()).await
+    }
+
+    /// [`call_tool`](Self::call_tool) in a context: the caller's deadline,
+    /// cancellation token, call id, user id, `_meta` and log sink.
+    pub async fn call_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        approver: &dyn Approver,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
+        let found = self.find(name).filter(|(_, tool)| tool.enabled);
+        let Some((loaded, tool)) = found else {
+            return Err(Error::NoSuchTool {
+                tool: name.to_owned(),
+                available: self.tools().into_iter().map(|t| t.name).collect(),
+            });
+        };
+        let asking = if tool.requires_approval { Asking::Registered(&tool, approver) } else { Asking::Nobody };
+        let label = (tool.toolset.as_str(), tool.name.as_str());
+        loaded.plugin.call_labelled(label, &tool.tool.name, Arguments::Check(arguments), asking, context).await
     }
 }
 
@@ -444,6 +396,7 @@ fn source_of(config: &ToolsetConfig) -> String {
 
 /// Load a toolset's plugin and work out its tools' effective settings.
 async fn prepare(
+    runtime: &Runtime,
     config: ToolsetConfig,
     secrets: Arc<dyn SecretProvider>,
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
@@ -463,7 +416,8 @@ async fn prepare(
         None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
     };
     let fingerprint = plugin_mtime(&config);
-    let plugin = Plugin::builder_from_file(&path)
+    let plugin = runtime
+        .plugin_from_file(&path)
         .with_name(config.id.clone())
         .with_policy(config.policy.clone())
         .with_validation(config.validation.clone())

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::error::PolicyError;
+
 /// Everything a plugin is granted. The default grants nothing: no
 /// directories, no network, no config, and the default [`Limits`].
 ///
@@ -318,37 +320,6 @@ pub(crate) fn split_host_port(pattern: &str) -> (&str, Option<&str>) {
         Some((host, port)) if !host.contains(':') => (host, Some(port)),
         _ => (pattern, None),
     }
-}
-
-/// A policy value that cannot be honoured.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// A directory grant.
-    #[error("invalid path grant `{grant}`: {reason}")]
-    Path {
-        /// The grant as written.
-        grant: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A host pattern.
-    #[error("invalid host pattern `{pattern}`: {reason}")]
-    Host {
-        /// The pattern as written.
-        pattern: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A duration like `500ms`.
-    #[error("invalid duration `{0}`: expected a number with a unit, like 500ms, 10s or 2m")]
-    Duration(String),
-    /// A size like `64MiB`.
-    #[error("invalid size `{0}`: expected a number with an optional unit, like 65536, 64KiB, 16MB or 1GiB")]
-    Size(String),
-    /// A limit that makes no sense.
-    #[error("invalid limit: {0}")]
-    Limit(String),
 }
 
 /// Parse a duration: `500ms`, `10s`, `2m`, `1h`, `1.5s`, `250us`.

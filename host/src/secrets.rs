@@ -531,6 +531,19 @@ fn base64_decoded(text: &str) -> Option<Vec<u8>> {
     BASE64.decode(text.as_bytes()).ok()
 }
 
+/// What the host does when a plugin's result contains the value of a secret
+/// it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SecretOutput {
+    /// Replace the value with `[redacted secret NAME]` and log that it did.
+    #[default]
+    Redact,
+    /// Refuse the whole result as invalid output.
+    Refuse,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,15 @@
 //! outcome is `ok`, `tool_error`, the kind of failure (`invalid_arguments`,
 //! `trap`, `timeout`, ...) or `cancelled` when the call's future was
 //! dropped before it finished.
+//!
+//! A [`CallObserver`] given to the [`Runtime`](crate::Runtime) gets a
+//! [`CallRecord`] of every call: the same fields, and what the call used
+//! (fuel, peak memory, output size), for metrics.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use toolhost_protocol::CallToolResult;
 use tracing::Instrument as _;
@@ -35,6 +40,9 @@ pub(crate) fn error_outcome(error: &Error) -> &'static str {
         Error::UnknownTool { .. } | Error::NoSuchTool { .. } => "unknown_tool",
         Error::InvalidArguments { .. } => "invalid_arguments",
         Error::MissingSecret { .. } => "missing_secret",
+        Error::MissingUserId { .. } => "missing_user_id",
+        Error::Cancelled { .. } => "cancelled",
+        Error::ShutDown { .. } => "shut_down",
         Error::InvalidOutput { .. } => "invalid_output",
         Error::InvalidPlugin { .. } => "invalid_plugin",
         Error::Read { .. } | Error::Load { .. } => "load_failed",
@@ -72,25 +80,123 @@ impl Drop for Unfinished {
     }
 }
 
-/// Run `call` inside a `toolhost.call` span for `tool` of `plugin`.
+/// Told about every call of the plugins of a [`Runtime`](crate::Runtime)
+/// ([`RuntimeBuilder::with_observer`](crate::RuntimeBuilder::with_observer)),
+/// when it has finished: for metrics (a Prometheus histogram, an
+/// OpenTelemetry meter). It runs on the caller's task: keep it quick.
+pub trait CallObserver: Send + Sync {
+    /// A call has finished, failed, or been cancelled.
+    fn call_finished(&self, record: &CallRecord<'_>);
+}
+
+/// What a [`CallObserver`] learns of one call.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct CallRecord<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// The tool's name (the plugin's own).
+    pub tool: &'a str,
+    /// The caller's id for the call, if its context gave one.
+    pub call_id: Option<&'a str>,
+    /// How it ended: `ok`, `tool_error`, `cancelled`, or the kind of failure
+    /// (`invalid_arguments`, `trap`, `timeout`, ...), as in the span.
+    pub outcome: &'static str,
+    /// The error, when it failed (already redacted).
+    pub error: Option<&'a Error>,
+    /// From the call's start to its end, validation included.
+    pub duration: Duration,
+    /// Fuel the guest burned, when the plugin has a fuel budget.
+    pub fuel_consumed: Option<u64>,
+    /// The most memory the instance held while the guest ran (linear
+    /// memories and Extism kernel memory); 0 when the guest did not run.
+    pub peak_memory_bytes: usize,
+    /// Bytes of output the guest returned; 0 when it did not run.
+    pub output_bytes: u64,
+}
+
+/// What a call's guest used, filled in as it runs.
+#[derive(Default)]
+pub(crate) struct Meter(Mutex<crate::runtime::outcome::Usage>);
+
+impl Meter {
+    pub(crate) fn record(&self, usage: crate::runtime::outcome::Usage) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = usage;
+    }
+
+    fn usage(&self) -> crate::runtime::outcome::Usage {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Who hears of a call, and what it is called.
+pub(crate) struct CallTrace<'a> {
+    pub(crate) plugin: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) call_id: Option<&'a str>,
+    pub(crate) observer: Option<&'a dyn CallObserver>,
+    pub(crate) meter: &'a Meter,
+}
+
+/// Tells the observer of a call dropped unfinished.
+struct Observed<'a> {
+    trace: &'a CallTrace<'a>,
+    started: Instant,
+    done: bool,
+}
+
+impl Observed<'_> {
+    fn report(&self, outcome: &'static str, error: Option<&Error>) {
+        let Some(observer) = self.trace.observer else { return };
+        let usage = self.trace.meter.usage();
+        observer.call_finished(&CallRecord {
+            plugin: self.trace.plugin,
+            tool: self.trace.tool,
+            call_id: self.trace.call_id,
+            outcome,
+            error,
+            duration: self.started.elapsed(),
+            fuel_consumed: usage.fuel_consumed,
+            peak_memory_bytes: usage.peak_memory_bytes,
+            output_bytes: usage.output_bytes,
+        });
+    }
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.report("cancelled", None);
+        }
+    }
+}
+
+/// Run `call` inside a `toolhost.call` span, and tell the observer how it
+/// ended.
 pub(crate) async fn traced_call(
-    plugin: &str,
-    tool: &str,
+    trace: &CallTrace<'_>,
     call: impl Future<Output = Result<CallToolResult, Error>>,
 ) -> Result<CallToolResult, Error> {
+    // The caller's id, or one unique within the process.
+    let call_id = trace.call_id.map_or_else(|| NEXT_CALL.fetch_add(1, Ordering::Relaxed).to_string(), str::to_owned);
     let span = tracing::info_span!(
         "toolhost.call",
-        plugin = %plugin,
-        tool = %tool,
-        call_id = NEXT_CALL.fetch_add(1, Ordering::Relaxed),
+        plugin = %trace.plugin,
+        tool = %trace.tool,
+        call_id = %call_id,
         outcome = tracing::field::Empty,
         duration_us = tracing::field::Empty,
     );
-    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), done: false };
+    let started = Instant::now();
+    let mut guard = Unfinished { span: span.clone(), started, done: false };
+    let mut observed = Observed { trace, started, done: false };
     let outcome = call.instrument(span.clone()).await;
     guard.done = true;
-    span.record("outcome", call_outcome(&outcome));
-    span.record("duration_us", guard.started.elapsed().as_micros() as u64);
+    observed.done = true;
+    let name = call_outcome(&outcome);
+    span.record("outcome", name);
+    span.record("duration_us", started.elapsed().as_micros() as u64);
+    observed.report(name, outcome.as_ref().err());
     outcome
 }
 

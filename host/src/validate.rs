@@ -15,14 +15,13 @@
 pub(crate) mod cost;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::OnceLock;
 
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::Value;
 use toolhost_protocol::{CallToolResult, JsonObject, Tool, schema};
 
-use crate::error::Violation;
+use crate::error::{LoadProblem, Violation};
 
 /// How strictly a plugin is validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,31 +66,6 @@ impl ValidationOptions {
     pub fn with_enforce_formats(mut self, enforce: bool) -> Self {
         self.enforce_formats = enforce;
         self
-    }
-}
-
-/// One problem in a plugin's `describe` output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LoadProblem {
-    /// The tool it concerns (its name, or `#N` when the name is unusable);
-    /// `None` for the document as a whole.
-    pub tool: Option<String>,
-    /// JSON pointer of the offending value in the `describe` output.
-    pub pointer: String,
-    /// The rule or schema keyword that failed.
-    pub rule: String,
-    /// A readable explanation.
-    pub message: String,
-}
-
-impl fmt::Display for LoadProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(tool) = &self.tool {
-            write!(f, "tool `{tool}`: ")?;
-        }
-        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
-        write!(f, "at {pointer}: {} ({})", self.message, self.rule)
     }
 }
 

@@ -209,7 +209,7 @@ impl PluginOptions {
             policy.limits.max_output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
         policy.limits.fuel = self.fuel;
-        let mut builder = Plugin::builder_from_file(path).with_validation(validation).with_policy(policy);
+        let mut builder = crate::runtime().plugin_from_file(path).with_validation(validation).with_policy(policy);
         if let Some(size) = self.pool_size {
             builder = builder.with_max_idle_instances(size);
         }

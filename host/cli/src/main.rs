@@ -27,6 +27,14 @@ use toolhost::Error;
 use crate::exit::{Failure, report};
 use crate::terminal::escaped;
 
+/// The CLI's runtime: the library's defaults, and the compiled-module cache
+/// on (`TOOLHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/toolhost` or
+/// `~/.cache/toolhost`), so a plugin compiles once across runs.
+pub(crate) fn runtime() -> &'static toolhost::Runtime {
+    static RUNTIME: std::sync::OnceLock<toolhost::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| toolhost::Runtime::builder().with_module_cache(toolhost::ModuleCache::from_env()).build())
+}
+
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
 #[command(name = "toolhost", version, about, long_about = None)]

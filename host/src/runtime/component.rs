@@ -17,9 +17,10 @@ use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::extism::HostEnv;
-use super::guest::{self, Guest, GuestCore, ToolSecrets};
-use super::{CallOutput, EngineKind, RunError, engine, output, ticker};
+use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
+use super::outcome::{CallOutput, RunError, Usage};
+use super::output;
+use crate::context::LogLevel as Level;
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
 
@@ -57,56 +58,41 @@ impl bindings::toolhost::plugin::host::Host for ComponentState {
     }
 
     fn log(&mut self, level: LogLevel, message: String) {
-        const TARGET: &str = "toolhost::guest";
-        let head = self.core.env.redactor.redact_head(message.as_bytes(), output::MAX_LOG_LINE_BYTES);
-        let Some(message) = self.core.admit_log(&head, message.len()) else { return };
-        let message = self.core.log_line(&message);
-        let plugin = self.core.env.name.as_str();
-        match level {
-            LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(target: TARGET, plugin, "{message}"),
-            LogLevel::Info => tracing::info!(target: TARGET, plugin, "{message}"),
-            LogLevel::Debug => tracing::debug!(target: TARGET, plugin, "{message}"),
-            LogLevel::Trace => tracing::trace!(target: TARGET, plugin, "{message}"),
+        let level = match level {
+            LogLevel::Error => Level::Error,
+            LogLevel::Warn => Level::Warn,
+            LogLevel::Info => Level::Info,
+            LogLevel::Debug => Level::Debug,
+            LogLevel::Trace => Level::Trace,
+        };
+        if self.core.wants_log(level) {
+            self.core.log(level, message.as_bytes());
         }
     }
 }
 
 impl bindings::toolhost::plugin::types::Host for ComponentState {}
 
-/// The component linker of an engine: WASI 0.2 and the `host` interface.
-fn linker(kind: EngineKind) -> Result<&'static Linker<ComponentState>, String> {
-    use std::sync::OnceLock;
-    static PLAIN: OnceLock<Result<Linker<ComponentState>, String>> = OnceLock::new();
-    static FUEL: OnceLock<Result<Linker<ComponentState>, String>> = OnceLock::new();
-    let cell = match kind {
-        EngineKind::Plain => &PLAIN,
-        EngineKind::Fuel => &FUEL,
-    };
-    cell.get_or_init(|| {
-        let engine = engine(kind)?;
-        let mut linker = Linker::new(engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
-        super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
-        bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
-            .map_err(|e| e.to_string())?;
-        Ok(linker)
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+/// The component linker of an engine: WASI 0.2 and the `host` interface
+/// (a runtime makes it once per engine).
+pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>, String> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
+    super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
+    bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
+        .map_err(|e| e.to_string())?;
+    Ok(linker)
 }
 
 /// A compiled component with its imports resolved.
 pub(crate) struct ComponentModule {
-    kind: EngineKind,
     pre: bindings::PluginPre<ComponentState>,
 }
 
 impl ComponentModule {
     /// Check that the component is a `toolhost:plugin` and resolve its
     /// imports.
-    pub(crate) fn new(kind: EngineKind, component: Component) -> Result<ComponentModule, String> {
-        let linker = linker(kind)?;
+    pub(crate) fn new(linker: &Linker<ComponentState>, component: Component) -> Result<ComponentModule, String> {
         let pre = linker.instantiate_pre(&component).map_err(|e| {
             format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host` and WASI 0.2)")
         })?;
@@ -115,17 +101,18 @@ impl ComponentModule {
                 "it is not a `toolhost:plugin` component ({e}); it must export `describe` and `call` as `wit/plugin.wit` says"
             )
         })?;
-        Ok(ComponentModule { kind, pre })
+        Ok(ComponentModule { pre })
     }
 
     /// A new instance under the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
         let (core, mut wasi) = GuestCore::new(env)?;
         let state = ComponentState { core, wasi: wasi.build(), table: super::files::resource_table() };
-        let mut store = guest::new_store(self.kind, state)?;
-        let _running = ticker::running();
+        let mut store = guest::new_store(self.pre.engine(), state);
+        let ticker = env.ticker.clone();
+        let _running = ticker.running();
         let deadline = store.data().core.deadline;
-        let plugin = guest::bounded(deadline, self.pre.instantiate_async(&mut store))
+        let plugin = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
             .await
             .map_err(|e| store.data().core.fault(&e))?;
         Ok(ComponentInstance { store, plugin })
@@ -151,30 +138,27 @@ pub(crate) struct ComponentInstance {
 impl ComponentInstance {
     /// Run `describe`: the tool list as the protocol's JSON.
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
-        guest::prepare(&mut self.store, &ToolSecrets::default());
-        let _running = ticker::running();
+        guest::prepare(&mut self.store, &RunOptions::default());
+        let ticker = self.store.data().core.env.ticker.clone();
+        let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
-        let tools = guest::bounded(deadline, self.plugin.call_describe(&mut self.store))
+        let tools = guest::bounded(&ticker, deadline, self.plugin.call_describe(&mut self.store))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let size: usize = tools.iter().map(tool_size).sum();
-        self.store.data().core.check_output_size(size as u64).map_err(RunError::Fault)?;
+        self.store.data_mut().core.check_output_size(size as u64).map_err(RunError::Fault)?;
         let tools = tools.into_iter().enumerate().map(|(i, tool)| tool_json(i, tool)).collect::<Result<_, _>>()?;
         Ok(json!({ "tools": Value::Array(tools) }))
     }
 
     /// Run `call`: the result as the protocol's type.
-    /// `secrets`: the ids of the secrets this call may read.
-    pub(crate) async fn call(
-        &mut self,
-        name: &str,
-        arguments: &str,
-        secrets: &ToolSecrets,
-    ) -> Result<CallOutput, RunError> {
-        guest::prepare(&mut self.store, secrets);
-        let _running = ticker::running();
+    /// `run`: the secrets this call may read, its deadline, its log sink.
+    pub(crate) async fn call(&mut self, name: &str, arguments: &str, run: &RunOptions) -> Result<CallOutput, RunError> {
+        guest::prepare(&mut self.store, run);
+        let ticker = self.store.data().core.env.ticker.clone();
+        let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
-        let outcome = guest::bounded(deadline, self.plugin.call_call(&mut self.store, name, arguments))
+        let outcome = guest::bounded(&ticker, deadline, self.plugin.call_call(&mut self.store, name, arguments))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
         let result = match outcome {
@@ -214,13 +198,18 @@ impl ComponentInstance {
                 ),
             }));
         }
-        self.store.data().core.check_output_size(result_size(&result) as u64).map_err(RunError::Fault)?;
+        self.store.data_mut().core.check_output_size(result_size(&result) as u64).map_err(RunError::Fault)?;
         typed_result(result).map(CallOutput::Typed)
     }
 
     /// Bytes this instance holds against its memory limit.
     pub(crate) fn memory_used(&self) -> usize {
         self.store.data().core.memory.used()
+    }
+
+    /// What the last run used.
+    pub(crate) fn usage(&self) -> Usage {
+        guest::usage(&self.store)
     }
 }
 

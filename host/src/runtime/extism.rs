@@ -13,23 +13,26 @@
 //! and instance; a pool keeps them between calls.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use wasmtime::{
-    Caller, Engine, ExternType, InstancePre, Linker, Module, ResourceLimiter, Store, TypedFunc, Val, ValType,
-};
+use wasmtime::{Caller, Engine, ExternType, FuncType, InstancePre, Linker, Module, Store, TypedFunc, Val, ValType};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
-use super::guest::{self, Guest, GuestCore, ToolSecrets};
-use super::kernel::{Budget, Kernel, OutOfBudget};
-use super::{EngineKind, Stop, engine, output, ticker};
+use super::files::P1Guest;
+use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
+use super::kernel::Kernel;
+use super::outcome::Stop;
+use super::output;
+use crate::context::LogLevel;
 use crate::error::{Fault, FaultKind};
-use crate::sandbox::{Limits, PathGrant, format_size};
+use crate::host_fn::{HostCall, HostFunction};
+use crate::sandbox::format_size;
 
 /// The import module of Extism's host functions.
 pub(crate) const ENV: &str = "extism:host/env";
-/// The import module of user-defined Extism host functions (not provided).
+/// The import module of host functions the embedding program supplies
+/// ([`HostFunction`]).
 const USER: &str = "extism:host/user";
 /// WASI preview 1.
 const WASI_P1: &str = "wasi_snapshot_preview1";
@@ -75,91 +78,6 @@ const ENV_FUNCTIONS: &[(&str, &[ValType], &[ValType])] = {
 
 /// Most bytes of variables an instance may keep (Extism's default).
 const MAX_VAR_BYTES: usize = 1024 * 1024;
-/// Most elements a table may grow to, whatever the memory limit.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-/// Bytes a table element is charged against the memory limit: wasmtime
-/// keeps a funcref as a pointer (8 bytes) and a continuation as two; we
-/// charge the larger, so a table never holds more host memory than counted.
-pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
-
-/// What every instance of one plugin shares: its name, grants and limits.
-/// (No `Debug`: the config holds secrets.)
-#[derive(Clone)]
-pub(crate) struct HostEnv {
-    /// The plugin's name, for logs.
-    pub(crate) name: String,
-    /// Config values (`config_get`).
-    pub(crate) config: BTreeMap<String, String>,
-    /// The secrets handed to the plugin, by id: `config_get` of one answers
-    /// only during calls of a tool that declares it.
-    pub(crate) secrets: BTreeMap<String, String>,
-    /// The plugin's sensitive values (its secrets and the secret values of
-    /// its config), kept out of its log lines.
-    pub(crate) redactor: Arc<crate::secrets::Redactor>,
-    /// Host patterns HTTP requests may go to.
-    pub(crate) allowed_hosts: Vec<String>,
-    /// Directories the plugin sees.
-    pub(crate) allowed_paths: Vec<PathGrant>,
-    /// Limits of every call.
-    pub(crate) limits: Limits,
-}
-
-/// The memory an instance holds: its linear memories and its kernel memory,
-/// against one limit.
-#[derive(Debug)]
-pub(crate) struct MemoryBudget {
-    max: Option<usize>,
-    used: usize,
-}
-
-impl MemoryBudget {
-    pub(crate) fn new(max: Option<u64>) -> Self {
-        MemoryBudget { max: max.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), used: 0 }
-    }
-
-    /// Bytes held now.
-    pub(crate) fn used(&self) -> usize {
-        self.used
-    }
-}
-
-impl Budget for MemoryBudget {
-    fn charge(&mut self, bytes: usize) -> Result<(), OutOfBudget> {
-        let total = self.used.checked_add(bytes).ok_or(OutOfBudget)?;
-        if self.max.is_some_and(|max| total > max) {
-            return Err(OutOfBudget);
-        }
-        self.used = total;
-        Ok(())
-    }
-
-    fn refund(&mut self, bytes: usize) {
-        self.used = self.used.saturating_sub(bytes);
-    }
-}
-
-impl ResourceLimiter for MemoryBudget {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if maximum.is_some_and(|m| desired > m) {
-            return Ok(false);
-        }
-        self.charge(desired.saturating_sub(current)).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
-        Ok(true)
-    }
-
-    /// Tables live in host memory: their elements count against the same
-    /// limit as linear memories (a module's initial tables too, charged at
-    /// instantiation, so a huge declared table is refused, not allocated).
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > maximum.unwrap_or(usize::MAX).min(MAX_TABLE_ELEMENTS) {
-            return Ok(false);
-        }
-        let bytes = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
-        self.charge(bytes).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
-        Ok(true)
-    }
-}
-
 /// The data of one instance's store.
 pub(crate) struct State {
     /// Grants, limits, memory budget, deadline, captured output.
@@ -196,20 +114,10 @@ impl State {
     }
 }
 
-/// The linker of an engine: every host function, defined once.
-fn linker(kind: EngineKind) -> Result<&'static Linker<State>, String> {
-    static PLAIN: OnceLock<Result<Linker<State>, String>> = OnceLock::new();
-    static FUEL: OnceLock<Result<Linker<State>, String>> = OnceLock::new();
-    let cell = match kind {
-        EngineKind::Plain => &PLAIN,
-        EngineKind::Fuel => &FUEL,
-    };
-    cell.get_or_init(|| {
-        let engine = engine(kind)?;
-        define(engine).map_err(|e| format!("cannot define the host functions: {e}"))
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+/// The linker of an engine: every host function of `extism:host/env` and
+/// WASI 0.1 (a runtime makes it once per engine).
+pub(crate) fn linker(engine: &Engine) -> Result<Linker<State>, String> {
+    define(engine).map_err(|e| format!("cannot define the host functions: {e}"))
 }
 
 fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
@@ -287,7 +195,19 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
 
     // HTTP, through the allowed-host grants.
     linker.func_wrap_async(ENV, "http_request", |mut c: Caller<'_, State>, (request, body): (u64, u64)| {
-        Box::new(async move { super::http::request(&mut c, request, body).await })
+        Box::new(async move {
+            let state = c.data_mut();
+            let description = state.take_block(request, "HTTP request")?;
+            let body = if body == 0 { None } else { Some(state.take_block(body, "HTTP request body")?) };
+            state.http_status = 0;
+            state.http_headers = None;
+            let (allowed, deadline) = (state.core.env.allowed_hosts.clone(), state.core.deadline);
+            let response = super::http::request(&description, body, allowed, deadline).await?;
+            let state = c.data_mut();
+            state.http_status = response.status;
+            state.http_headers = Some(response.headers);
+            state.write_new(&response.body)
+        })
     })?;
     linker.func_wrap(ENV, "http_status_code", |c: Caller<'_, State>| i32::from(c.data().http_status))?;
     linker.func_wrap(ENV, "http_headers", |mut c: Caller<'_, State>| -> wasmtime::Result<u64> {
@@ -301,29 +221,20 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
         }
     })?;
 
-    // Logs, into the host's tracing, tagged with the plugin's name.
-    linker.func_wrap(ENV, "log_error", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::ERROR, h))?;
-    linker.func_wrap(ENV, "log_warn", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::WARN, h))?;
-    linker.func_wrap(ENV, "log_info", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::INFO, h))?;
-    linker.func_wrap(ENV, "log_debug", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::DEBUG, h))?;
-    linker.func_wrap(ENV, "log_trace", |c: Caller<'_, State>, h: u64| log(c, tracing::Level::TRACE, h))?;
-    linker.func_wrap(ENV, "get_log_level", |_: Caller<'_, State>| log_level())?;
+    // Logs, into the host's tracing, tagged with the plugin's name, and to
+    // the call's log sink.
+    linker.func_wrap(ENV, "log_error", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Error, h))?;
+    linker.func_wrap(ENV, "log_warn", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Warn, h))?;
+    linker.func_wrap(ENV, "log_info", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Info, h))?;
+    linker.func_wrap(ENV, "log_debug", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Debug, h))?;
+    linker.func_wrap(ENV, "log_trace", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Trace, h))?;
+    linker.func_wrap(ENV, "get_log_level", |c: Caller<'_, State>| log_level(&c.data().core))?;
     Ok(linker)
 }
 
-/// The target of the plugins' own log events (`TOOLHOST_LOG=toolhost::guest=info`).
-const LOG_TARGET: &str = "toolhost::guest";
-
-fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> wasmtime::Result<()> {
+fn log(mut caller: Caller<'_, State>, level: LogLevel, handle: u64) -> wasmtime::Result<()> {
     let state = caller.data_mut();
-    let enabled = match level {
-        tracing::Level::ERROR => tracing::enabled!(target: LOG_TARGET, tracing::Level::ERROR),
-        tracing::Level::WARN => tracing::enabled!(target: LOG_TARGET, tracing::Level::WARN),
-        tracing::Level::INFO => tracing::enabled!(target: LOG_TARGET, tracing::Level::INFO),
-        tracing::Level::DEBUG => tracing::enabled!(target: LOG_TARGET, tracing::Level::DEBUG),
-        tracing::Level::TRACE => tracing::enabled!(target: LOG_TARGET, tracing::Level::TRACE),
-    };
-    if !enabled {
+    if !state.core.wants_log(level) {
         state.kernel.free(handle);
         return Ok(());
     }
@@ -331,33 +242,20 @@ fn log(mut caller: Caller<'_, State>, level: tracing::Level, handle: u64) -> was
     let Some(bytes) = state.kernel.block_bytes(handle) else {
         return Err(wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for log message"))));
     };
-    // Redacted before it is cut, so no secret is cut in two.
-    let head = state.core.env.redactor.redact_head(bytes, output::MAX_LOG_LINE_BYTES);
-    let admitted = state.core.admit_log(&head, bytes.len());
+    state.core.log(level, bytes);
     state.kernel.free(handle);
-    let Some(message) = admitted else { return Ok(()) };
-    let message = state.core.log_line(&message);
-    let plugin = state.core.env.name.as_str();
-    match level {
-        tracing::Level::ERROR => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
-        tracing::Level::WARN => tracing::warn!(target: LOG_TARGET, plugin, "{message}"),
-        tracing::Level::INFO => tracing::info!(target: LOG_TARGET, plugin, "{message}"),
-        tracing::Level::DEBUG => tracing::debug!(target: LOG_TARGET, plugin, "{message}"),
-        tracing::Level::TRACE => tracing::trace!(target: LOG_TARGET, plugin, "{message}"),
-    }
     Ok(())
 }
 
 /// Extism's numbering: trace 0 … error 4, `i32::MAX` when logging is off.
-fn log_level() -> i32 {
-    use tracing::level_filters::LevelFilter;
-    match LevelFilter::current() {
-        LevelFilter::OFF => i32::MAX,
-        LevelFilter::TRACE => 0,
-        LevelFilter::DEBUG => 1,
-        LevelFilter::INFO => 2,
-        LevelFilter::WARN => 3,
-        _ => 4,
+fn log_level(core: &GuestCore) -> i32 {
+    match core.log_level() {
+        None => i32::MAX,
+        Some(LogLevel::Trace) => 0,
+        Some(LogLevel::Debug) => 1,
+        Some(LogLevel::Info) => 2,
+        Some(LogLevel::Warn) => 3,
+        Some(_) => 4,
     }
 }
 
@@ -383,7 +281,6 @@ enum Init {
 
 /// A compiled Extism plugin with its imports resolved.
 pub(crate) struct ExtismModule {
-    kind: EngineKind,
     pre: InstancePre<State>,
     describe: Shape,
     call: Shape,
@@ -396,7 +293,14 @@ pub(crate) struct NotAPlugin(pub(crate) String);
 
 impl ExtismModule {
     /// Check a compiled module's imports and exports and resolve its imports.
-    pub(crate) fn new(kind: EngineKind, module: Module) -> Result<ExtismModule, NotAPlugin> {
+    /// `functions`: the host functions the embedding program supplies (the
+    /// module may import any of them from `extism:host/user`).
+    pub(crate) fn new(
+        linker: &Linker<State>,
+        module: Module,
+        functions: &[HostFunction],
+    ) -> Result<ExtismModule, NotAPlugin> {
+        let mut user = Vec::new();
         for import in module.imports() {
             let (namespace, name) = (import.module(), import.name());
             match namespace {
@@ -423,9 +327,44 @@ impl ExtismModule {
                 }
                 WASI_P1 => {}
                 USER => {
-                    return Err(NotAPlugin(format!(
-                        "it imports the host function `{USER}::{name}`; toolhost provides no user host functions"
-                    )));
+                    let Some(function) = functions.iter().find(|f| f.name() == name) else {
+                        let supplied: Vec<&str> = functions.iter().map(HostFunction::name).collect();
+                        return Err(NotAPlugin(format!(
+                            "it imports the host function `{USER}::{name}`, which the host does not supply{}",
+                            if supplied.is_empty() {
+                                " (it supplies none)".to_owned()
+                            } else {
+                                format!(" (it supplies {})", supplied.join(", "))
+                            }
+                        )));
+                    };
+                    let ExternType::Func(ty) = import.ty() else {
+                        return Err(NotAPlugin(format!(
+                            "it imports `{USER}::{name}` as something other than a function"
+                        )));
+                    };
+                    let params = vec![ValType::I64; function.inputs()];
+                    let takes_handles = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()));
+                    let results: Vec<ValType> = ty.results().collect();
+                    let returns = match results.as_slice() {
+                        [] => false,
+                        [ValType::I64] => true,
+                        _ => {
+                            return Err(NotAPlugin(format!(
+                                "it imports `{USER}::{name}` with the type {ty}; the host function takes {} memory handle{} (i64) and returns one or nothing",
+                                function.inputs(),
+                                if function.inputs() == 1 { "" } else { "s" }
+                            )));
+                        }
+                    };
+                    if !takes_handles {
+                        return Err(NotAPlugin(format!(
+                            "it imports `{USER}::{name}` with the type {ty}, but the host function takes {} memory handle{} (i64)",
+                            function.inputs(),
+                            if function.inputs() == 1 { "" } else { "s" }
+                        )));
+                    }
+                    user.push((function.clone(), ty, returns));
                 }
                 other => {
                     return Err(NotAPlugin(format!(
@@ -454,11 +393,17 @@ impl ExtismModule {
         let describe = shape(crate::protocol::exports::DESCRIBE)?;
         let call = shape(crate::protocol::exports::CALL)?;
         let init = detect_init(&module);
-        let linker = linker(kind).map_err(NotAPlugin)?;
-        let pre = linker
-            .instantiate_pre(&module)
-            .map_err(|e| NotAPlugin(format!("its imports cannot be satisfied ({e})")))?;
-        Ok(ExtismModule { kind, pre, describe, call, init })
+        let cannot = |e: wasmtime::Error| NotAPlugin(format!("its imports cannot be satisfied ({e})"));
+        let pre = if user.is_empty() {
+            linker.instantiate_pre(&module).map_err(cannot)?
+        } else {
+            let mut linker = linker.clone();
+            for (function, ty, returns) in user {
+                define_user(&mut linker, function, ty, returns).map_err(cannot)?;
+            }
+            linker.instantiate_pre(&module).map_err(cannot)?
+        };
+        Ok(ExtismModule { pre, describe, call, init })
     }
 
     /// A new instance, started (its language runtime initialised) under
@@ -473,10 +418,11 @@ impl ExtismModule {
             http_status: 0,
             http_headers: None,
         };
-        let mut store = guest::new_store(self.kind, state)?;
-        let _running = ticker::running();
+        let mut store = guest::new_store(self.pre.module().engine(), state);
+        let ticker = env.ticker.clone();
+        let _running = ticker.running();
         let deadline = store.data().core.deadline;
-        let instance = guest::bounded(deadline, self.pre.instantiate_async(&mut store))
+        let instance = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
             .await
             .map_err(|e| store.data().core.fault(&e))?;
         let func = |store: &mut Store<State>, name: &str| {
@@ -489,14 +435,14 @@ impl ExtismModule {
             Init::None => {}
             Init::Wasi(name) => {
                 let init = func(&mut store, name)?;
-                guest::bounded(deadline, init.call_async(&mut store, &[], &mut []))
+                guest::bounded(&ticker, deadline, init.call_async(&mut store, &[], &mut []))
                     .await
                     .map_err(|e| store.data().core.fault(&e))?;
             }
             Init::Haskell { reactor } => {
                 if reactor {
                     let init = func(&mut store, "_initialize")?;
-                    guest::bounded(deadline, init.call_async(&mut store, &[], &mut []))
+                    guest::bounded(&ticker, deadline, init.call_async(&mut store, &[], &mut []))
                         .await
                         .map_err(|e| store.data().core.fault(&e))?;
                 }
@@ -504,7 +450,7 @@ impl ExtismModule {
                 let ty = hs_init.ty(&store);
                 let params: Vec<Val> = ty.params().map(|_| Val::I32(0)).collect();
                 let mut results: Vec<Val> = ty.results().map(|_| Val::I32(0)).collect();
-                guest::bounded(deadline, hs_init.call_async(&mut store, &params, &mut results))
+                guest::bounded(&ticker, deadline, hs_init.call_async(&mut store, &params, &mut results))
                     .await
                     .map_err(|e| store.data().core.fault(&e))?;
             }
@@ -520,6 +466,54 @@ impl ExtismModule {
         let call = entry(&mut store, crate::protocol::exports::CALL, self.call)?;
         Ok(ExtismInstance { store, describe, call })
     }
+}
+
+/// Define a host function of the embedding program's in `linker`: the
+/// guest passes memory handles; the function gets their bytes (read, not
+/// freed: the guest owns its blocks) and its answer comes back as a new
+/// block, charged to the instance's memory budget. It runs on the call's
+/// task, within the call's deadline.
+fn define_user(
+    linker: &mut Linker<State>,
+    function: HostFunction,
+    ty: FuncType,
+    returns: bool,
+) -> wasmtime::Result<()> {
+    let name = function.name().to_owned();
+    linker.func_new_async(
+        USER,
+        &name,
+        ty,
+        move |mut caller: Caller<'_, State>, params: &[Val], results: &mut [Val]| {
+            let function = function.clone();
+            let handles: Vec<u64> = params.iter().map(|v| v.unwrap_i64() as u64).collect();
+            Box::new(async move {
+                let state = caller.data_mut();
+                let mut inputs = Vec::with_capacity(handles.len());
+                for handle in handles {
+                    let bytes = state.kernel.block_bytes(handle).ok_or_else(|| {
+                        wasmtime::Error::new(Stop::Host(format!(
+                            "invalid memory handle {handle} passed to the host function `{}`",
+                            function.name()
+                        )))
+                    })?;
+                    inputs.push(bytes.to_vec());
+                }
+                let call = HostCall::new(state.core.env.name.clone(), inputs);
+                let answer = function.run(call).await.map_err(|message| {
+                    wasmtime::Error::new(Stop::Host(format!(
+                        "the host function `{}` failed: {message}",
+                        function.name()
+                    )))
+                })?;
+                if returns {
+                    results[0] = Val::I64(caller.data_mut().write_new(&answer)? as i64);
+                }
+                Ok(())
+            })
+        },
+    )?;
+    Ok(())
 }
 
 fn describe_signature(params: &[ValType], results: &[ValType]) -> String {
@@ -552,6 +546,12 @@ impl Guest for State {
     }
 }
 
+impl P1Guest for State {
+    fn wasi_p1(&mut self) -> &mut WasiP1Ctx {
+        &mut self.wasi
+    }
+}
+
 /// An exported entry point, typed.
 enum Entry {
     Code(TypedFunc<(), i32>),
@@ -578,7 +578,7 @@ impl ExtismInstance {
     /// Run an entry point with `input` and return its output, or how it
     /// failed. An instance whose run failed must be dropped.
     /// `secrets`: the ids of the secrets this run may read.
-    pub(crate) async fn run(&mut self, export: Export, input: &[u8], secrets: &ToolSecrets) -> Result<Vec<u8>, Fault> {
+    pub(crate) async fn run(&mut self, export: Export, input: &[u8], run: &RunOptions) -> Result<Vec<u8>, Fault> {
         let state = self.store.data_mut();
         state.kernel.reset(&mut state.core.memory);
         state.http_status = 0;
@@ -586,16 +586,17 @@ impl ExtismInstance {
         if state.kernel.set_input(input, &mut state.core.memory).is_err() {
             return Err(state.core.memory_fault());
         }
-        guest::prepare(&mut self.store, secrets);
+        guest::prepare(&mut self.store, run);
         let entry = match export {
             Export::Describe => &self.describe,
             Export::Call => &self.call,
         };
-        let _running = ticker::running();
+        let ticker = self.store.data().core.env.ticker.clone();
+        let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
         let ran = match entry {
-            Entry::Code(f) => guest::bounded(deadline, f.call_async(&mut self.store, ())).await,
-            Entry::Unit(f) => guest::bounded(deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
+            Entry::Code(f) => guest::bounded(&ticker, deadline, f.call_async(&mut self.store, ())).await,
+            Entry::Unit(f) => guest::bounded(&ticker, deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
         };
         let state = self.store.data();
         let code = match ran {
@@ -628,6 +629,7 @@ impl ExtismInstance {
             }
             return Err(Fault { kind: FaultKind::Error, message });
         }
+        let state = self.store.data_mut();
         state.core.check_output_size(state.kernel.output_length())?;
         Ok(state.kernel.output().to_vec())
     }
@@ -636,6 +638,11 @@ impl ExtismInstance {
     /// and kernel memory).
     pub(crate) fn memory_used(&self) -> usize {
         self.store.data().core.memory.used()
+    }
+
+    /// What the last run used.
+    pub(crate) fn usage(&self) -> super::outcome::Usage {
+        guest::usage(&self.store)
     }
 
     /// The output cap of its calls.

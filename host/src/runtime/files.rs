@@ -5,7 +5,7 @@
 //! instance as long as the instance lives. Unbounded, one plugin could use
 //! up the process's descriptors, and every other plugin's files and HTTP
 //! would fail ("Too many open files"). So each instance may hold at most
-//! [`MAX_OPEN_FILES`] files it opened; one open more is refused with a WASI
+//! [`MAX_OPEN_FILES`](super::guest::MAX_OPEN_FILES) files it opened; one open more is refused with a WASI
 //! error the guest sees as a failed open (`EMFILE` under WASI 0.1, `quota`
 //! under WASI 0.2), and nothing else happens.
 //!
@@ -15,8 +15,6 @@
 //! adapter), under WASI 0.2 `descriptor.open-at` (a descriptor the guest
 //! dropped is gone from the resource table, which is checked before an
 //! open).
-
-use std::collections::BTreeSet;
 
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{AsContextMut as _, Caller, StoreContextMut};
@@ -28,12 +26,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, HostDescriptor as _, OpenFlags, PathFlags,
 };
 
-use super::Stop;
-use super::extism::State;
 use super::guest::Guest;
-
-/// Most files an instance may hold open.
-pub(crate) const MAX_OPEN_FILES: usize = 256;
+use super::outcome::Stop;
 
 /// Most entries of a component's WASI resource table (descriptors, streams,
 /// pollables): a backstop on the host memory they hold; a guest that fills
@@ -46,43 +40,6 @@ const WASI_P1: &str = "wasi_snapshot_preview1";
 /// matched to it by semver).
 const WASI_P2_FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
 
-/// The files an instance opened and still holds, by handle (a WASI 0.1
-/// file descriptor, a WASI 0.2 resource table index).
-#[derive(Debug, Default)]
-pub(crate) struct OpenFiles {
-    handles: BTreeSet<u32>,
-}
-
-impl OpenFiles {
-    /// No more may be opened.
-    fn full(&self) -> bool {
-        self.handles.len() >= MAX_OPEN_FILES
-    }
-
-    /// How many are held.
-    #[cfg(test)]
-    fn count(&self) -> usize {
-        self.handles.len()
-    }
-
-    fn opened(&mut self, handle: u32) {
-        self.handles.insert(handle);
-    }
-
-    fn closed(&mut self, handle: u32) {
-        self.handles.remove(&handle);
-    }
-
-    /// `fd_renumber(from, to)`: `to` was closed and `from` moved there.
-    fn renumbered(&mut self, from: u32, to: u32) {
-        if self.handles.remove(&from) {
-            self.handles.insert(to);
-        } else {
-            self.handles.remove(&to);
-        }
-    }
-}
-
 /// A function of WASI 0.1, run with the guest's memory and the instance's
 /// WASI context, as `wiggle`'s own glue runs it.
 macro_rules! with_p1 {
@@ -92,7 +49,7 @@ macro_rules! with_p1 {
             return Err(wasmtime::Error::new(Stop::Host("WASI needs the plugin to export its memory".to_owned())));
         };
         let (bytes, state) = exported.data_and_store_mut(&mut $caller);
-        let $wasi = &mut state.wasi;
+        let $wasi = state.wasi_p1();
         $wasi.set_hostcall_fuel(fuel);
         let $memory = &mut wiggle::GuestMemory::Unshared(bytes);
         let result: wasmtime::Result<i32> = $call.await;
@@ -100,18 +57,23 @@ macro_rules! with_p1 {
     }};
 }
 
+/// The data of a store whose guest uses WASI 0.1.
+pub(crate) trait P1Guest: Guest {
+    /// Its WASI 0.1 context.
+    fn wasi_p1(&mut self) -> &mut wasmtime_wasi::p1::WasiP1Ctx;
+}
+
 /// Wrap WASI 0.1's `path_open`, `fd_close` and `fd_renumber` in `linker`
 /// (defined already) with the open-file cap.
-pub(crate) fn cap_p1(linker: &mut wasmtime::Linker<State>) -> wasmtime::Result<()> {
+pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     type PathOpen = (i32, i32, i32, i32, i32, i64, i64, i32, i32);
     linker.func_wrap_async(
         WASI_P1,
         "path_open",
-        |mut caller: Caller<'_, State>,
-         (dir, lookup, path, path_len, oflags, base, inheriting, fdflags, out): PathOpen| {
+        |mut caller: Caller<'_, T>, (dir, lookup, path, path_len, oflags, base, inheriting, fdflags, out): PathOpen| {
             Box::new(async move {
-                if caller.data().core.files.full() {
+                if caller.data().core().files.full() {
                     return Ok(Errno::Mfile as i32);
                 }
                 let (errno, memory) = with_p1!(caller, |wasi, memory| p1::path_open(
@@ -124,29 +86,29 @@ pub(crate) fn cap_p1(linker: &mut wasmtime::Linker<State>) -> wasmtime::Result<(
                     let at = out as u32 as usize;
                     let fd = memory.data(&caller).get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
                     if let Some(fd) = fd {
-                        caller.data_mut().core.files.opened(fd);
+                        caller.data_mut().core_mut().files.opened(fd);
                     }
                 }
                 Ok(errno)
             })
         },
     )?;
-    linker.func_wrap_async(WASI_P1, "fd_close", |mut caller: Caller<'_, State>, (fd,): (i32,)| {
+    linker.func_wrap_async(WASI_P1, "fd_close", |mut caller: Caller<'_, T>, (fd,): (i32,)| {
         Box::new(async move {
             let (errno, _) = with_p1!(caller, |wasi, memory| p1::fd_close(wasi, memory, fd));
             let errno = errno?;
             if errno == Errno::Success as i32 {
-                caller.data_mut().core.files.closed(fd as u32);
+                caller.data_mut().core_mut().files.closed(fd as u32);
             }
             Ok(errno)
         })
     })?;
-    linker.func_wrap_async(WASI_P1, "fd_renumber", |mut caller: Caller<'_, State>, (from, to): (i32, i32)| {
+    linker.func_wrap_async(WASI_P1, "fd_renumber", |mut caller: Caller<'_, T>, (from, to): (i32, i32)| {
         Box::new(async move {
             let (errno, _) = with_p1!(caller, |wasi, memory| p1::fd_renumber(wasi, memory, from, to));
             let errno = errno?;
             if errno == Errno::Success as i32 {
-                caller.data_mut().core.files.renumbered(from as u32, to as u32);
+                caller.data_mut().core_mut().files.renumbered(from as u32, to as u32);
             }
             Ok(errno)
         })
@@ -173,7 +135,7 @@ pub(crate) fn cap_p2<T: WasiView + Guest>(linker: &mut wasmtime::component::Link
             Box::new(async move {
                 let state = store.data_mut();
                 // Forget the descriptors the guest dropped since.
-                let held: Vec<u32> = state.core().files.handles.iter().copied().collect();
+                let held: Vec<u32> = state.core().files.held();
                 let table = state.ctx().table;
                 let gone: Vec<u32> = held
                     .into_iter()
@@ -202,27 +164,4 @@ pub(crate) fn cap_p2<T: WasiView + Guest>(linker: &mut wasmtime::component::Link
     )?;
     linker.allow_shadowing(false);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn open_files_follow_opens_closes_and_renumbering() {
-        let mut files = OpenFiles::default();
-        files.opened(4);
-        files.opened(5);
-        files.renumbered(5, 9);
-        assert_eq!(files.handles.iter().copied().collect::<Vec<_>>(), [4, 9]);
-        // A preopen (not counted) moved onto a counted descriptor closes it.
-        files.renumbered(3, 4);
-        assert_eq!(files.count(), 1);
-        files.closed(9);
-        assert_eq!(files.count(), 0);
-        for fd in 0..MAX_OPEN_FILES as u32 {
-            files.opened(fd);
-        }
-        assert!(files.full());
-    }
 }

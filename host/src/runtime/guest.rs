@@ -6,16 +6,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::{Store, StoreContextMut, UpdateDeadline};
+use wasmtime::{Engine, ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use super::extism::{HostEnv, MemoryBudget};
-use super::files::OpenFiles;
+use super::kernel::{Budget, OutOfBudget};
+use super::outcome::Stop;
 use super::output::{LogBudget, LogLine};
 use super::stdio::Tail;
-use super::{EngineKind, Stop, engine};
+use super::ticker::Ticker;
+use crate::context::{LogLevel, LogSink};
 use crate::error::{Fault, FaultKind};
-use crate::sandbox::{Access, Limits, format_size};
+use crate::sandbox::{Access, Limits, PathGrant, format_size};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What every store's data holds, whatever the kind of plugin.
 pub(crate) struct GuestCore {
@@ -30,7 +32,11 @@ pub(crate) struct GuestCore {
     in_reach: ToolSecrets,
     /// What the running call may still log.
     pub(crate) logs: LogBudget,
-    /// Files the instance holds open (at most [`super::files::MAX_OPEN_FILES`]).
+    /// Where the running call's log lines go besides `tracing`.
+    log_sink: Option<LogSink>,
+    /// Bytes of output the last run returned.
+    output_bytes: u64,
+    /// Files the instance holds open (at most [`MAX_OPEN_FILES`]).
     pub(crate) files: OpenFiles,
     stdout: Tail,
     stderr: Tail,
@@ -47,6 +53,8 @@ impl GuestCore {
             deadline: None,
             in_reach: ToolSecrets::default(),
             logs: LogBudget::default(),
+            log_sink: None,
+            output_bytes: 0,
             files: OpenFiles::default(),
             stdout: Tail::default(),
             stderr: Tail::default(),
@@ -83,17 +91,66 @@ impl GuestCore {
     }
 
     /// A log line of the guest's, with every sensitive value redacted.
-    pub(crate) fn log_line(&self, message: &str) -> String {
+    fn log_line(&self, message: &str) -> String {
         let mut line = message.to_owned();
         self.env.redactor.redact_text(&mut line, &mut Vec::new());
         line
+    }
+
+    /// Whether a log line at `level` goes anywhere.
+    pub(crate) fn wants_log(&self, level: LogLevel) -> bool {
+        self.log_sink.is_some() || self.log_level().is_some_and(|most| level <= most)
+    }
+
+    /// The most detailed level that goes anywhere (`None`: logging is off):
+    /// everything when the call has a log sink, else what `tracing` takes.
+    pub(crate) fn log_level(&self) -> Option<LogLevel> {
+        use tracing::level_filters::LevelFilter;
+        if self.log_sink.is_some() {
+            return Some(LogLevel::Trace);
+        }
+        let enabled = |level| match level {
+            LogLevel::Error => tracing::enabled!(target: "toolhost::guest", tracing::Level::ERROR),
+            LogLevel::Warn => tracing::enabled!(target: "toolhost::guest", tracing::Level::WARN),
+            LogLevel::Info => tracing::enabled!(target: "toolhost::guest", tracing::Level::INFO),
+            LogLevel::Debug => tracing::enabled!(target: "toolhost::guest", tracing::Level::DEBUG),
+            LogLevel::Trace => tracing::enabled!(target: "toolhost::guest", tracing::Level::TRACE),
+        };
+        if LevelFilter::current() == LevelFilter::OFF {
+            return None;
+        }
+        [LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error]
+            .into_iter()
+            .find(|&l| enabled(l))
+    }
+
+    /// A log line of the guest's, at `level`: redacted, cut to a line's
+    /// worth, within the call's log budget; to `tracing` (target
+    /// `toolhost::guest`, field `plugin`) and to the call's log sink.
+    pub(crate) fn log(&mut self, level: LogLevel, bytes: &[u8]) {
+        const TARGET: &str = "toolhost::guest";
+        // Redacted before it is cut, so no secret is cut in two.
+        let head = self.env.redactor.redact_head(bytes, super::output::MAX_LOG_LINE_BYTES);
+        let Some(message) = self.admit_log(&head, bytes.len()) else { return };
+        let message = self.log_line(&message);
+        let plugin = self.env.name.as_str();
+        match level {
+            LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: TARGET, plugin, "{message}"),
+            LogLevel::Info => tracing::info!(target: TARGET, plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: TARGET, plugin, "{message}"),
+            LogLevel::Trace => tracing::trace!(target: TARGET, plugin, "{message}"),
+        }
+        if let Some(sink) = &self.log_sink {
+            sink(crate::context::GuestLog { plugin, level, message: &message });
+        }
     }
 
     /// Whether (and what of) a log line of `len` bytes may be written under
     /// the call's log budget; `head` holds at least its first
     /// [`super::output::MAX_LOG_LINE_BYTES`]. Once the budget is spent, the
     /// note saying so is returned once, then `None`.
-    pub(crate) fn admit_log(&mut self, head: &[u8], len: usize) -> Option<String> {
+    fn admit_log(&mut self, head: &[u8], len: usize) -> Option<String> {
         match self.logs.admit(head, len) {
             LogLine::Write(line) => Some(line),
             LogLine::Note => Some(LogBudget::note()),
@@ -110,7 +167,8 @@ impl GuestCore {
     }
 
     /// Refuse output of `size` bytes over the limit.
-    pub(crate) fn check_output_size(&self, size: u64) -> Result<(), Fault> {
+    pub(crate) fn check_output_size(&mut self, size: u64) -> Result<(), Fault> {
+        self.output_bytes = size;
         let limit = self.env.limits.max_output_bytes as u64;
         if size > limit {
             return Err(Fault {
@@ -140,35 +198,63 @@ pub(crate) trait Guest: Send + 'static {
     fn core_mut(&mut self) -> &mut GuestCore;
 }
 
-/// A store for `state` on the shared engine: limited, with the epoch
-/// callback, armed for its first run (instantiation and start-up code).
-pub(crate) fn new_store<T: Guest>(kind: EngineKind, state: T) -> Result<Store<T>, Fault> {
-    let engine = engine(kind).map_err(|message| Fault { kind: FaultKind::Runtime, message })?;
+/// A store for `state` on `engine`: limited, with the epoch callback,
+/// armed for its first run (instantiation and start-up code).
+pub(crate) fn new_store<T: Guest>(engine: &Engine, state: T) -> Store<T> {
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.core_mut().memory);
     store.epoch_deadline_callback(on_tick::<T>);
-    arm(&mut store);
-    Ok(store)
+    arm(&mut store, None);
+    store
 }
 
-/// Before a call: forget what the guest printed last time, renew its log
-/// budget, put the call's secrets in reach (none for `describe`), and arm.
-pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, secrets: &ToolSecrets) {
+/// What one run is given besides its input: the secrets in reach (none for
+/// `describe`), a deadline of the caller's, where its log lines go.
+#[derive(Clone, Default)]
+pub(crate) struct RunOptions {
+    /// The ids of the secrets the run may read.
+    pub(crate) secrets: ToolSecrets,
+    /// The caller's deadline, when it is earlier than the plugin's timeout.
+    pub(crate) deadline: Option<Instant>,
+    /// Where its log lines go besides `tracing`.
+    pub(crate) log: Option<LogSink>,
+}
+
+/// Before a run: forget what the guest printed last time, renew its log
+/// budget, put the run's secrets in reach, and arm.
+pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
     let core = store.data_mut().core_mut();
     core.stdout.clear();
     core.stderr.clear();
     core.logs.reset();
-    core.in_reach = ToolSecrets::clone(secrets);
-    arm(store);
+    core.in_reach = ToolSecrets::clone(&run.secrets);
+    core.log_sink = run.log.clone();
+    core.output_bytes = 0;
+    core.memory.peak = core.memory.used;
+    arm(store, run.deadline);
+}
+
+/// What the last run in `store` used.
+pub(crate) fn usage<T: Guest>(store: &Store<T>) -> super::outcome::Usage {
+    let core = store.data().core();
+    super::outcome::Usage {
+        fuel_consumed: core.env.limits.fuel.map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0))),
+        peak_memory_bytes: core.memory.peak(),
+        output_bytes: core.output_bytes,
+    }
 }
 
 /// The ids of the secrets one tool's calls may read.
 pub(crate) type ToolSecrets = Arc<[String]>;
 
-/// Set the deadline of whatever runs next in this store, and its fuel.
-fn arm<T: Guest>(store: &mut Store<T>) {
+/// Set the deadline of whatever runs next in this store (the plugin's
+/// timeout, or the caller's deadline if that is earlier), and its fuel.
+fn arm<T: Guest>(store: &mut Store<T>, caller_deadline: Option<Instant>) {
     let limits = &store.data().core().env.limits;
-    let deadline = limits.timeout.map(|t| Instant::now() + t);
+    let deadline = match (limits.timeout.map(|t| Instant::now() + t), caller_deadline) {
+        (Some(own), Some(callers)) => Some(own.min(callers)),
+        (own, callers) => own.or(callers),
+    };
     let fuel = limits.fuel;
     store.data_mut().core_mut().deadline = deadline;
     if let Some(fuel) = fuel {
@@ -189,22 +275,23 @@ fn arm<T: Guest>(store: &mut Store<T>) {
 /// The deadline is kept by toolhost's epoch ticker thread
 /// ([`super::ticker::Alarm`]), not by tokio's timer, so this works on any
 /// tokio runtime, with or without its time driver. Callers hold a
-/// [`super::ticker::running`] guard meanwhile, which keeps the ticker ticking.
+/// [`Ticker::running`] guard meanwhile, which keeps the ticker ticking.
 pub(crate) async fn bounded<R>(
+    ticker: &Ticker,
     deadline: Option<Instant>,
     run: impl std::future::Future<Output = wasmtime::Result<R>>,
 ) -> wasmtime::Result<R> {
     use std::task::Poll;
     let Some(deadline) = deadline else { return run.await };
     let mut run = std::pin::pin!(run);
-    let mut alarm = super::ticker::Alarm::new(deadline);
+    let mut alarm = ticker.alarm(deadline);
     std::future::poll_fn(|cx| {
         if let Poll::Ready(ran) = run.as_mut().poll(cx) {
             return Poll::Ready(ran);
         }
         // Checked only once the run is pending: a call that finishes in
         // one poll never touches the alarm.
-        if alarm.poll(cx).is_ready() {
+        if alarm.poll_alarm(cx).is_ready() {
             return Poll::Ready(Err(wasmtime::Error::new(Stop::Timeout)));
         }
         Poll::Pending
@@ -269,4 +356,167 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
     // Anything else (a WASI host error, an instantiation failure): the root
     // cause is the sentence that says what happened.
     Fault { kind: FaultKind::Trap, message: with_stderr(error.root_cause().to_string()) }
+}
+
+/// Most elements a table may grow to, whatever the memory limit.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+/// Bytes a table element is charged against the memory limit: wasmtime
+/// keeps a funcref as a pointer (8 bytes) and a continuation as two; we
+/// charge the larger, so a table never holds more host memory than counted.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
+
+/// What every instance of one plugin shares: its name, grants and limits.
+/// (No `Debug`: the config holds secrets.)
+#[derive(Clone)]
+pub(crate) struct HostEnv {
+    /// The plugin's name, for logs.
+    pub(crate) name: String,
+    /// Config values (`config_get`).
+    pub(crate) config: BTreeMap<String, String>,
+    /// The secrets handed to the plugin, by id: `config_get` of one answers
+    /// only during calls of a tool that declares it.
+    pub(crate) secrets: BTreeMap<String, String>,
+    /// The plugin's sensitive values (its secrets and the secret values of
+    /// its config), kept out of its log lines.
+    pub(crate) redactor: Arc<crate::secrets::Redactor>,
+    /// Host patterns HTTP requests may go to.
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Directories the plugin sees.
+    pub(crate) allowed_paths: Vec<PathGrant>,
+    /// Limits of every call.
+    pub(crate) limits: Limits,
+    /// The ticker of the plugin's runtime: it keeps the deadlines.
+    pub(crate) ticker: Ticker,
+}
+
+/// The memory an instance holds: its linear memories and its kernel memory,
+/// against one limit.
+#[derive(Debug)]
+pub(crate) struct MemoryBudget {
+    max: Option<usize>,
+    used: usize,
+    /// The most held since the running call started.
+    peak: usize,
+}
+
+impl MemoryBudget {
+    pub(crate) fn new(max: Option<u64>) -> Self {
+        MemoryBudget { max: max.map(|m| usize::try_from(m).unwrap_or(usize::MAX)), used: 0, peak: 0 }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The most bytes held since the running call started.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak
+    }
+}
+
+impl Budget for MemoryBudget {
+    fn charge(&mut self, bytes: usize) -> Result<(), OutOfBudget> {
+        let total = self.used.checked_add(bytes).ok_or(OutOfBudget)?;
+        if self.max.is_some_and(|max| total > max) {
+            return Err(OutOfBudget);
+        }
+        self.used = total;
+        self.peak = self.peak.max(total);
+        Ok(())
+    }
+
+    fn refund(&mut self, bytes: usize) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+}
+
+impl ResourceLimiter for MemoryBudget {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.charge(desired.saturating_sub(current)).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
+        Ok(true)
+    }
+
+    /// Tables live in host memory: their elements count against the same
+    /// limit as linear memories (a module's initial tables too, charged at
+    /// instantiation, so a huge declared table is refused, not allocated).
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > maximum.unwrap_or(usize::MAX).min(MAX_TABLE_ELEMENTS) {
+            return Ok(false);
+        }
+        let bytes = desired.saturating_sub(current).saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge(bytes).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))?;
+        Ok(true)
+    }
+}
+
+/// Most files an instance may hold open.
+pub(crate) const MAX_OPEN_FILES: usize = 256;
+
+/// The files an instance opened and still holds, by handle (a WASI 0.1
+/// file descriptor, a WASI 0.2 resource table index).
+#[derive(Debug, Default)]
+pub(crate) struct OpenFiles {
+    handles: BTreeSet<u32>,
+}
+
+impl OpenFiles {
+    /// No more may be opened.
+    pub(crate) fn full(&self) -> bool {
+        self.handles.len() >= MAX_OPEN_FILES
+    }
+
+    /// The handles held.
+    pub(crate) fn held(&self) -> Vec<u32> {
+        self.handles.iter().copied().collect()
+    }
+
+    /// How many are held.
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
+        self.handles.len()
+    }
+
+    pub(crate) fn opened(&mut self, handle: u32) {
+        self.handles.insert(handle);
+    }
+
+    pub(crate) fn closed(&mut self, handle: u32) {
+        self.handles.remove(&handle);
+    }
+
+    /// `fd_renumber(from, to)`: `to` was closed and `from` moved there.
+    pub(crate) fn renumbered(&mut self, from: u32, to: u32) {
+        if self.handles.remove(&from) {
+            self.handles.insert(to);
+        } else {
+            self.handles.remove(&to);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_files_follow_opens_closes_and_renumbering() {
+        let mut files = OpenFiles::default();
+        files.opened(4);
+        files.opened(5);
+        files.renumbered(5, 9);
+        assert_eq!(files.handles.iter().copied().collect::<Vec<_>>(), [4, 9]);
+        // A preopen (not counted) moved onto a counted descriptor closes it.
+        files.renumbered(3, 4);
+        assert_eq!(files.count(), 1);
+        files.closed(9);
+        assert_eq!(files.count(), 0);
+        for fd in 0..MAX_OPEN_FILES as u32 {
+            files.opened(fd);
+        }
+        assert!(files.full());
+    }
 }

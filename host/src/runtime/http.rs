@@ -16,11 +16,8 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::time::{Duration, Instant};
 
+use super::outcome::Stop;
 use serde::Deserialize;
-use wasmtime::Caller;
-
-use super::Stop;
-use super::extism::State;
 
 /// Largest response body a plugin gets (Extism's default).
 const MAX_RESPONSE_BYTES: u64 = 50 * 1024 * 1024;
@@ -38,10 +35,10 @@ struct HttpRequest {
 }
 
 /// What came back.
-struct HttpResponse {
-    status: u16,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
+pub(crate) struct HttpResponse {
+    pub(crate) status: u16,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Headers that carry credentials: not sent on to another origin when a
@@ -112,26 +109,21 @@ fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
     }
 }
 
-/// The host function.
-pub(crate) async fn request(caller: &mut Caller<'_, State>, request: u64, body: u64) -> wasmtime::Result<u64> {
-    let state = caller.data_mut();
-    let description = state.take_block(request, "HTTP request")?;
-    let description: HttpRequest = serde_json::from_slice(&description)
+/// Run a request a guest described (Extism's JSON description, and a
+/// body): refused unless its host matches a grant in `allowed`, bounded by
+/// `deadline`.
+pub(crate) async fn request(
+    description: &[u8],
+    body: Option<Vec<u8>>,
+    allowed: Vec<String>,
+    deadline: Option<Instant>,
+) -> wasmtime::Result<HttpResponse> {
+    let description: HttpRequest = serde_json::from_slice(description)
         .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
-    let body = if body == 0 { None } else { Some(state.take_block(body, "HTTP request body")?) };
-    state.http_status = 0;
-    state.http_headers = None;
-    let allowed = state.core.env.allowed_hosts.clone();
     check_url(&description.url, &allowed)?;
-    let deadline = state.core.deadline;
-
-    let outcome = tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
+    tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
         .await
-        .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))??;
-    let state = caller.data_mut();
-    state.http_status = outcome.status;
-    state.http_headers = Some(outcome.headers);
-    state.write_new(&outcome.body)
+        .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
 }
 
 /// Send the request and follow redirects to granted hosts.

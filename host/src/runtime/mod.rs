@@ -1,15 +1,17 @@
-//! The Wasm runtime under the plugins: toolhost's own, on wasmtime.
+//! The Wasm runtime under the plugins: toolhost's own, on wasmtime, owned by
+//! a [`Runtime`] handle.
 //!
-//! - One [`wasmtime::Engine`] per process (two when fuel is used: fuel
-//!   metering changes the generated code), shared by every plugin, so a
-//!   plugin compiles once and its instances are cheap.
+//! - A runtime has one [`wasmtime::Engine`] (two when fuel is used: fuel
+//!   metering changes the generated code), shared by every plugin loaded
+//!   through it, so a plugin compiles once and its instances are cheap.
 //! - Guests run as `async` calls on wasmtime fibers: a call runs on the
 //!   caller's tokio worker thread, with no hand-off to another thread, and
 //!   yields back to the executor at every epoch tick (1 ms), so a long call
 //!   never holds a worker.
-//! - Time limits are per store: a global ticker thread advances the epoch;
-//!   at each tick a running store checks its own deadline. One call timing
-//!   out, or being cancelled, never interrupts another.
+//! - Time limits are per store: the runtime's ticker thread ([`ticker`])
+//!   advances the epoch; at each tick a running store checks its own
+//!   deadline. One call timing out, or being cancelled, never interrupts
+//!   another.
 //! - The Extism plugin ABI (`extism:host/env`) is implemented natively
 //!   ([`extism`]), so existing Extism plugins run unchanged without Extism's
 //!   per-call costs (see DESIGN.md, "Performance").
@@ -17,175 +19,38 @@
 //!   same engine, under the same limits ([`guest`] holds what both kinds
 //!   share); their typed results become the protocol's types, so everything
 //!   after a call is shared.
+//!
+//! The files stand in floors, each using only those below it: `outcome`,
+//! `ticker`, `kernel`, `stdio`, `cache`, `output`, `http` at the bottom;
+//! `guest` (store data and limits); `files` (the open-file cap); `extism`
+//! and `component`; `instance` (either flavour); this file, the handle.
 
 pub(crate) mod cache;
 pub(crate) mod component;
 pub(crate) mod extism;
 mod files;
-mod guest;
+pub(crate) mod guest;
 mod http;
+pub(crate) mod instance;
 pub(crate) mod kernel;
+pub(crate) mod outcome;
 mod output;
 mod stdio;
+pub(crate) mod ticker;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use wasmtime::{Config, Engine};
 
-use crate::error::{Fault, OutputProblem};
-use component::{ComponentInstance, ComponentModule};
-use extism::{Export, ExtismInstance, ExtismModule, HostEnv};
-pub(crate) use guest::ToolSecrets;
-
-/// The two flavours of plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PluginKind {
-    /// A core Wasm module with the Extism `describe`/`call` interface.
-    Extism,
-    /// A component of the `toolhost:plugin` world (`wit/plugin.wit`).
-    Component,
-}
-
-impl std::fmt::Display for PluginKind {
-    /// `extism` or `component`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PluginKind::Extism => "extism",
-            PluginKind::Component => "component",
-        })
-    }
-}
-
-impl PluginKind {
-    /// Which flavour these bytes are: a component's binary header (layer 1)
-    /// or text (`(component`), else a module (which compilation then checks).
-    pub(crate) fn of(bytes: &[u8]) -> PluginKind {
-        const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
-        if bytes.starts_with(&COMPONENT_HEADER) {
-            return PluginKind::Component;
-        }
-        // (Lossy: the cut at 4 KiB may split a character.)
-        let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
-        let text = head.trim_start();
-        // Skip leading `;;` line comments of a WAT file.
-        let mut rest = text;
-        while let Some(comment) = rest.strip_prefix(";;") {
-            rest = comment.split_once('\n').map_or("", |(_, after)| after).trim_start();
-        }
-        if rest.starts_with("(component") { PluginKind::Component } else { PluginKind::Extism }
-    }
-}
-
-/// A compiled plugin of either flavour, its imports resolved.
-pub(crate) enum Module {
-    Extism(ExtismModule),
-    Component(ComponentModule),
-}
-
-/// One instance of either flavour.
-pub(crate) enum Instance {
-    Extism(ExtismInstance),
-    Component(ComponentInstance),
-}
-
-/// What a call sends, encoded for its flavour.
-pub(crate) enum Payload {
-    /// The `CallToolRequest` as JSON bytes.
-    Extism(Vec<u8>),
-    /// The tool's name and the arguments as JSON text.
-    Component { name: String, arguments: String },
-}
-
-impl Payload {
-    /// Bytes sent to the plugin (for the input cap).
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Payload::Extism(bytes) => bytes.len(),
-            Payload::Component { name, arguments } => name.len() + arguments.len(),
-        }
-    }
-}
-
-/// What `call` returned: JSON to check against the protocol (an Extism
-/// plugin's output), or a result typed already (a component's).
-pub(crate) enum CallOutput {
-    Json(Value),
-    Typed(toolhost_protocol::CallToolResult),
-}
-
-/// How a run failed: the guest's code, or what it returned.
-pub(crate) enum RunError {
-    Fault(Fault),
-    Output(OutputProblem),
-}
-
-impl Module {
-    pub(crate) fn kind(&self) -> PluginKind {
-        match self {
-            Module::Extism(_) => PluginKind::Extism,
-            Module::Component(_) => PluginKind::Component,
-        }
-    }
-
-    pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
-        let instance = match self {
-            Module::Extism(module) => module.instantiate(env).await.map(Instance::Extism),
-            Module::Component(module) => module.instantiate(env).await.map(Instance::Component),
-        };
-        instance.map_err(output::short_fault)
-    }
-}
-
-impl Instance {
-    /// Run `describe`; its output as JSON (not yet validated).
-    pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
-        let described = match self {
-            Instance::Extism(instance) => match instance.run(Export::Describe, b"", &ToolSecrets::default()).await {
-                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
-                Err(fault) => Err(RunError::Fault(fault)),
-            },
-            Instance::Component(instance) => instance.describe().await,
-        };
-        described.map_err(output::short_error)
-    }
-
-    /// Run `call`, with the secrets of `secrets` in reach; its output (not
-    /// yet validated).
-    pub(crate) async fn call(&mut self, payload: &Payload, secrets: &ToolSecrets) -> Result<CallOutput, RunError> {
-        let called = match (self, payload) {
-            (Instance::Extism(instance), Payload::Extism(request)) => {
-                match instance.run(Export::Call, request, secrets).await {
-                    Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
-                    Err(fault) => Err(RunError::Fault(fault)),
-                }
-            }
-            (Instance::Component(instance), Payload::Component { name, arguments }) => {
-                instance.call(name, arguments, secrets).await
-            }
-            _ => Err(RunError::Fault(Fault {
-                kind: crate::error::FaultKind::Runtime,
-                message: "a call was encoded for the other flavour of plugin".to_owned(),
-            })),
-        };
-        called.map_err(output::short_error)
-    }
-
-    /// Bytes held against the memory limit.
-    pub(crate) fn memory_used(&self) -> usize {
-        match self {
-            Instance::Extism(instance) => instance.memory_used(),
-            Instance::Component(instance) => instance.memory_used(),
-        }
-    }
-}
-
-/// How often the epoch advances: the resolution of timeouts, and how long a
-/// guest runs before it yields to the executor.
-pub(crate) const TICK: Duration = Duration::from_millis(1);
+use crate::error::Error;
+use crate::sandbox::Limits;
+use crate::telemetry::CallObserver;
+use cache::ModuleCache;
+pub use instance::PluginKind;
+use ticker::Ticker;
 
 /// Which engine a plugin runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -196,18 +61,344 @@ pub(crate) enum EngineKind {
     Fuel,
 }
 
-static PLAIN: OnceLock<Result<Engine, String>> = OnceLock::new();
-static FUEL: OnceLock<Result<Engine, String>> = OnceLock::new();
+/// An engine and the linkers of both flavours on it, each made when first
+/// needed.
+pub(crate) struct Engines {
+    pub(crate) engine: Engine,
+    extism: OnceLock<Result<wasmtime::Linker<extism::State>, String>>,
+    component: OnceLock<Result<wasmtime::component::Linker<component::ComponentState>, String>>,
+}
 
-/// The shared engine of that kind.
-pub(crate) fn engine(kind: EngineKind) -> Result<&'static Engine, String> {
-    let cell = match kind {
-        EngineKind::Plain => &PLAIN,
-        EngineKind::Fuel => &FUEL,
-    };
-    let engine = cell.get_or_init(|| Engine::new(&config(kind)).map_err(|e| e.to_string())).as_ref()?;
-    ticker::start()?;
-    Ok(engine)
+impl Engines {
+    pub(crate) fn extism_linker(&self) -> Result<&wasmtime::Linker<extism::State>, String> {
+        self.extism.get_or_init(|| extism::linker(&self.engine)).as_ref().map_err(Clone::clone)
+    }
+
+    pub(crate) fn component_linker(&self) -> Result<&wasmtime::component::Linker<component::ComponentState>, String> {
+        self.component.get_or_init(|| component::linker(&self.engine)).as_ref().map_err(Clone::clone)
+    }
+}
+
+/// Where plugins run: the Wasm engines, the epoch ticker thread that keeps
+/// every call's deadline, the compiled-module cache, the default limits of
+/// the plugins it loads and the call observer. Like wasmtime's `Engine`,
+/// one is meant to serve the whole program; clones share it.
+///
+/// [`Plugin::load`](crate::Plugin::load) and the other one-liners use
+/// [`Runtime::shared`], a runtime with no compiled-module cache and the
+/// default limits. An embedder that wants its own settings, or to shut the
+/// runtime down, makes one:
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), toolhost::Error> {
+/// use std::time::Duration;
+/// use toolhost::{Limits, ModuleCache, Runtime};
+/// let runtime = Runtime::builder()
+///     .with_module_cache(ModuleCache::from_env())
+///     .with_default_limits(Limits::default().with_timeout(Some(Duration::from_secs(10))))
+///     .build();
+/// let plugin = runtime.plugin_from_file("target/plugins/calculator.wasm").build().await?;
+/// plugin.call_tool("add", serde_json::json!({"a": 1, "b": 2})).await?;
+/// // Let calls in flight finish for up to 5 s, cancel the rest, stop the ticker.
+/// let report = runtime.shutdown(Duration::from_secs(5)).await;
+/// assert_eq!(report.cancelled, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    plain: OnceLock<Result<Engines, String>>,
+    fuel: OnceLock<Result<Engines, String>>,
+    ticker: Ticker,
+    cache: ModuleCache,
+    limits: Limits,
+    observer: Option<Arc<dyn CallObserver>>,
+    /// Calls running now.
+    in_flight: AtomicUsize,
+    /// Set by [`Runtime::shutdown`]: nothing new starts.
+    closed: AtomicBool,
+    /// Notified when the last call in flight ends.
+    idle: tokio::sync::Notify,
+    /// Cancelled when a shutdown's grace period is over.
+    cancel: CancellationToken,
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        self.ticker.stop();
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("cache", &self.inner.cache)
+            .field("default_limits", &self.inner.limits)
+            .field("observer", &self.inner.observer.is_some())
+            .field("calls_in_flight", &self.calls_in_flight())
+            .field("shut_down", &self.is_shut_down())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Runtime {
+    /// [`Runtime::new`].
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+/// Configures a [`Runtime`].
+#[derive(Clone, Default)]
+pub struct RuntimeBuilder {
+    cache: Option<ModuleCache>,
+    limits: Option<Limits>,
+    observer: Option<Arc<dyn CallObserver>>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("cache", &self.cache)
+            .field("limits", &self.limits)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+impl RuntimeBuilder {
+    /// Keep compiled modules between processes in this cache (by default
+    /// none: a library writes nothing to disk unless asked;
+    /// [`ModuleCache::from_env`] is the CLI's cache).
+    pub fn with_module_cache(mut self, cache: ModuleCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The limits plugins built from this runtime start with (a builder's
+    /// own limits replace them; a toolsets file's `limits` are complete in
+    /// themselves). By default [`Limits::default`].
+    pub fn with_default_limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// Tell `observer` about every call that finishes (or is cancelled):
+    /// its duration, outcome, fuel, peak memory and output size.
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The runtime. Its engines and ticker thread are made when the first
+    /// plugin is loaded.
+    pub fn build(self) -> Runtime {
+        Runtime {
+            inner: Arc::new(RuntimeInner {
+                plain: OnceLock::new(),
+                fuel: OnceLock::new(),
+                ticker: Ticker::new(),
+                cache: self.cache.unwrap_or_else(ModuleCache::disabled),
+                limits: self.limits.unwrap_or_default(),
+                observer: self.observer,
+                in_flight: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
+                idle: tokio::sync::Notify::new(),
+                cancel: CancellationToken::new(),
+            }),
+        }
+    }
+}
+
+/// What [`Runtime::shutdown`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Calls in flight when the shutdown began.
+    pub in_flight: usize,
+    /// Of those, calls still running when the grace period ended: they were
+    /// cancelled.
+    pub cancelled: usize,
+}
+
+impl Runtime {
+    /// A runtime with the default settings: no compiled-module cache,
+    /// [`Limits::default`], no observer.
+    pub fn new() -> Self {
+        RuntimeBuilder::default().build()
+    }
+
+    /// Configure a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The runtime of the one-liners ([`Plugin::load`](crate::Plugin::load),
+    /// [`Plugin::builder_from_file`](crate::Plugin::builder_from_file),
+    /// [`Registry::new`](crate::Registry::new)): made on first use, with the
+    /// default settings, for the life of the process. (Shutting it down
+    /// shuts down every plugin loaded the one-liner way.)
+    pub fn shared() -> &'static Runtime {
+        static SHARED: OnceLock<Runtime> = OnceLock::new();
+        SHARED.get_or_init(Runtime::new)
+    }
+
+    /// Configure a plugin loaded from a `.wasm` file, on this runtime.
+    pub fn plugin_from_file(&self, path: impl AsRef<std::path::Path>) -> crate::PluginBuilder {
+        crate::PluginBuilder::from_file(self.clone(), path.as_ref())
+    }
+
+    /// Configure a plugin loaded from Wasm bytes, on this runtime.
+    pub fn plugin_from_bytes(&self, wasm: impl Into<Arc<[u8]>>) -> crate::PluginBuilder {
+        crate::PluginBuilder::from_bytes(self.clone(), wasm.into())
+    }
+
+    /// The compiled-module cache plugins of this runtime use.
+    pub fn module_cache(&self) -> &ModuleCache {
+        &self.inner.cache
+    }
+
+    /// The limits plugins built from this runtime start with.
+    pub fn default_limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Calls running now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has begun.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Shut the runtime down: refuse new loads and calls
+    /// ([`Error::ShutDown`]); let the calls in flight finish for up to
+    /// `grace`; then cancel those still running (their guests are stopped
+    /// where they are, and they return [`Error::Cancelled`]); wait for them
+    /// to return; and stop the ticker thread. Plugins loaded on the runtime
+    /// can still be listed, not called. Calling it again does nothing more.
+    ///
+    /// Waiting needs no tokio time driver (the runtime's own ticker keeps
+    /// the grace period).
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        let inner = &self.inner;
+        inner.closed.store(true, Ordering::SeqCst);
+        let in_flight = self.calls_in_flight();
+        let deadline =
+            Instant::now().checked_add(grace).unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+        let drained = self.wait_idle(Some(deadline)).await;
+        let cancelled = if drained { 0 } else { self.calls_in_flight() };
+        if !drained {
+            tracing::info!(calls = cancelled, "runtime shutting down: cancelling the calls still running");
+            inner.cancel.cancel();
+            // Cancelled calls return within a tick (their futures are dropped).
+            self.wait_idle(None).await;
+        }
+        inner.ticker.stop();
+        ShutdownReport { in_flight, cancelled }
+    }
+
+    /// Wait until no call is in flight (`true`), or `deadline` passes
+    /// (`false`).
+    async fn wait_idle(&self, deadline: Option<Instant>) -> bool {
+        let inner = &self.inner;
+        // The ticker ticks while a guard lives: the alarm goes off.
+        let _ticking = deadline.map(|_| inner.ticker.running());
+        let mut alarm = deadline.map(|at| inner.ticker.alarm(at));
+        loop {
+            let notified = inner.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.calls_in_flight() == 0 {
+                return true;
+            }
+            let woken = std::future::poll_fn(|cx| {
+                if notified.as_mut().poll(cx).is_ready() {
+                    return std::task::Poll::Ready(true);
+                }
+                match alarm.as_mut().map(|alarm| alarm.poll_alarm(cx)) {
+                    Some(std::task::Poll::Ready(())) => std::task::Poll::Ready(false),
+                    _ => std::task::Poll::Pending,
+                }
+            })
+            .await;
+            if !woken {
+                return self.calls_in_flight() == 0;
+            }
+        }
+    }
+
+    /// A call begins: refused once the runtime is shutting down.
+    pub(crate) fn enter(&self, plugin: &str) -> Result<CallGuard, Error> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown { plugin: plugin.to_owned() });
+        }
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        let guard = CallGuard { runtime: Arc::clone(inner) };
+        // A shutdown that began meanwhile may have counted us already: it
+        // waits for the guard, which is dropped at once.
+        if inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown { plugin: plugin.to_owned() });
+        }
+        Ok(guard)
+    }
+
+    /// Refuse loading once the runtime is shutting down.
+    pub(crate) fn check_open(&self, plugin: &str) -> Result<(), Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown { plugin: plugin.to_owned() });
+        }
+        Ok(())
+    }
+
+    /// Cancelled when a shutdown gives up waiting.
+    pub(crate) fn cancellation(&self) -> &CancellationToken {
+        &self.inner.cancel
+    }
+
+    pub(crate) fn observer(&self) -> Option<&Arc<dyn CallObserver>> {
+        self.inner.observer.as_ref()
+    }
+
+    pub(crate) fn ticker(&self) -> &Ticker {
+        &self.inner.ticker
+    }
+
+    /// The engines of that kind, made on first use (the ticker then
+    /// advances their epoch).
+    pub(crate) fn engines(&self, kind: EngineKind) -> Result<&Engines, String> {
+        let cell = match kind {
+            EngineKind::Plain => &self.inner.plain,
+            EngineKind::Fuel => &self.inner.fuel,
+        };
+        let engines = cell
+            .get_or_init(|| {
+                let engine = Engine::new(&config(kind)).map_err(|e| e.to_string())?;
+                self.inner.ticker.tick(&engine)?;
+                Ok(Engines { engine, extism: OnceLock::new(), component: OnceLock::new() })
+            })
+            .as_ref()?;
+        Ok(engines)
+    }
+}
+
+/// A call in flight: counted until dropped.
+pub(crate) struct CallGuard {
+    runtime: Arc<RuntimeInner>,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if self.runtime.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.runtime.idle.notify_waiters();
+        }
+    }
 }
 
 /// The engine configuration. The Wasm features are those Extism enables, so
@@ -222,185 +413,4 @@ fn config(kind: EngineKind) -> Config {
         .wasm_gc(true)
         .wasm_component_model(true);
     config
-}
-
-/// The epoch ticker: one thread for the process. It sleeps (parked) while no
-/// call has run for a while, so an idle host costs nothing.
-pub(crate) mod ticker {
-    use super::*;
-    use std::thread::Thread;
-
-    static THREAD: OnceLock<Thread> = OnceLock::new();
-    static PARKED: AtomicBool = AtomicBool::new(false);
-
-    /// Calls running, counted in shards (a cache line each) so that callers
-    /// on different threads do not write the same line on every call.
-    #[repr(align(64))]
-    struct Shard(AtomicUsize);
-    const SHARDS: usize = 16;
-    static ACTIVE: [Shard; SHARDS] = [const { Shard(AtomicUsize::new(0)) }; SHARDS];
-    static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-    }
-
-    fn active() -> usize {
-        ACTIVE.iter().map(|shard| shard.0.load(Ordering::SeqCst)).sum()
-    }
-    /// Idle ticks before the ticker parks.
-    const IDLE_TICKS: u32 = 200;
-
-    /// Start the ticker if it is not running.
-    pub(crate) fn start() -> Result<(), String> {
-        if THREAD.get().is_some() {
-            return Ok(());
-        }
-        // One starter at a time, so there is one ticker.
-        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _starting = STARTING.lock().unwrap_or_else(|p| p.into_inner());
-        if THREAD.get().is_some() {
-            return Ok(());
-        }
-        let spawned = std::thread::Builder::new()
-            .name("toolhost-epoch".to_owned())
-            .spawn(run)
-            .map_err(|e| format!("cannot start the epoch ticker thread: {e}"))?;
-        let _ = THREAD.set(spawned.thread().clone());
-        Ok(())
-    }
-
-    fn run() {
-        let mut idle = 0;
-        loop {
-            std::thread::sleep(TICK);
-            for cell in [&PLAIN, &FUEL] {
-                if let Some(Ok(engine)) = cell.get() {
-                    engine.increment_epoch();
-                }
-            }
-            Alarm::fire();
-            if active() > 0 {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle >= IDLE_TICKS {
-                PARKED.store(true, Ordering::SeqCst);
-                // A call that started after the check above saw PARKED and
-                // will unpark us (an unpark before park is not lost).
-                if active() == 0 {
-                    std::thread::park();
-                }
-                PARKED.store(false, Ordering::SeqCst);
-                idle = 0;
-            }
-        }
-    }
-
-    /// Alarms set, by id: when each goes off and whom to wake.
-    static ALARMS: std::sync::Mutex<std::collections::BTreeMap<u64, (std::time::Instant, std::task::Waker)>> =
-        std::sync::Mutex::new(std::collections::BTreeMap::new());
-    static NEXT_ALARM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-    /// A deadline the ticker thread keeps: ready once it has passed, and
-    /// its task woken then (within a tick), even while the guest waits in a
-    /// host call. Unlike `tokio::time`, it needs no time driver in the
-    /// caller's runtime. The ticker ticks while a [`Running`] guard lives:
-    /// hold one meanwhile.
-    pub(crate) struct Alarm {
-        deadline: std::time::Instant,
-        id: Option<u64>,
-    }
-
-    impl Alarm {
-        pub(crate) fn new(deadline: std::time::Instant) -> Alarm {
-            Alarm { deadline, id: None }
-        }
-
-        /// Ready once the deadline has passed; else set (or renew) the
-        /// alarm to wake this task.
-        pub(crate) fn poll(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-            if std::time::Instant::now() >= self.deadline {
-                return std::task::Poll::Ready(());
-            }
-            let id = *self.id.get_or_insert_with(|| NEXT_ALARM.fetch_add(1, Ordering::Relaxed));
-            let mut alarms = ALARMS.lock().unwrap_or_else(|p| p.into_inner());
-            match alarms.get_mut(&id) {
-                Some((_, waker)) if waker.will_wake(cx.waker()) => {}
-                _ => {
-                    alarms.insert(id, (self.deadline, cx.waker().clone()));
-                }
-            }
-            std::task::Poll::Pending
-        }
-
-        /// Wake the tasks whose alarms have gone off (on the ticker thread).
-        fn fire() {
-            let now = std::time::Instant::now();
-            let due: Vec<std::task::Waker> = {
-                let mut alarms = ALARMS.lock().unwrap_or_else(|p| p.into_inner());
-                if alarms.is_empty() {
-                    return;
-                }
-                let ids: Vec<u64> = alarms.iter().filter(|(_, (at, _))| *at <= now).map(|(id, _)| *id).collect();
-                ids.into_iter().filter_map(|id| alarms.remove(&id)).map(|(_, waker)| waker).collect()
-            };
-            for waker in due {
-                waker.wake();
-            }
-        }
-    }
-
-    impl Drop for Alarm {
-        fn drop(&mut self) {
-            if let Some(id) = self.id {
-                ALARMS.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            }
-        }
-    }
-
-    /// Marks guest code as running while it lives: the ticker keeps ticking.
-    /// (It may be dropped on another thread than it was made on: it
-    /// remembers its shard.)
-    #[must_use]
-    pub(crate) struct Running(usize);
-
-    /// Guest code is about to run.
-    pub(crate) fn running() -> Running {
-        let shard = SHARD.with(|s| *s);
-        ACTIVE[shard].0.fetch_add(1, Ordering::SeqCst);
-        // Read before writing: callers on several threads would otherwise
-        // bounce the flag's cache line on every call.
-        if PARKED.load(Ordering::SeqCst)
-            && PARKED.swap(false, Ordering::SeqCst)
-            && let Some(thread) = THREAD.get()
-        {
-            thread.unpark();
-        }
-        Running(shard)
-    }
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            ACTIVE[self.0].0.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// Why the host stopped a guest: the payload of the error a host function or
-/// the epoch callback returns, read back when the call fails.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Stop {
-    /// The call's deadline passed.
-    #[error("the call's deadline passed")]
-    Timeout,
-    /// The instance tried to use more memory than it may.
-    #[error("the memory limit was reached")]
-    MemoryLimit,
-    /// The guest asked for a capability it was not granted.
-    #[error("{0}")]
-    Denied(String),
-    /// A host function failed because of what the guest passed it.
-    #[error("{0}")]
-    Host(String),
 }

@@ -21,7 +21,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::RunError;
+use super::outcome::RunError;
 use crate::error::{Fault, FaultKind, OutputProblem};
 use crate::sandbox::format_size;
 

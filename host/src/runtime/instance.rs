@@ -1,0 +1,151 @@
+//! Compiled plugins and their instances, of either flavour: what the
+//! plugin layer above sees of the runtime.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::component::{ComponentInstance, ComponentModule};
+use super::extism::{Export, ExtismInstance, ExtismModule};
+use super::guest::{HostEnv, RunOptions};
+use super::outcome::{CallOutput, RunError, Usage};
+use super::output;
+use crate::error::Fault;
+
+/// The two flavours of plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PluginKind {
+    /// A core Wasm module with the Extism `describe`/`call` interface.
+    Extism,
+    /// A component of the `toolhost:plugin` world (`wit/plugin.wit`).
+    Component,
+}
+
+impl std::fmt::Display for PluginKind {
+    /// `extism` or `component`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::Extism => "extism",
+            PluginKind::Component => "component",
+        })
+    }
+}
+
+impl PluginKind {
+    /// Which flavour these bytes are: a component's binary header (layer 1)
+    /// or text (`(component`), else a module (which compilation then checks).
+    pub(crate) fn of(bytes: &[u8]) -> PluginKind {
+        const COMPONENT_HEADER: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        if bytes.starts_with(&COMPONENT_HEADER) {
+            return PluginKind::Component;
+        }
+        // (Lossy: the cut at 4 KiB may split a character.)
+        let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
+        let text = head.trim_start();
+        // Skip leading `;;` line comments of a WAT file.
+        let mut rest = text;
+        while let Some(comment) = rest.strip_prefix(";;") {
+            rest = comment.split_once('\n').map_or("", |(_, after)| after).trim_start();
+        }
+        if rest.starts_with("(component") { PluginKind::Component } else { PluginKind::Extism }
+    }
+}
+
+/// A compiled plugin of either flavour, its imports resolved.
+pub(crate) enum Module {
+    Extism(ExtismModule),
+    Component(ComponentModule),
+}
+
+/// One instance of either flavour.
+pub(crate) enum Instance {
+    Extism(ExtismInstance),
+    Component(ComponentInstance),
+}
+
+/// What a call sends, encoded for its flavour.
+pub(crate) enum Payload {
+    /// The `CallToolRequest` as JSON bytes.
+    Extism(Vec<u8>),
+    /// The tool's name and the arguments as JSON text.
+    Component { name: String, arguments: String },
+}
+
+impl Payload {
+    /// Bytes sent to the plugin (for the input cap).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Extism(bytes) => bytes.len(),
+            Payload::Component { name, arguments } => name.len() + arguments.len(),
+        }
+    }
+}
+
+impl Module {
+    pub(crate) fn kind(&self) -> PluginKind {
+        match self {
+            Module::Extism(_) => PluginKind::Extism,
+            Module::Component(_) => PluginKind::Component,
+        }
+    }
+
+    pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
+        let instance = match self {
+            Module::Extism(module) => module.instantiate(env).await.map(Instance::Extism),
+            Module::Component(module) => module.instantiate(env).await.map(Instance::Component),
+        };
+        instance.map_err(output::short_fault)
+    }
+}
+
+impl Instance {
+    /// Run `describe`; its output as JSON (not yet validated).
+    pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
+        let described = match self {
+            Instance::Extism(instance) => match instance.run(Export::Describe, b"", &RunOptions::default()).await {
+                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
+                Err(fault) => Err(RunError::Fault(fault)),
+            },
+            Instance::Component(instance) => instance.describe().await,
+        };
+        described.map_err(output::short_error)
+    }
+
+    /// Run `call` as `run` says (the secrets in reach, the caller's
+    /// deadline, the log sink); its output (not yet validated).
+    pub(crate) async fn call(&mut self, payload: &Payload, run: &RunOptions) -> Result<CallOutput, RunError> {
+        let called = match (self, payload) {
+            (Instance::Extism(instance), Payload::Extism(request)) => {
+                match instance.run(Export::Call, request, run).await {
+                    Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
+                    Err(fault) => Err(RunError::Fault(fault)),
+                }
+            }
+            (Instance::Component(instance), Payload::Component { name, arguments }) => {
+                instance.call(name, arguments, run).await
+            }
+            _ => Err(RunError::Fault(Fault {
+                kind: crate::error::FaultKind::Runtime,
+                message: "a call was encoded for the other flavour of plugin".to_owned(),
+            })),
+        };
+        called.map_err(output::short_error)
+    }
+
+    /// Bytes held against the memory limit.
+    pub(crate) fn memory_used(&self) -> usize {
+        match self {
+            Instance::Extism(instance) => instance.memory_used(),
+            Instance::Component(instance) => instance.memory_used(),
+        }
+    }
+
+    /// What the last run used.
+    pub(crate) fn usage(&self) -> Usage {
+        match self {
+            Instance::Extism(instance) => instance.usage(),
+            Instance::Component(instance) => instance.usage(),
+        }
+    }
+}

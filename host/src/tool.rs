@@ -1,0 +1,60 @@
+//! A tool as a registry lists it: its namespaced name, where it comes
+//! from, whether callers may use it and whether each call needs approval.
+
+use toolhost_protocol::Tool;
+
+/// The separator between a toolset id and a tool name in namespaced names:
+/// `calc__add`. Double underscore, because it is accepted everywhere tool
+/// names go: MCP (`[A-Za-z0-9_.-]`), OpenAI function calling
+/// (`^[a-zA-Z0-9_-]{1,64}$`, no `.`) and Anthropic tool use; `.`, `/` and `:`
+/// are refused by some of them. Toolset ids may not contain it.
+pub const NAMESPACE_SEPARATOR: &str = "__";
+
+/// A tool as the registry presents it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RegisteredTool {
+    /// `<toolset>__<tool>`: the name callers use.
+    pub name: String,
+    /// The toolset's id.
+    pub toolset: String,
+    /// Where the toolset came from (`file.yaml#/toolsets/0`, or the plugin path).
+    pub source: String,
+    /// The tool as its plugin describes it (its own name).
+    pub tool: Tool,
+    /// Available to callers (enabled and not filtered out).
+    pub enabled: bool,
+    /// Why it is not available, when it is not.
+    pub disabled_reason: Option<String>,
+    /// A person must approve each call.
+    pub requires_approval: bool,
+}
+
+impl RegisteredTool {
+    /// A tool of the toolset `toolset`, available and needing no approval:
+    /// named `<toolset>__<tool>`, from source `toolset`. (For approvers and
+    /// tests outside a registry; a registry makes its own.)
+    pub fn new(toolset: &str, tool: Tool) -> Self {
+        RegisteredTool {
+            name: format!("{toolset}{NAMESPACE_SEPARATOR}{}", tool.name),
+            toolset: toolset.to_owned(),
+            source: toolset.to_owned(),
+            tool,
+            enabled: true,
+            disabled_reason: None,
+            requires_approval: false,
+        }
+    }
+
+    /// The tool as callers see it: its namespaced name, everything else as
+    /// the plugin describes it.
+    pub fn exposed(&self) -> Tool {
+        Tool { name: self.name.clone(), ..self.tool.clone() }
+    }
+
+    /// The tool as a model sees it, under its namespaced name (borrowed:
+    /// nothing is cloned).
+    pub fn for_model(&self) -> crate::model::ModelTool<'_> {
+        crate::model::ModelTool::named(&self.name, &self.tool)
+    }
+}
