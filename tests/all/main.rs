@@ -30,6 +30,7 @@ mod component;
 mod conformance;
 mod embed;
 mod faults;
+mod lifecycle;
 mod plugins;
 mod properties;
 mod runtime;

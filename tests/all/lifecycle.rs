@@ -1,0 +1,359 @@
+//! The embedder's handles: a `Runtime` of its own (default limits, the
+//! call observer, shutdown with calls in flight), the per-call
+//! `CallContext` (cancellation, deadline, user id, `_meta`, log sink) and
+//! host functions it supplies.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolhost::{CallContext, CallObserver, CallRecord, HostFunction, Limits, Plugin, PluginBuilder, Registry, Runtime};
+use toolhost_tests::fixture;
+
+/// Wait (polling, with a generous deadline) until `runtime` counts `n`
+/// calls in flight.
+async fn until_in_flight(runtime: &Runtime, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while runtime.calls_in_flight() != n {
+        assert!(Instant::now() < deadline, "{} calls in flight, waited for {n}", runtime.calls_in_flight());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn hostile(runtime: &Runtime) -> Plugin {
+    runtime.plugin_from_file(fixture("hostile")).with_pool_size(4).build().await.expect("load hostile")
+}
+
+#[test]
+fn the_handles_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<Runtime>();
+    shared::<Plugin>();
+    shared::<PluginBuilder>();
+    shared::<Registry>();
+    shared::<CallContext>();
+    shared::<HostFunction>();
+    shared::<toolhost::Error>();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_calls_that_finish_in_time() {
+    let runtime = Runtime::new();
+    let plugin = hostile(&runtime).await;
+    // Two calls that wait in a host call (WASI sleep), then answer.
+    let naps: Vec<_> = (0..2)
+        .map(|_| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move { plugin.call_tool("nap", json!({"ms": 200})).await })
+        })
+        .collect();
+    until_in_flight(&runtime, 2).await;
+    let report = runtime.shutdown(Duration::from_secs(600)).await;
+    assert_eq!((report.in_flight, report.cancelled), (2, 0), "{report:?}");
+    for nap in naps {
+        let result = nap.await.expect("task").expect("the nap finished");
+        assert!(!result.is_error());
+    }
+    assert_eq!(runtime.calls_in_flight(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cancels_calls_still_running_after_the_grace_period() {
+    let runtime = Runtime::new();
+    let plugin = hostile(&runtime).await;
+    let spin = {
+        let plugin = plugin.clone();
+        tokio::spawn(async move { plugin.call_tool("spin", json!({})).await })
+    };
+    let nap = {
+        let plugin = plugin.clone();
+        tokio::spawn(async move { plugin.call_tool("nap", json!({"ms": 600_000})).await })
+    };
+    until_in_flight(&runtime, 2).await;
+    let report = runtime.shutdown(Duration::from_millis(100)).await;
+    assert_eq!((report.in_flight, report.cancelled), (2, 2), "{report:?}");
+    for call in [spin, nap] {
+        let error = call.await.expect("task").unwrap_err();
+        assert!(error.is_cancelled(), "{error:?}");
+        assert!(error.to_string().contains("the runtime shut down"), "{error}");
+    }
+    assert!(runtime.is_shut_down());
+    // Nothing new runs or loads on it.
+    let error = plugin.call_tool("ok", json!({})).await.unwrap_err();
+    assert!(error.is_shut_down(), "{error:?}");
+    let error = runtime.plugin_from_file(fixture("hostile")).build().await.unwrap_err();
+    assert!(error.is_shut_down(), "{error:?}");
+    // Its plugins can still be listed.
+    assert!(plugin.tool("spin").is_some());
+    // Another runtime is not affected.
+    let other = hostile(&Runtime::new()).await;
+    assert_eq!(other.call_tool("ok", json!({})).await.expect("ok").texts().next(), Some("fine"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_token_stops_the_call_and_the_plugin_goes_on() {
+    let runtime = Runtime::new();
+    let plugin = hostile(&runtime).await;
+    let token = CancellationToken::new();
+    let context = CallContext::new().with_cancellation(token.clone());
+    let spin = {
+        let plugin = plugin.clone();
+        tokio::spawn(async move { plugin.call_tool_with("spin", json!({}), &context).await })
+    };
+    until_in_flight(&runtime, 1).await;
+    token.cancel();
+    let error = spin.await.expect("task").unwrap_err();
+    assert!(error.is_cancelled(), "{error:?}");
+    assert!(error.to_string().contains("its caller cancelled it"), "{error}");
+    assert_eq!(runtime.calls_in_flight(), 0);
+    // The spinning instance was discarded; a fresh one answers.
+    let result = plugin.call_tool("counter", json!({})).await.expect("counter");
+    assert_eq!(result.texts().next(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_context_deadline_stops_a_call_the_plugin_would_let_run() {
+    let plugin = hostile(&Runtime::new()).await;
+    assert_eq!(plugin.limits().timeout, Limits::default().timeout);
+    let context = CallContext::new().with_timeout(Duration::from_millis(200));
+    let error = plugin.call_tool_with("spin", json!({}), &context).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    // Waiting in a host call is bounded too.
+    let error = plugin.call_tool_with("nap", json!({"ms": 600_000}), &context).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+}
+
+#[tokio::test]
+async fn the_runtimes_default_limits_apply_to_its_plugins() {
+    let limits = Limits::default().with_timeout(Some(Duration::from_millis(250)));
+    let runtime = Runtime::builder().with_default_limits(limits).build();
+    let plugin = hostile(&runtime).await;
+    assert_eq!(plugin.limits().timeout, Some(Duration::from_millis(250)));
+    let error = plugin.call_tool("spin", json!({})).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    // A builder's own limits replace them.
+    let own = runtime.plugin_from_file(fixture("hostile")).with_timeout(Duration::from_secs(7)).build().await;
+    assert_eq!(own.expect("load").limits().timeout, Some(Duration::from_secs(7)));
+}
+
+#[tokio::test]
+async fn only_a_tool_that_declares_it_gets_the_user_id() {
+    let plugin = hostile(&Runtime::new()).await;
+    // Without a user, a tool that acts for one is refused before it runs.
+    let error = plugin.call_tool("whoami", json!({})).await.unwrap_err();
+    assert!(error.is_caller_error(), "{error:?}");
+    assert!(error.to_string().contains("needs a user id"), "{error}");
+    let alice = CallContext::new().with_user_id("alice");
+    let result = plugin.call_tool_with("whoami", json!({}), &alice).await.expect("whoami");
+    assert_eq!(result.texts().next(), Some("alice"));
+
+    // The caller's `_meta` reaches the plugin; toolhost's own keys do not
+    // come from the caller, and a tool that does not act for a user never
+    // sees the user id.
+    let mut meta = serde_json::Map::new();
+    meta.insert("progressToken".into(), json!(7));
+    meta.insert("toolhost/userId".into(), json!("mallory"));
+    let context = alice.clone().with_meta(meta);
+    let result = plugin.call_tool_with("meta", json!({}), &context).await.expect("meta");
+    let seen: Value = serde_json::from_str(result.texts().next().unwrap()).unwrap();
+    assert_eq!(seen, json!({"progressToken": 7}));
+    let result = plugin.call_tool_with("whoami", json!({}), &context).await.expect("whoami");
+    assert_eq!(result.texts().next(), Some("alice"), "the caller's toolhost/userId is not the user id");
+    // No `_meta` at all when there is nothing to pass.
+    let result = plugin.call_tool("meta", json!({})).await.expect("meta");
+    assert_eq!(result.texts().next(), Some("null"));
+}
+
+#[tokio::test]
+async fn the_log_sink_gets_the_calls_log_lines() {
+    let plugin = hostile(&Runtime::new()).await;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = {
+        let lines = Arc::clone(&lines);
+        move |log: toolhost::GuestLog<'_>| {
+            lines.lock().unwrap().push((log.plugin.to_owned(), log.level, log.message.to_owned()));
+        }
+    };
+    let context = CallContext::new().with_log_sink(sink);
+    plugin.call_tool_with("log_flood", json!({"lines": 3, "bytes": 10}), &context).await.expect("log_flood");
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (plugin, level, message) in &lines {
+        assert_eq!((plugin.as_str(), *level, message.len()), ("hostile", toolhost::LogLevel::Info, 10));
+    }
+    // A flood is cut at the call's log budget, for the sink as for tracing.
+    let counted = Arc::new(Mutex::new(0usize));
+    let context = CallContext::new().with_log_sink({
+        let counted = Arc::clone(&counted);
+        move |_| *counted.lock().unwrap() += 1
+    });
+    plugin.call_tool_with("log_flood", json!({"lines": 100_000, "bytes": 100}), &context).await.expect("flood");
+    let counted = *counted.lock().unwrap();
+    assert!(counted > 0 && counted < 100_000, "{counted} lines reached the sink");
+}
+
+/// Keeps every record it is told about.
+#[derive(Default)]
+struct Records(Mutex<Vec<(String, String, Option<String>, Option<u64>, usize, u64)>>);
+
+impl CallObserver for Records {
+    fn call_finished(&self, record: &CallRecord<'_>) {
+        self.0.lock().unwrap().push((
+            record.tool.to_owned(),
+            record.outcome.to_owned(),
+            record.call_id.map(str::to_owned),
+            record.fuel_consumed,
+            record.peak_memory_bytes,
+            record.output_bytes,
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_observer_hears_of_every_call_and_what_it_used() {
+    let records = Arc::new(Records::default());
+    let runtime = Runtime::builder()
+        .with_observer(records.clone())
+        .with_default_limits(Limits::default().with_fuel(Some(10_000_000_000)))
+        .build();
+    let plugin = hostile(&runtime).await;
+    let context = CallContext::new().with_call_id("req-1");
+    plugin.call_tool_with("ok", json!({}), &context).await.expect("ok");
+    plugin.call_tool("error", json!({})).await.unwrap_err();
+    plugin.call_tool("no_such_tool", json!({})).await.unwrap_err();
+    let token = CancellationToken::new();
+    let spin = {
+        let (plugin, context) = (plugin.clone(), CallContext::new().with_cancellation(token.clone()));
+        tokio::spawn(async move { plugin.call_tool_with("spin", json!({}), &context).await })
+    };
+    until_in_flight(&runtime, 1).await;
+    token.cancel();
+    spin.await.expect("task").unwrap_err();
+
+    let records = records.0.lock().unwrap().clone();
+    let outcomes: Vec<(&str, &str)> = records.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(
+        outcomes,
+        [("ok", "ok"), ("error", "plugin_error"), ("no_such_tool", "unknown_tool"), ("spin", "cancelled")]
+    );
+    let ok = &records[0];
+    assert_eq!(ok.2.as_deref(), Some("req-1"));
+    assert!(ok.3.is_some_and(|fuel| fuel > 0), "fuel: {:?}", ok.3);
+    assert!(ok.4 > 0, "peak memory");
+    assert!(ok.5 > 0, "output bytes");
+    // A call refused before the guest ran used nothing.
+    assert_eq!((records[2].4, records[2].5), (0, 0));
+}
+
+/// A hand-written Extism plugin whose `call` asks the host function
+/// `lookup` about the bytes "greeting" and returns its answer.
+fn asks_the_host(import: &str) -> String {
+    let describe = r#"{"tools":[{"name":"t","description":"asks the host","inputSchema":{"type":"object"}}]}"#;
+    format!(
+        r#"(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "length" (func $length (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  {import}
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{escaped}")
+  (data (i32.const 8192) "greeting")
+  (func $emit (param $ptr i32) (param $len i32) (result i64)
+    (local $h i64) (local $i i32)
+    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
+                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (local.get $h))
+  (func (export "describe") (result i32)
+    (call $output_set (call $emit (i32.const 0) (i32.const {len})) (i64.const {len}))
+    (i32.const 0))
+  (func (export "call") (result i32)
+    (local $h i64)
+    (local.set $h (call $lookup (call $emit (i32.const 8192) (i32.const 8))))
+    (call $output_set (local.get $h) (call $length (local.get $h)))
+    (i32.const 0))
+)"#,
+        escaped = describe.replace('"', "\\\""),
+        len = describe.len(),
+    )
+}
+
+const LOOKUP: &str = r#"(import "extism:host/user" "lookup" (func $lookup (param i64) (result i64)))"#;
+
+#[tokio::test]
+async fn a_host_function_the_embedder_supplies_answers_the_plugin() {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let lookup = {
+        let asked = Arc::clone(&asked);
+        HostFunction::new("lookup", 1, move |call| {
+            let asked = Arc::clone(&asked);
+            async move {
+                let key = String::from_utf8(call.input(0).to_vec()).map_err(|e| e.to_string())?;
+                asked.lock().unwrap().push((call.plugin.clone(), key.clone()));
+                let answer = json!({"content": [{"type": "text", "text": format!("hello for {key}")}]});
+                Ok(answer.to_string().into_bytes())
+            }
+        })
+    };
+    let plugin = Plugin::builder_from_bytes(asks_the_host(LOOKUP).into_bytes())
+        .with_name("asker")
+        .with_host_function(lookup)
+        .build()
+        .await
+        .expect("load");
+    let result = plugin.call_tool("t", json!({})).await.expect("call");
+    assert_eq!(result.texts().next(), Some("hello for greeting"));
+    assert_eq!(asked.lock().unwrap().as_slice(), [("asker".to_owned(), "greeting".to_owned())]);
+
+    // A failing host function fails the call, with its message.
+    let failing = HostFunction::new("lookup", 1, |_| async { Err("the directory is down".to_owned()) });
+    let plugin = Plugin::builder_from_bytes(asks_the_host(LOOKUP).into_bytes())
+        .with_host_function(failing)
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_plugin_error(), "{error:?}");
+    assert!(error.to_string().contains("the directory is down"), "{error}");
+
+    // A slow one is stopped with the call, at the call's deadline.
+    let slow = HostFunction::new("lookup", 1, |_| async {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        Ok(Vec::new())
+    });
+    let plugin = Plugin::builder_from_bytes(asks_the_host(LOOKUP).into_bytes())
+        .with_host_function(slow)
+        .with_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_host_function_import_of_another_type_or_name_is_refused_at_load() {
+    let lookup = HostFunction::new("lookup", 1, |_| async { Ok(Vec::new()) });
+    let cases = [
+        (r#"(import "extism:host/user" "lookup" (func $lookup (param i32) (result i64)))"#, "takes 1 memory handle"),
+        (r#"(import "extism:host/user" "lookup" (func $lookup (param i64) (result f32)))"#, "returns one or nothing"),
+        (r#"(import "extism:host/user" "find" (func $lookup (param i64) (result i64)))"#, "it supplies lookup"),
+    ];
+    for (import, expected) in cases {
+        let wasm = format!(
+            r#"(module {import}
+                 (func (export "describe") (result i32) i32.const 0)
+                 (func (export "call") (result i32) i32.const 0))"#
+        );
+        let error =
+            Plugin::builder_from_bytes(wasm.into_bytes()).with_host_function(lookup.clone()).build().await.unwrap_err();
+        assert!(error.is_load(), "{error:?}");
+        assert!(error.to_string().contains(expected), "{expected}: {error}");
+    }
+}
