@@ -13,16 +13,21 @@
 //!    text the model reads ([`toolhost::Error::model_text`]), tools that
 //!    need approval go to an approval callback, and a call the user cancels
 //!    stops its plugin at once.
-//! 4. Shut down: calls in flight are dropped, the registry with them.
+//! 4. Shut down the runtime: calls in flight get a grace period, then are
+//!    cancelled; the epoch ticker stops.
 //!
 //! The "model" is a stand-in that plans from the tool list it is given, so
 //! the example runs anywhere, without a network or an API key; a real one
 //! takes the same JSON and returns the same kind of calls.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost::{Approval, ApprovalRequest, Approver, BoxFuture, EnvSecretProvider, Registry};
+use toolhost::{
+    Approval, ApprovalRequest, Approver, BoxFuture, CallContext, CancellationToken, EnvSecretProvider, Registry,
+    Runtime,
+};
 
 /// A tool call as model APIs return them.
 #[derive(Debug, Clone)]
@@ -76,7 +81,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. Load.
     let secrets = Arc::new(EnvSecretProvider::new());
     let parsed = toolhost::load_toolsets(file.as_ref(), secrets.as_ref()).await?;
-    let registry = Arc::new(Registry::new(secrets));
+    // The embedder's own runtime (engines, ticker, limits), to shut down at
+    // the end.
+    let runtime = Runtime::new();
+    let registry = Arc::new(Registry::with_runtime(runtime.clone(), secrets));
     let report = registry.load_all(parsed.toolsets).await;
     for failure in &report.failures {
         eprintln!("warning: {} was not loaded: {}", failure.source, failure.error);
@@ -101,7 +109,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for call in calls {
             let (registry, approver) = (Arc::clone(&registry), Arc::clone(&approver));
             running.spawn(async move {
-                let outcome = registry.call_tool(&call.name, call.arguments.clone(), approver.as_ref()).await;
+                // The call id names the call in spans and metrics.
+                let context = CallContext::new().with_call_id(call.id.clone()).with_timeout(Duration::from_secs(30));
+                let outcome = registry.call_with(&call.name, call.arguments.clone(), approver.as_ref(), &context).await;
                 let (is_error, text) = match outcome {
                     Ok(result) => (result.is_error(), result.texts().collect::<Vec<_>>().join("\n")),
                     Err(error) => (true, error.model_text()),
@@ -120,24 +130,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    // A call the user gives up on: dropping its future stops the plugin.
-    let cancel = already_cancelled();
-    let call = registry.call_tool("calc__add", json!({"a": 1, "b": 1}), approver.as_ref());
-    tokio::select! {
-        biased;
-        () = cancel => println!("  c7 calc__add -> cancelled by the user"),
-        outcome = call => println!("  c7 calc__add -> finished first: {:?}", outcome.map(|r| r.is_error())),
+    // A call the user gives up on: cancelling its token stops the plugin.
+    let stop = CancellationToken::new();
+    stop.cancel();
+    let context = CallContext::new().with_call_id("c7").with_cancellation(stop);
+    match registry.call_with("calc__add", json!({"a": 1, "b": 1}), approver.as_ref(), &context).await {
+        Err(error) if error.is_cancelled() => println!("  c7 calc__add -> cancelled by the user"),
+        other => println!("  c7 calc__add -> finished first: {:?}", other.map(|r| r.is_error())),
     }
 
-    // 4. Shut down: nothing is in flight any more; dropping the registry
-    //    unloads every plugin.
-    drop(registry);
-    println!("shut down");
+    // 4. Shut down: calls in flight get 5 s, then are cancelled.
+    let report = runtime.shutdown(Duration::from_secs(5)).await;
+    println!("shut down ({} calls in flight, {} cancelled)", report.in_flight, report.cancelled);
     Ok(())
-}
-
-/// A cancellation that has already happened (a user who pressed stop before
-/// the call could finish), without pulling in a cancellation-token crate.
-fn already_cancelled() -> std::future::Ready<()> {
-    std::future::ready(())
 }

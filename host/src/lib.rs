@@ -74,6 +74,7 @@ pub use secrets::{
     SecretProvider, SecretRequirement, SensitiveValues,
 };
 pub use telemetry::{CallObserver, CallRecord};
+pub use tokio_util::sync::CancellationToken;
 pub use tool::RegisteredTool;
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};

@@ -1054,6 +1054,10 @@ async fn cancellable(
 ) -> Result<CallToolResult, Error> {
     let cancelled =
         |reason: &str| Error::Cancelled { plugin: plugin.to_owned(), tool: tool.to_owned(), reason: reason.to_owned() };
+    // A call whose token was cancelled before it began does not start.
+    if caller.is_some_and(CancellationToken::is_cancelled) {
+        return Err(cancelled("its caller cancelled it"));
+    }
     let by_caller = async {
         match caller {
             Some(token) => token.cancelled().await,

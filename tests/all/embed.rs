@@ -112,7 +112,7 @@ fn the_example_agent_loop_runs_against_the_example_plugins() {
         "c6 text__change_case -> ok: ALL DONE",
         "c7 calc__add -> cancelled by the user",
         "approval asked for calc__divide {\"a\":1,\"b\":4} -> Approved",
-        "shut down",
+        "shut down (0 calls in flight, 0 cancelled)",
     ] {
         assert!(lines.contains(&expected), "missing `{expected}` in:\n{stdout}");
     }

@@ -193,9 +193,12 @@ async fn the_log_sink_gets_the_calls_log_lines() {
     assert!(counted > 0 && counted < 100_000, "{counted} lines reached the sink");
 }
 
+/// A record, kept: tool, outcome, call id, fuel, peak memory, output bytes.
+type Row = (String, String, Option<String>, Option<u64>, usize, u64);
+
 /// Keeps every record it is told about.
 #[derive(Default)]
-struct Records(Mutex<Vec<(String, String, Option<String>, Option<u64>, usize, u64)>>);
+struct Records(Mutex<Vec<Row>>);
 
 impl CallObserver for Records {
     fn call_finished(&self, record: &CallRecord<'_>) {

@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::Value;
 
-use toolhost::{Approver, Error, Plugin, Registry};
+use toolhost::{Approver, CallContext, Error, Plugin, Registry};
 
 use crate::elicit::Elicitor;
 
@@ -132,10 +132,11 @@ impl McpServer {
         name: &str,
         arguments: Value,
         approver: &dyn Approver,
+        context: &CallContext,
     ) -> Result<toolhost_protocol::CallToolResult, Error> {
         match &self.source {
-            ToolSource::Plugin(plugin) => plugin.call_tool(name, arguments).await,
-            ToolSource::Registry(registry) => registry.call_tool(name, arguments, approver).await,
+            ToolSource::Plugin(plugin) => plugin.call_tool_with(name, arguments, context).await,
+            ToolSource::Registry(registry) => registry.call_with(name, arguments, approver, context).await,
         }
     }
 }
@@ -332,10 +333,14 @@ impl rmcp::ServerHandler for McpServer {
             (Approvals::Approver(approver), None) => approver.as_ref(),
             (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
         };
+        // The JSON-RPC request id names the call in spans and metrics; the
+        // request's `_meta` (a progress token, trace context) reaches the
+        // plugin.
+        let call_context = CallContext::new().with_call_id(context.id.to_string()).with_meta(context.meta.0.0.clone());
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
-            outcome = self.call(&name, arguments, approver) => outcome,
+            outcome = self.call(&name, arguments, approver, &call_context) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));

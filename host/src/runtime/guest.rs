@@ -353,9 +353,10 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
         return Fault { kind: FaultKind::Exit, message: with_stderr(format!("WASI exit code {}", exit.0)) };
     }
-    // Anything else (a WASI host error, an instantiation failure): the root
-    // cause is the sentence that says what happened.
-    Fault { kind: FaultKind::Trap, message: with_stderr(error.root_cause().to_string()) }
+    // Anything else failed on the host's side (a WASI host error, an
+    // instantiation failure): not a trap of the guest's. The root cause is
+    // the sentence that says what happened.
+    Fault { kind: FaultKind::Runtime, message: with_stderr(error.root_cause().to_string()) }
 }
 
 /// Most elements a table may grow to, whatever the memory limit.
