@@ -249,42 +249,14 @@ async fn the_observer_hears_of_every_call_and_what_it_used() {
     assert_eq!((records[2].4, records[2].5), (0, 0));
 }
 
-/// A hand-written Extism plugin whose `call` asks the host function
-/// `lookup` about the bytes "greeting" and returns its answer.
+/// A hand-written Extism plugin (`runtime::wat_plugin`) whose `call` asks
+/// the host function `lookup`, imported as `import` says, about the bytes
+/// "greeting" and returns its answer.
 fn asks_the_host(import: &str) -> String {
-    let describe = r#"{"tools":[{"name":"t","description":"asks the host","inputSchema":{"type":"object"}}]}"#;
-    format!(
-        r#"(module
-  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
-  (import "extism:host/env" "length" (func $length (param i64) (result i64)))
-  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
-  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
-  {import}
-  (memory (export "memory") 1)
-  (data (i32.const 0) "{escaped}")
-  (data (i32.const 8192) "greeting")
-  (func $emit (param $ptr i32) (param $len i32) (result i64)
-    (local $h i64) (local $i i32)
-    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
-    (block $done (loop $next
-      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
-      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
-                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br $next)))
-    (local.get $h))
-  (func (export "describe") (result i32)
-    (call $output_set (call $emit (i32.const 0) (i32.const {len})) (i64.const {len}))
-    (i32.const 0))
-  (func (export "call") (result i32)
-    (local $h i64)
-    (local.set $h (call $lookup (call $emit (i32.const 8192) (i32.const 8))))
+    let call = r#"(local.set $h (call $lookup (call $emit (i32.const 8192) (i32.const 8))))
     (call $output_set (local.get $h) (call $length (local.get $h)))
-    (i32.const 0))
-)"#,
-        escaped = describe.replace('"', "\\\""),
-        len = describe.len(),
-    )
+    (i32.const 0)"#;
+    crate::runtime::wat_plugin(call).replacen("  (memory (export", &format!("  {import}\n  (memory (export"), 1)
 }
 
 const LOOKUP: &str = r#"(import "extism:host/user" "lookup" (func $lookup (param i64) (result i64)))"#;

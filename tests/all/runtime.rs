@@ -80,7 +80,7 @@ async fn plugins_answer_exactly_as_they_do_on_extism() {
 
 /// A plugin written by hand in WAT against `extism:host/env`: no plugin kit,
 /// so every kernel function it uses is exercised as the ABI defines it.
-fn wat_plugin(call_body: &str) -> String {
+pub(crate) fn wat_plugin(call_body: &str) -> String {
     let describe = r#"{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}"#;
     let escaped = describe.replace('"', "\\\"");
     format!(
