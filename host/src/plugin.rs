@@ -782,6 +782,8 @@ impl Plugin {
     ) -> Result<CallToolResult, Error> {
         let inner = &self.inner;
         let meter = Meter::default();
+        // What the guest used is measured only for an observer.
+        let metered = inner.runtime.observer().is_some().then_some(&meter);
         let trace = CallTrace {
             plugin: label.0,
             tool: label.1,
@@ -792,33 +794,32 @@ impl Plugin {
         crate::telemetry::traced_call(&trace, async {
             let _counted = inner.runtime.enter(&inner.name)?;
             let work = async {
+                let index = self.index_of(name)?;
                 let arguments = match arguments {
-                    Arguments::Check(arguments) => self.checked_arguments(name, arguments).await?,
-                    Arguments::Unchecked(arguments) => {
-                        self.index_of(name)?;
-                        arguments
-                    }
+                    Arguments::Check(arguments) => self.checked_arguments(index, name, arguments).await?,
+                    Arguments::Unchecked(arguments) => arguments,
                 };
                 if let Some(denied) = asking.ask(self, name, &arguments).await {
                     return Ok(denied);
                 }
-                self.run_call(name, arguments, context, &meter).await
+                self.run_call(index, name, arguments, context, metered).await
             };
             cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name).await
         })
         .await
     }
 
-    /// Encode the request, run `call`, check and scrub the result. The
-    /// arguments are not checked here: callers have done so, or mean not to.
+    /// Encode the request, run `call` of the tool at `index`, check and
+    /// scrub the result. The arguments are not checked here: callers have
+    /// done so, or mean not to.
     async fn run_call(
         &self,
+        index: usize,
         name: &str,
         arguments: JsonObject,
         context: &CallContext,
-        meter: &Meter,
+        meter: Option<&Meter>,
     ) -> Result<CallToolResult, Error> {
-        let index = self.index_of(name)?;
         let request = self.prepare_call(index, name, arguments, context)?;
         let run = RunOptions {
             secrets: ToolSecrets::clone(&self.inner.tool_secrets[index]),
@@ -834,8 +835,8 @@ impl Plugin {
 
     /// [`validate_arguments`](Self::validate_arguments), on a blocking
     /// thread when the arguments are large for their schema.
-    pub(crate) async fn checked_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
-        let (index, arguments) = self.arguments_object(name, arguments)?;
+    async fn checked_arguments(&self, index: usize, name: &str, arguments: Value) -> Result<JsonObject, Error> {
+        let arguments = self.arguments_object(name, arguments)?;
         let cost = self.inner.checked[index].input.cost;
         if !self.inner.validation.arguments || cheap(&arguments, cost) {
             return self.inner.check_arguments(index, name, arguments);
@@ -864,17 +865,16 @@ impl Plugin {
     /// arguments must be an object (or `null`) valid against its
     /// `inputSchema`. Returns the arguments as an object.
     pub fn validate_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
-        let (index, arguments) = self.arguments_object(name, arguments)?;
+        let index = self.index_of(name)?;
+        let arguments = self.arguments_object(name, arguments)?;
         self.inner.check_arguments(index, name, arguments)
     }
 
-    /// The tool's position, and the arguments if they are an object (`null`
-    /// is `{}`).
-    fn arguments_object(&self, name: &str, arguments: Value) -> Result<(usize, Value), Error> {
-        let index = self.index_of(name)?;
+    /// The arguments if they are an object (`null` is `{}`).
+    fn arguments_object(&self, name: &str, arguments: Value) -> Result<Value, Error> {
         match arguments {
-            Value::Null => Ok((index, Value::Object(JsonObject::new()))),
-            object @ Value::Object(_) => Ok((index, object)),
+            Value::Null => Ok(Value::Object(JsonObject::new())),
+            object @ Value::Object(_) => Ok(object),
             other => Err(self.inner.invalid_arguments(
                 name,
                 vec![Violation {
@@ -900,19 +900,17 @@ impl Plugin {
 
     /// [`missing_secrets`](Self::missing_secrets), each with why it is missing.
     pub fn missing_secret_reasons(&self, name: &str) -> Vec<(&str, MissingSecretReason)> {
-        self.inner
-            .index
-            .get(name)
-            .map(|&i| {
-                self.inner.checked[i]
-                    .requirements
-                    .secrets
-                    .iter()
-                    .filter_map(|s| self.inner.missing_secrets.get_key_value(&s.id))
-                    .map(|(id, reason)| (id.as_str(), *reason))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.inner.index.get(name).map(|&i| self.missing_secrets_at(i).collect()).unwrap_or_default()
+    }
+
+    /// The missing secrets of the tool at `index`, with why.
+    fn missing_secrets_at(&self, index: usize) -> impl Iterator<Item = (&str, MissingSecretReason)> {
+        self.inner.checked[index]
+            .requirements
+            .secrets
+            .iter()
+            .filter_map(|s| self.inner.missing_secrets.get_key_value(&s.id))
+            .map(|(id, reason)| (id.as_str(), *reason))
     }
 
     /// The position of a tool the plugin describes, or `UnknownTool`.
@@ -934,12 +932,12 @@ impl Plugin {
         arguments: JsonObject,
         context: &CallContext,
     ) -> Result<Payload, Error> {
-        if let Some((secret, reason)) = self.missing_secret_reasons(name).first() {
+        if let Some((secret, reason)) = self.missing_secrets_at(index).next() {
             return Err(Error::MissingSecret {
                 plugin: self.inner.name.clone(),
                 tool: name.to_owned(),
-                secret: (*secret).to_owned(),
-                reason: *reason,
+                secret: secret.to_owned(),
+                reason,
             });
         }
         let user_id = if self.inner.checked[index].requirements.user_id {
@@ -950,11 +948,6 @@ impl Plugin {
         } else {
             None
         };
-        let mut meta = context.meta().cloned().unwrap_or_default();
-        meta.retain(|key, _| !key.starts_with("toolhost/"));
-        if let Some(user) = user_id {
-            meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
-        }
         let invalid = |violations| self.inner.invalid_arguments(name, violations);
         let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
         let payload = match self.inner.module.kind() {
@@ -963,6 +956,11 @@ impl Plugin {
                 arguments: serde_json::to_string(&arguments).map_err(encoding)?,
             },
             _ => {
+                let mut meta = context.meta().cloned().unwrap_or_default();
+                meta.retain(|key, _| !key.starts_with("toolhost/"));
+                if let Some(user) = user_id {
+                    meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
+                }
                 let mut request = CallToolRequest::new(name, Some(arguments));
                 request.params.meta = (!meta.is_empty()).then_some(meta);
                 Payload::Extism(serde_json::to_vec(&request).map_err(encoding)?)
@@ -1137,11 +1135,11 @@ impl Inner {
         tool: &str,
         payload: &Payload,
         run: &RunOptions,
-        meter: &Meter,
+        meter: Option<&Meter>,
     ) -> Result<CallOutput, Error> {
         tracing::debug!(plugin = %self.name, tool, "call started");
         let mut running = Running { plugin: &self.name, tool, finished: false };
-        let output = self.run(Job::Call(payload, run), Some(meter)).await;
+        let output = self.run(Job::Call(payload, run), meter).await;
         running.finished = true;
         let output = output.map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {

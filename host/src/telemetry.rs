@@ -64,18 +64,43 @@ pub(crate) fn error_outcome(error: &Error) -> &'static str {
     }
 }
 
-/// Records `cancelled` on a span whose future is dropped unfinished.
-struct Unfinished {
+/// A load's or a call's span, and for a call who hears of it: finished
+/// with its outcome, or, when its future is dropped first, `cancelled`.
+struct Unfinished<'a> {
     span: tracing::Span,
     started: Instant,
+    /// The call's observer and meter (none for a load).
+    trace: Option<&'a CallTrace<'a>>,
     done: bool,
 }
 
-impl Drop for Unfinished {
+impl Unfinished<'_> {
+    /// Record the outcome on the span and tell the observer.
+    fn finish(&mut self, outcome: &'static str, error: Option<&Error>) {
+        self.done = true;
+        self.span.record("outcome", outcome);
+        self.span.record("duration_us", self.started.elapsed().as_micros() as u64);
+        let Some(trace) = self.trace else { return };
+        let Some(observer) = trace.observer else { return };
+        let usage = trace.meter.usage();
+        observer.call_finished(&CallRecord {
+            plugin: trace.plugin,
+            tool: trace.tool,
+            call_id: trace.call_id,
+            outcome,
+            error,
+            duration: self.started.elapsed(),
+            fuel_consumed: usage.fuel_consumed,
+            peak_memory_bytes: usage.peak_memory_bytes,
+            output_bytes: usage.output_bytes,
+        });
+    }
+}
+
+impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.span.record("outcome", "cancelled");
-            self.span.record("duration_us", self.started.elapsed().as_micros() as u64);
+            self.finish("cancelled", None);
         }
     }
 }
@@ -138,65 +163,28 @@ pub(crate) struct CallTrace<'a> {
     pub(crate) meter: &'a Meter,
 }
 
-/// Tells the observer of a call dropped unfinished.
-struct Observed<'a> {
-    trace: &'a CallTrace<'a>,
-    started: Instant,
-    done: bool,
-}
-
-impl Observed<'_> {
-    fn report(&self, outcome: &'static str, error: Option<&Error>) {
-        let Some(observer) = self.trace.observer else { return };
-        let usage = self.trace.meter.usage();
-        observer.call_finished(&CallRecord {
-            plugin: self.trace.plugin,
-            tool: self.trace.tool,
-            call_id: self.trace.call_id,
-            outcome,
-            error,
-            duration: self.started.elapsed(),
-            fuel_consumed: usage.fuel_consumed,
-            peak_memory_bytes: usage.peak_memory_bytes,
-            output_bytes: usage.output_bytes,
-        });
-    }
-}
-
-impl Drop for Observed<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.report("cancelled", None);
-        }
-    }
-}
-
 /// Run `call` inside a `toolhost.call` span, and tell the observer how it
 /// ended.
 pub(crate) async fn traced_call(
     trace: &CallTrace<'_>,
     call: impl Future<Output = Result<CallToolResult, Error>>,
 ) -> Result<CallToolResult, Error> {
-    // The caller's id, or one unique within the process.
-    let call_id = trace.call_id.map_or_else(|| NEXT_CALL.fetch_add(1, Ordering::Relaxed).to_string(), str::to_owned);
     let span = tracing::info_span!(
         "toolhost.call",
         plugin = %trace.plugin,
         tool = %trace.tool,
-        call_id = %call_id,
+        call_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
         duration_us = tracing::field::Empty,
     );
-    let started = Instant::now();
-    let mut guard = Unfinished { span: span.clone(), started, done: false };
-    let mut observed = Observed { trace, started, done: false };
-    let outcome = call.instrument(span.clone()).await;
-    guard.done = true;
-    observed.done = true;
-    let name = call_outcome(&outcome);
-    span.record("outcome", name);
-    span.record("duration_us", started.elapsed().as_micros() as u64);
-    observed.report(name, outcome.as_ref().err());
+    // The caller's id, or one unique within the process.
+    match trace.call_id {
+        Some(id) => span.record("call_id", id),
+        None => span.record("call_id", NEXT_CALL.fetch_add(1, Ordering::Relaxed)),
+    };
+    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), trace: Some(trace), done: false };
+    let outcome = call.instrument(span).await;
+    guard.finish(call_outcome(&outcome), outcome.as_ref().err());
     outcome
 }
 
@@ -208,10 +196,8 @@ pub(crate) async fn traced_load<T>(plugin: &str, load: impl Future<Output = Resu
         outcome = tracing::field::Empty,
         duration_us = tracing::field::Empty,
     );
-    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), done: false };
-    let outcome = load.instrument(span.clone()).await;
-    guard.done = true;
-    span.record("outcome", outcome.as_ref().map_or_else(error_outcome, |_| "ok"));
-    span.record("duration_us", guard.started.elapsed().as_micros() as u64);
+    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), trace: None, done: false };
+    let outcome = load.instrument(span).await;
+    guard.finish(outcome.as_ref().map_or_else(error_outcome, |_| "ok"), None);
     outcome
 }

@@ -343,25 +343,25 @@ impl ExtismModule {
                             "it imports `{USER}::{name}` as something other than a function"
                         )));
                     };
-                    let params = vec![ValType::I64; function.inputs()];
-                    let takes_handles = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()));
+                    let handles = match function.inputs() {
+                        1 => "1 memory handle (i64)".to_owned(),
+                        n => format!("{n} memory handles (i64)"),
+                    };
+                    let takes_handles =
+                        ty.params().len() == function.inputs() && ty.params().all(|t| matches!(t, ValType::I64));
                     let results: Vec<ValType> = ty.results().collect();
                     let returns = match results.as_slice() {
                         [] => false,
                         [ValType::I64] => true,
                         _ => {
                             return Err(NotAPlugin(format!(
-                                "it imports `{USER}::{name}` with the type {ty}; the host function takes {} memory handle{} (i64) and returns one or nothing",
-                                function.inputs(),
-                                if function.inputs() == 1 { "" } else { "s" }
+                                "it imports `{USER}::{name}` with the type {ty}; the host function takes {handles} and returns one or nothing"
                             )));
                         }
                     };
                     if !takes_handles {
                         return Err(NotAPlugin(format!(
-                            "it imports `{USER}::{name}` with the type {ty}, but the host function takes {} memory handle{} (i64)",
-                            function.inputs(),
-                            if function.inputs() == 1 { "" } else { "s" }
+                            "it imports `{USER}::{name}` with the type {ty}, but the host function takes {handles}"
                         )));
                     }
                     user.push((function.clone(), ty, returns));
@@ -486,7 +486,8 @@ fn define_user(
         ty,
         move |mut caller: Caller<'_, State>, params: &[Val], results: &mut [Val]| {
             let function = function.clone();
-            let handles: Vec<u64> = params.iter().map(|v| v.unwrap_i64() as u64).collect();
+            // The import's type was checked at load: every parameter is an i64.
+            let handles: Vec<u64> = params.iter().filter_map(Val::i64).map(|h| h as u64).collect();
             Box::new(async move {
                 let state = caller.data_mut();
                 let mut inputs = Vec::with_capacity(handles.len());

@@ -99,47 +99,35 @@ impl GuestCore {
 
     /// Whether a log line at `level` goes anywhere.
     pub(crate) fn wants_log(&self, level: LogLevel) -> bool {
-        self.log_sink.is_some() || self.log_level().is_some_and(|most| level <= most)
+        self.log_sink.is_some() || tracing_takes(level)
     }
 
     /// The most detailed level that goes anywhere (`None`: logging is off):
     /// everything when the call has a log sink, else what `tracing` takes.
     pub(crate) fn log_level(&self) -> Option<LogLevel> {
-        use tracing::level_filters::LevelFilter;
         if self.log_sink.is_some() {
             return Some(LogLevel::Trace);
         }
-        let enabled = |level| match level {
-            LogLevel::Error => tracing::enabled!(target: "toolhost::guest", tracing::Level::ERROR),
-            LogLevel::Warn => tracing::enabled!(target: "toolhost::guest", tracing::Level::WARN),
-            LogLevel::Info => tracing::enabled!(target: "toolhost::guest", tracing::Level::INFO),
-            LogLevel::Debug => tracing::enabled!(target: "toolhost::guest", tracing::Level::DEBUG),
-            LogLevel::Trace => tracing::enabled!(target: "toolhost::guest", tracing::Level::TRACE),
-        };
-        if LevelFilter::current() == LevelFilter::OFF {
-            return None;
-        }
         [LogLevel::Trace, LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error]
             .into_iter()
-            .find(|&l| enabled(l))
+            .find(|&level| tracing_takes(level))
     }
 
     /// A log line of the guest's, at `level`: redacted, cut to a line's
     /// worth, within the call's log budget; to `tracing` (target
     /// `toolhost::guest`, field `plugin`) and to the call's log sink.
     pub(crate) fn log(&mut self, level: LogLevel, bytes: &[u8]) {
-        const TARGET: &str = "toolhost::guest";
         // Redacted before it is cut, so no secret is cut in two.
         let head = self.env.redactor.redact_head(bytes, super::output::MAX_LOG_LINE_BYTES);
         let Some(message) = self.admit_log(&head, bytes.len()) else { return };
         let message = self.log_line(&message);
         let plugin = self.env.name.as_str();
         match level {
-            LogLevel::Error => tracing::error!(target: TARGET, plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(target: TARGET, plugin, "{message}"),
-            LogLevel::Info => tracing::info!(target: TARGET, plugin, "{message}"),
-            LogLevel::Debug => tracing::debug!(target: TARGET, plugin, "{message}"),
-            LogLevel::Trace => tracing::trace!(target: TARGET, plugin, "{message}"),
+            LogLevel::Error => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: LOG_TARGET, plugin, "{message}"),
+            LogLevel::Info => tracing::info!(target: LOG_TARGET, plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: LOG_TARGET, plugin, "{message}"),
+            LogLevel::Trace => tracing::trace!(target: LOG_TARGET, plugin, "{message}"),
         }
         if let Some(sink) = &self.log_sink {
             sink(crate::context::GuestLog { plugin, level, message: &message });
@@ -187,6 +175,20 @@ impl GuestCore {
     /// Turn a failed run into a [`Fault`].
     pub(crate) fn fault(&self, error: &wasmtime::Error) -> Fault {
         classify(error, &self.env.limits, || self.stderr_words())
+    }
+}
+
+/// The target of the plugins' own log events (`TOOLHOST_LOG=toolhost::guest=info`).
+const LOG_TARGET: &str = "toolhost::guest";
+
+/// Whether `tracing` takes a guest's log line at `level`.
+fn tracing_takes(level: LogLevel) -> bool {
+    match level {
+        LogLevel::Error => tracing::enabled!(target: LOG_TARGET, tracing::Level::ERROR),
+        LogLevel::Warn => tracing::enabled!(target: LOG_TARGET, tracing::Level::WARN),
+        LogLevel::Info => tracing::enabled!(target: LOG_TARGET, tracing::Level::INFO),
+        LogLevel::Debug => tracing::enabled!(target: LOG_TARGET, tracing::Level::DEBUG),
+        LogLevel::Trace => tracing::enabled!(target: LOG_TARGET, tracing::Level::TRACE),
     }
 }
 

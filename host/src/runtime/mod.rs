@@ -289,9 +289,8 @@ impl Runtime {
         let inner = &self.inner;
         inner.closed.store(true, Ordering::SeqCst);
         let in_flight = self.calls_in_flight();
-        let deadline =
-            Instant::now().checked_add(grace).unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
-        let drained = self.wait_idle(Some(deadline)).await;
+        // A grace period past what `Instant` can hold waits as long as it takes.
+        let drained = self.wait_idle(Instant::now().checked_add(grace)).await;
         let cancelled = if drained { 0 } else { self.calls_in_flight() };
         if !drained {
             tracing::info!(calls = cancelled, "runtime shutting down: cancelling the calls still running");
