@@ -193,6 +193,36 @@ async fn the_log_sink_gets_the_calls_log_lines() {
     assert!(counted > 0 && counted < 100_000, "{counted} lines reached the sink");
 }
 
+#[tokio::test]
+async fn a_secret_the_plugin_logs_reaches_the_log_sink_redacted() {
+    const KEY: &str = "AWS_SECRET_ACCESS_KEY";
+    const VALUE: &str = "31415926535";
+    let dir = std::env::temp_dir().join(format!("toolhost-sink-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(dir.join(KEY), VALUE).expect("secret file");
+    let plugin = Runtime::new()
+        .plugin_from_file(fixture("secret-thief"))
+        .with_secret_provider(Arc::new(toolhost::FileSecretProvider::new(&dir)))
+        .grant_secret(KEY)
+        .build()
+        .await
+        .expect("load secret-thief");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let context = CallContext::new().with_log_sink({
+        let lines = Arc::clone(&lines);
+        move |log: toolhost::GuestLog<'_>| lines.lock().unwrap().push(log.message.to_owned())
+    });
+    plugin.call_tool_with("leak_everywhere", json!({}), &context).await.expect("leak_everywhere");
+    plugin.call_tool_with("cut_log", json!({"at": 200}), &context).await.expect("cut_log");
+    std::fs::remove_dir_all(dir).ok();
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains(&format!("[redacted secret {KEY}]")), "{lines:?}");
+    for line in &lines {
+        assert!(!line.contains(VALUE), "the secret reached the sink: {line}");
+    }
+}
+
 /// A record, kept: tool, outcome, call id, fuel, peak memory, output bytes.
 type Row = (String, String, Option<String>, Option<u64>, usize, u64);
 
@@ -310,6 +340,34 @@ async fn a_host_function_the_embedder_supplies_answers_the_plugin() {
         .expect("load");
     let error = plugin.call_tool("t", json!({})).await.unwrap_err();
     assert!(error.is_timeout(), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_cannot_abuse_a_host_function() {
+    let echo = HostFunction::new("lookup", 1, |call| async move { Ok(call.input(0).to_vec()) });
+    // A handle to no block: the call fails, naming the function; nothing
+    // of the host's is read.
+    let forged = asks_the_host(LOOKUP)
+        .replace("(call $lookup (call $emit (i32.const 8192) (i32.const 8)))", "(call $lookup (i64.const 99999999))");
+    let plugin = Plugin::builder_from_bytes(forged.into_bytes()).with_host_function(echo).build().await.expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_plugin_error(), "{error:?}");
+    assert!(
+        error.to_string().contains("invalid memory handle 99999999 passed to the host function `lookup`"),
+        "{error}"
+    );
+
+    // An answer larger than the plugin may hold is refused at its memory
+    // limit, not handed over.
+    let generous = HostFunction::new("lookup", 1, |_| async { Ok(vec![b'x'; 64 << 20]) });
+    let plugin = Plugin::builder_from_bytes(asks_the_host(LOOKUP).into_bytes())
+        .with_host_function(generous)
+        .with_memory_max_bytes(16u64 << 20)
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_memory_limit(), "{error:?}");
 }
 
 #[tokio::test]
