@@ -13,6 +13,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A boxed error from a lower layer (Extism, wasmtime, the file system).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -130,6 +131,7 @@ pub enum Error {
         /// What was running: `describe` or `tool `NAME``.
         operation: Operation,
         /// What happened.
+        #[source]
         fault: Fault,
     },
 
@@ -238,7 +240,7 @@ impl Error {
             }
             Error::InvalidArguments { violations: found, .. } => violations(found, visit),
             Error::PluginFailed { fault, operation, .. } => {
-                visit(&mut fault.message);
+                fault.texts_mut(visit);
                 if let Operation::Tool(tool) = operation {
                     visit(tool);
                 }
@@ -396,13 +398,88 @@ impl fmt::Display for Operation {
 }
 
 /// How a plugin's code failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Where the runtime said more than [`message`](Fault::message) does (a
+/// trap's Wasm backtrace, the error chain of a failure on the host's side),
+/// that is kept as the fault's [`source`](std::error::Error::source).
+/// Equality looks at the kind and the message only.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Fault {
     /// The kind of failure.
     pub kind: FaultKind,
     /// What the runtime or the plugin said.
     pub message: String,
+    /// What the runtime said, whole.
+    pub(crate) source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Fault {
+    /// A fault of `kind`, saying `message`.
+    pub fn new(kind: FaultKind, message: impl Into<String>) -> Self {
+        Fault { kind, message: message.into(), source: None }
+    }
+
+    /// The same, with `source` as the error it came from.
+    pub(crate) fn with_source(mut self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        self.source = Some(Arc::from(source.into()));
+        self
+    }
+}
+
+impl Fault {
+    /// Visit the texts a plugin may have put in this fault (the message, and
+    /// the source's chain, rendered): a source whose text the visitor
+    /// changes is replaced by the changed text.
+    pub(crate) fn texts_mut(&mut self, visit: &mut dyn FnMut(&mut String)) {
+        visit(&mut self.message);
+        if let Some(source) = &self.source {
+            let said = chain_text(source.as_ref());
+            let mut text = said.clone();
+            visit(&mut text);
+            if text != said {
+                self.source = Some(Arc::new(Said(text)));
+            }
+        }
+    }
+}
+
+/// An error's text and its sources', joined by `: `.
+fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+        next = source.source();
+    }
+    text
+}
+
+/// An error that is only a text (a source, redacted).
+#[derive(Debug)]
+struct Said(String);
+
+impl fmt::Display for Said {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Said {}
+
+impl PartialEq for Fault {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Fault {}
+
+impl std::error::Error for Fault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl fmt::Display for Fault {
@@ -633,5 +710,26 @@ impl fmt::Display for LoadProblem {
         }
         let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
         write!(f, "at {pointer}: {} ({})", self.message, self.rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_a_visitor_changes_is_replaced_by_the_changed_text() {
+        let io = std::io::Error::other("the value hunter2 leaked");
+        let mut fault = Fault::new(FaultKind::Runtime, "it failed").with_source(io);
+        let mut redact = |text: &mut String| *text = text.replace("hunter2", "[REDACTED]");
+        fault.texts_mut(&mut redact);
+        let source = std::error::Error::source(&fault).expect("a source");
+        assert_eq!(source.to_string(), "the value [REDACTED] leaked");
+        // Untouched: the original error is kept.
+        let mut fault = Fault::new(FaultKind::Runtime, "it failed").with_source(std::io::Error::other("nothing"));
+        fault.texts_mut(&mut redact);
+        let source = std::error::Error::source(&fault).expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert_eq!(fault, Fault::new(FaultKind::Runtime, "it failed"), "equality ignores the source");
     }
 }

@@ -28,11 +28,22 @@
 //! Plugins run with WASI on and nothing granted: no files, no network, no
 //! environment variables; every call is bounded by [`Limits`]. They run on
 //! toolhost's own runtime on wasmtime (the Extism ABI implemented natively):
-//! one shared engine, compiled modules cached on disk ([`ModuleCache`]), a
-//! bounded pool of instances per plugin, guests on the calling task with a
-//! deadline per call.
+//! one shared engine, compiled modules cached on disk when asked (the
+//! `cache` feature's `ModuleCache`), a bounded pool of instances per
+//! plugin, guests on the calling task with a deadline per call.
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `component` | yes | component plugins (`wit/plugin.wit`); without it a component is refused at load, saying why |
+//! | `http` | yes | the HTTP host function, to granted hosts; without it every request is refused |
+//! | `yaml`, `toml` | yes | toolsets files in YAML and TOML (JSON always) |
+//! | `watch` | yes | `ToolsetsWatcher`: a toolsets file applied again when it changes |
+//! | `cache` | no | `ModuleCache`: compiled modules kept on disk between processes |
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod approval;
 mod config;
@@ -50,6 +61,8 @@ mod secrets;
 mod telemetry;
 mod tool;
 mod validate;
+#[cfg(feature = "watch")]
+mod watch;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use config::{
@@ -66,7 +79,10 @@ pub use host_fn::{HostCall, HostFunction};
 pub use model::{AnthropicTool, ModelTool, OpenAiTool};
 pub use plugin::{Plugin, PluginBuilder, PoolStats};
 pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
-pub use runtime::cache::{CACHE_DIR_ENV, CacheStatus, CompileInfo, ModuleCache};
+#[cfg(feature = "cache")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
+pub use runtime::cache::{CACHE_DIR_ENV, ModuleCache};
+pub use runtime::compile::{CacheStatus, CompileInfo};
 pub use runtime::{PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
 pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, parse_duration, parse_size};
 pub use secrets::{
@@ -79,3 +95,6 @@ pub use tool::RegisteredTool;
 pub use toolhost_protocol as protocol;
 pub use toolhost_protocol::{CallToolResult, Content, ListToolsResult, Tool};
 pub use validate::ValidationOptions;
+#[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
+pub use watch::{ToolsetsWatcher, WatchEvent, WatchHandle};

@@ -16,7 +16,10 @@ use crate::error::{Error, Fault, FaultKind, LoadProblem, MissingSecretReason, Op
 use crate::filter::ToolApprovals;
 use crate::host_fn::HostFunction;
 use crate::pool::{Place, Pool};
-use crate::runtime::cache::{CompileInfo, Compiled, ModuleCache};
+#[cfg(feature = "cache")]
+use crate::runtime::cache::ModuleCache;
+use crate::runtime::compile::{CompileInfo, Compiled};
+#[cfg(feature = "component")]
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, NotAPlugin};
 use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
@@ -61,14 +64,17 @@ pub struct PluginBuilder {
     sensitive: SensitiveValues,
     secret_output: SecretOutput,
     pool_size: usize,
+    #[cfg(feature = "cache")]
     cache: Option<ModuleCache>,
     host_functions: Vec<HostFunction>,
 }
 
 impl std::fmt::Debug for PluginBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginBuilder")
-            .field("source", &self.source)
+        let mut f = f.debug_struct("PluginBuilder");
+        #[cfg(feature = "cache")]
+        f.field("cache", &self.cache);
+        f.field("source", &self.source)
             .field("name", &self.name)
             .field("policy", &self.policy)
             .field("validation", &self.validation)
@@ -77,7 +83,6 @@ impl std::fmt::Debug for PluginBuilder {
             .field("sensitive", &self.sensitive)
             .field("secret_output", &self.secret_output)
             .field("pool_size", &self.pool_size)
-            .field("cache", &self.cache)
             .field("host_functions", &self.host_functions)
             .finish_non_exhaustive()
     }
@@ -105,6 +110,7 @@ impl PluginBuilder {
             sensitive: SensitiveValues::new(),
             secret_output: SecretOutput::default(),
             pool_size: default_pool_size(),
+            #[cfg(feature = "cache")]
             cache: None,
             host_functions: Vec::new(),
         }
@@ -237,6 +243,8 @@ impl PluginBuilder {
     /// Where compiled modules are cached between processes. Defaults to
     /// the runtime's cache ([`Runtime::module_cache`]; none for
     /// [`Runtime::shared`]).
+    #[cfg(feature = "cache")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
     pub fn with_module_cache(mut self, cache: ModuleCache) -> Self {
         self.cache = Some(cache);
         self
@@ -278,7 +286,10 @@ impl PluginBuilder {
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
         let engine = engines.engine.clone();
+        #[cfg(feature = "cache")]
         let cache = self.cache.clone().unwrap_or_else(|| self.runtime.module_cache().clone());
+        #[cfg(not(feature = "cache"))]
+        let cache = NoCache;
         let (source, loading) = (self.source.clone(), name.clone());
         let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, &engine))
             .await
@@ -293,6 +304,7 @@ impl PluginBuilder {
                         .map_err(|NotAPlugin(message)| load_error(message))?,
                 )
             }
+            #[cfg(feature = "component")]
             Compiled::Component(component) => {
                 let linker = engines.component_linker().map_err(|e| Error::Host(e.to_string()))?;
                 Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
@@ -327,10 +339,10 @@ impl PluginBuilder {
                 return Err(Error::PluginFailed {
                     plugin: name.clone(),
                     operation: Operation::Describe,
-                    fault: Fault {
-                        kind: FaultKind::OutputTooLarge,
-                        message: format!("redacting secret {} would take the output past the limit", found.join(", ")),
-                    },
+                    fault: Fault::new(
+                        FaultKind::OutputTooLarge,
+                        format!("redacting secret {} would take the output past the limit", found.join(", ")),
+                    ),
                 });
             }
         }
@@ -510,12 +522,29 @@ fn run_error(plugin: &str, operation: Operation, error: RunError) -> Error {
     }
 }
 
+/// Without the `cache` feature: every load compiles.
+#[cfg(not(feature = "cache"))]
+struct NoCache;
+
+#[cfg(not(feature = "cache"))]
+impl NoCache {
+    fn load_or_compile(
+        &self,
+        engine: &wasmtime::Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> wasmtime::Result<(Compiled, CompileInfo)> {
+        Compiled::compile_uncached(engine, wasm, kind)
+    }
+}
+
 /// Read and compile (or load from the cache) a plugin: an Extism module or
 /// a component, told apart by its first bytes.
 fn compile(
     name: &str,
     source: &Source,
-    cache: &ModuleCache,
+    #[cfg(feature = "cache")] cache: &ModuleCache,
+    #[cfg(not(feature = "cache"))] cache: &NoCache,
     engine: &wasmtime::Engine,
 ) -> Result<(Compiled, CompileInfo), Error> {
     let read;
@@ -527,6 +556,13 @@ fn compile(
         Source::Bytes(bytes) => bytes,
     };
     let flavour = PluginKind::of(wasm);
+    if cfg!(not(feature = "component")) && flavour == PluginKind::Component {
+        return Err(Error::Load {
+            plugin: name.to_owned(),
+            message: "it is a Wasm component, and this toolhost was built without its `component` feature".to_owned(),
+            source: None,
+        });
+    }
     cache.load_or_compile(engine, wasm, flavour).map_err(|e| Error::Load {
         plugin: name.to_owned(),
         message: match flavour {
@@ -849,8 +885,11 @@ impl Plugin {
     /// when it is large for its schemas.
     async fn checked_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
         let inner = &self.inner;
+        // (One arm only without the `component` feature.)
+        #[allow(clippy::infallible_destructuring_match)]
         let instance = match &output {
             CallOutput::Json(raw) => raw,
+            #[cfg(feature = "component")]
             CallOutput::Typed(result) => result.structured_content.as_ref().unwrap_or(&Value::Null),
         };
         if !inner.validation.results || cheap(instance, inner.output_cost(tool)) {
@@ -1100,14 +1139,14 @@ impl Inner {
                     return Err(Error::PluginFailed {
                         plugin: self.name.clone(),
                         operation: Operation::Tool(tool.to_owned()),
-                        fault: Fault {
-                            kind: FaultKind::OutputTooLarge,
-                            message: format!(
+                        fault: Fault::new(
+                            FaultKind::OutputTooLarge,
+                            format!(
                                 "redacting secret {} would take the output past the limit of {} bytes",
                                 found.join(", "),
                                 self.env.limits.max_output_bytes
                             ),
-                        },
+                        ),
                     });
                 }
                 Redacted::Unusable(found) => found,
@@ -1183,6 +1222,7 @@ impl Inner {
     fn check_call_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
         match output {
             CallOutput::Json(raw) => self.check_output(tool, raw),
+            #[cfg(feature = "component")]
             CallOutput::Typed(result) => self.check_typed(tool, result),
         }
     }
@@ -1205,7 +1245,10 @@ impl Inner {
     /// mid-run, the instance goes with it.
     async fn run(&self, job: Job<'_>, meter: Option<&Meter>) -> Result<Ran, RunError> {
         let (place, mut instance) = self.checkout().await.map_err(|fault| {
-            RunError::Fault(Fault { message: format!("a new instance could not be started: {fault}"), ..fault })
+            RunError::Fault({
+                let message = format!("a new instance could not be started: {fault}");
+                Fault { message, ..fault }
+            })
         })?;
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
@@ -1245,6 +1288,7 @@ impl Inner {
     }
 
     /// Check a typed result (a component's) as the options say.
+    #[cfg(feature = "component")]
     fn check_typed(&self, tool: &str, result: CallToolResult) -> Result<CallToolResult, Error> {
         if !self.validation.results {
             return Ok(result);
@@ -1320,5 +1364,31 @@ pub(crate) fn json_type_name(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest component there is, as text.
+    const EMPTY_COMPONENT: &str = "(component)";
+
+    #[cfg(not(feature = "component"))]
+    #[tokio::test]
+    async fn without_the_component_feature_a_component_is_refused_saying_why() {
+        let error = Runtime::new().plugin_from_bytes(EMPTY_COMPONENT.as_bytes()).build().await.unwrap_err();
+        assert!(matches!(error, Error::Load { .. }), "{error:?}");
+        assert!(error.to_string().contains("without its `component` feature"), "{error}");
+    }
+
+    #[cfg(feature = "component")]
+    #[tokio::test]
+    async fn with_the_component_feature_a_component_is_compiled() {
+        // It compiles, and is then refused for what it lacks (the world's
+        // exports), not for being a component.
+        let error = Runtime::new().plugin_from_bytes(EMPTY_COMPONENT.as_bytes()).build().await.unwrap_err();
+        assert!(!error.to_string().contains("`component` feature"), "{error}");
+        assert!(error.to_string().contains("`toolhost:plugin`") || error.to_string().contains("export"), "{error}");
     }
 }

@@ -12,11 +12,11 @@ fn workspace() -> PathBuf {
 /// The most crates an embedder may compile (issue 16).
 const CRATE_BUDGET: usize = 260;
 
-/// A crate outside the workspace that depends on `toolhost` with default
-/// features, and on what the example agent loop uses besides: written into
-/// `dir` with the workspace's lock file, so it resolves to the same
-/// versions the workspace is tested with.
-fn embedder_crate(dir: &Path) {
+/// A crate outside the workspace that depends on `toolhost` (with default
+/// features, or as `features` says), and on what the example agent loop
+/// uses besides: written into `dir` with the workspace's lock file, so it
+/// resolves to the same versions the workspace is tested with.
+fn embedder_crate(dir: &Path, features: &str) {
     std::fs::create_dir_all(dir.join("src")).expect("embedder dir");
     let host = workspace().join("host").canonicalize().expect("host dir");
     let manifest = format!(
@@ -27,7 +27,7 @@ edition = "2024"
 publish = false
 
 [dependencies]
-toolhost = {{ path = {host:?} }}
+toolhost = {{ path = {host:?}{features} }}
 serde_json = "1"
 tokio = {{ version = "1", default-features = false, features = ["rt-multi-thread", "macros"] }}
 
@@ -64,7 +64,7 @@ fn crates_compiled(dir: &Path) -> Vec<String> {
 #[test]
 fn an_embedder_with_default_features_compiles_at_most_260_crates_and_none_of_the_cli() {
     let dir = std::env::temp_dir().join(format!("toolhost-embedder-{}", std::process::id()));
-    embedder_crate(&dir);
+    embedder_crate(&dir, "");
     let crates = crates_compiled(&dir);
     std::fs::remove_dir_all(&dir).ok();
     assert!(crates.iter().any(|c| c.starts_with("toolhost ")), "{crates:?}");
@@ -75,6 +75,31 @@ fn an_embedder_with_default_features_compiles_at_most_260_crates_and_none_of_the
     for cli_only in ["clap", "axum", "rmcp", "tracing-subscriber", "rand_regex", "zstd"] {
         assert!(!crates.iter().any(|c| c.starts_with(&format!("{cli_only} "))), "{cli_only} is compiled: {crates:#?}");
     }
+}
+
+#[test]
+fn features_leave_out_what_an_embedder_does_not_use() {
+    let compiled = |name: &str, features: &str| {
+        let dir = std::env::temp_dir().join(format!("toolhost-embedder-{name}-{}", std::process::id()));
+        embedder_crate(&dir, features);
+        let crates = crates_compiled(&dir);
+        std::fs::remove_dir_all(&dir).ok();
+        eprintln!("{name}: {} crates", crates.len());
+        crates
+    };
+    let has = |crates: &[String], name: &str| crates.iter().any(|c| c.starts_with(&format!("{name} ")));
+    // Default features: HTTP for plugins, no compiled-module cache.
+    let default = compiled("default", "");
+    assert!(has(&default, "ureq") && !has(&default, "tempfile"), "{default:#?}");
+    // None: no HTTP client, no TLS, no YAML or TOML parser.
+    let bare = compiled("bare", ", default-features = false");
+    for left_out in ["ureq", "rustls", "serde_norway", "toml", "tempfile"] {
+        assert!(!has(&bare, left_out), "{left_out} is compiled without the features that use it: {bare:#?}");
+    }
+    assert!(bare.len() < default.len());
+    // The cache, asked for.
+    let cached = compiled("cache", r#", features = ["cache"]"#);
+    assert!(has(&cached, "tempfile"), "{cached:#?}");
 }
 
 /// Build the example (with the tests' dependencies) and return its path.

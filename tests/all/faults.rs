@@ -25,6 +25,27 @@ async fn a_panic_is_a_trap() {
 }
 
 #[tokio::test]
+async fn a_trap_keeps_wasmtimes_error_with_its_backtrace_as_the_source() {
+    use std::error::Error as _;
+    let error = hostile().await.call_tool("panic", json!({})).await.unwrap_err();
+    // The chain: the library's error, its fault, then what wasmtime said.
+    let fault = error.source().expect("the fault is the source");
+    assert_eq!(fault.to_string(), error.fault().expect("a fault").to_string());
+    let wasmtime = fault.source().expect("wasmtime's error is the fault's source");
+    let mut chain = wasmtime.to_string();
+    let mut next = wasmtime.source();
+    while let Some(cause) = next {
+        chain.push_str(&format!(": {cause}"));
+        next = cause.source();
+    }
+    assert!(chain.contains("wasm backtrace"), "{chain}");
+    assert!(chain.contains("unreachable"), "{chain}");
+    // A fault of the plugin's own making (an Extism error) has no source.
+    let error = hostile().await.call_tool("error", json!({})).await.unwrap_err();
+    assert!(error.source().and_then(|fault| fault.source()).is_none(), "{error:?}");
+}
+
+#[tokio::test]
 async fn an_abort_is_a_trap() {
     let error = hostile().await.call_tool("abort", json!({})).await.unwrap_err();
     assert_eq!(fault_kind(&error), FaultKind::Trap, "{error}");

@@ -17,7 +17,6 @@ mod scaffold;
 mod serve;
 mod terminal;
 mod tools;
-mod watch;
 
 use std::process::ExitCode;
 

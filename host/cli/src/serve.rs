@@ -4,13 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use toolhost::ApproveAll;
+use toolhost::{ApproveAll, ToolsetsWatcher, WatchEvent};
 use toolhost_mcp::{Approvals, McpServer, ToolSource};
 
 use crate::args::{PluginOptions, SecretOptions};
 use crate::exit::{Failure, usage};
 use crate::output::load_registry;
-use crate::{exit, serve, watch};
+use crate::{exit, serve};
 use toolhost_mcp::{HttpOptions, HttpServer};
 
 /// Run the MCP server until the client disconnects (stdio) or the process
@@ -85,6 +85,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     } else {
         Approvals::AskTheUser { timeout: approval_timeout }
     };
+    let mut watching = None;
     let source = match (plugin, toolsets) {
         (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
         (None, Some(file)) => {
@@ -95,7 +96,20 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
             }
             secrets.not_with_toolsets()?;
             let registry = Arc::new(load_registry(&file, &secrets).await?);
-            tokio::spawn(watch::watch_config(file, secrets.provider(), Arc::clone(&registry)));
+            // Follows the file while serving (the handle lives as long as
+            // this function, which serves until the process ends).
+            watching = Some(
+                ToolsetsWatcher::new(file, secrets.provider(), Arc::clone(&registry))
+                    .on_event(|event| match event {
+                        WatchEvent::Applied(report) => crate::output::print_load_report(&report),
+                        WatchEvent::Rejected(error) => eprintln!(
+                            "warning: the changed configuration was not applied: {}",
+                            crate::terminal::escaped(&error.to_string())
+                        ),
+                        _ => {}
+                    })
+                    .spawn(),
+            );
             ToolSource::Registry(registry)
         }
         _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
@@ -103,5 +117,6 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     let server = McpServer::with_approvals(source, approvals);
     let http = http.map(|addr| toolhost_mcp::HttpOptions::new(addr).allow_origins(allow_origins));
     serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+    drop(watching);
     Ok(0)
 }

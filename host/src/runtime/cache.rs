@@ -29,47 +29,13 @@
 use std::hash::Hasher;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::Component;
-use wasmtime::{Engine, Module};
+use wasmtime::Engine;
 
 use super::PluginKind;
-
-/// A compiled plugin of either flavour.
-pub(crate) enum Compiled {
-    Module(Module),
-    Component(Component),
-}
-
-impl Compiled {
-    fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
-        Ok(match kind {
-            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?),
-            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?),
-        })
-    }
-
-    /// SAFETY: as `Module::deserialize`: `payload` must be what `serialize`
-    /// wrote for this engine's configuration.
-    unsafe fn deserialize(engine: &Engine, payload: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
-        // SAFETY: passed on from the caller.
-        Ok(unsafe {
-            match kind {
-                PluginKind::Extism => Compiled::Module(Module::deserialize(engine, payload)?),
-                PluginKind::Component => Compiled::Component(Component::deserialize(engine, payload)?),
-            }
-        })
-    }
-
-    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
-        match self {
-            Compiled::Module(module) => module.serialize(),
-            Compiled::Component(component) => component.serialize(),
-        }
-    }
-}
+use super::compile::{CacheStatus, CompileInfo, Compiled};
 
 /// First bytes of every entry (16 bytes, the last one the format version).
 const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x03";
@@ -88,48 +54,6 @@ pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleCache {
     dir: Option<PathBuf>,
-}
-
-/// How a plugin's compiled module was obtained.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CacheStatus {
-    /// Loaded from the cache: nothing was compiled.
-    Hit,
-    /// Compiled, and stored for next time (unless storing failed, which is
-    /// logged).
-    Miss,
-    /// An entry was found but failed its checks (the reason); it was
-    /// deleted, the module compiled and stored again.
-    Rebuilt(String),
-    /// The cache is off: compiled.
-    Disabled,
-    /// The cache directory is not safe to use (the reason: another user
-    /// owns it or may write to it): nothing was read from it or written to
-    /// it; compiled.
-    Unsafe(String),
-}
-
-/// How long loading a plugin's module took, and how it was obtained.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompileInfo {
-    /// Cache hit, miss, rebuild or none.
-    pub cache: CacheStatus,
-    /// Time to obtain the compiled module (compile or cache load).
-    pub elapsed: Duration,
-}
-
-impl std::fmt::Display for CacheStatus {
-    /// `hit`, `miss`, `rebuilt` or `disabled`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            CacheStatus::Hit => "hit",
-            CacheStatus::Miss => "miss",
-            CacheStatus::Rebuilt(_) => "rebuilt",
-            CacheStatus::Disabled => "disabled",
-            CacheStatus::Unsafe(_) => "unsafe",
-        })
-    }
 }
 
 impl Default for ModuleCache {
@@ -180,11 +104,10 @@ impl ModuleCache {
         wasm: &[u8],
         kind: PluginKind,
     ) -> wasmtime::Result<(Compiled, CompileInfo)> {
-        let started = Instant::now();
         let Some(dir) = &self.dir else {
-            let module = Compiled::compile(engine, wasm, kind)?;
-            return Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }));
+            return Compiled::compile_uncached(engine, wasm, kind);
         };
+        let started = Instant::now();
         if let Some(reason) = unsafe_dir(dir) {
             tracing::warn!(dir = %dir.display(), "the compiled-module cache is off: {reason}; compiling");
             let module = Compiled::compile(engine, wasm, kind)?;

@@ -114,7 +114,7 @@ impl ComponentModule {
         let deadline = store.data().core.deadline;
         let plugin = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
             .await
-            .map_err(|e| store.data().core.fault(&e))?;
+            .map_err(|e| store.data().core.fault(e))?;
         Ok(ComponentInstance { store, plugin })
     }
 }
@@ -144,7 +144,7 @@ impl ComponentInstance {
         let deadline = self.store.data().core.deadline;
         let tools = guest::bounded(&ticker, deadline, self.plugin.call_describe(&mut self.store))
             .await
-            .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
+            .map_err(|e| RunError::Fault(self.store.data().core.fault(e)))?;
         let size: usize = tools.iter().map(tool_size).sum();
         self.store.data_mut().core.check_output_size(size as u64).map_err(RunError::Fault)?;
         let tools = tools.into_iter().enumerate().map(|(i, tool)| tool_json(i, tool)).collect::<Result<_, _>>()?;
@@ -160,24 +160,24 @@ impl ComponentInstance {
         let deadline = self.store.data().core.deadline;
         let outcome = guest::bounded(&ticker, deadline, self.plugin.call_call(&mut self.store, name, arguments))
             .await
-            .map_err(|e| RunError::Fault(self.store.data().core.fault(&e)))?;
+            .map_err(|e| RunError::Fault(self.store.data().core.fault(e)))?;
         let result = match outcome {
             Ok(result) => result,
             // The plugin's messages are cut short (`output::shorten`).
             Err(CallError::Failed(message)) => {
-                return Err(RunError::Fault(Fault {
-                    kind: FaultKind::Error,
-                    message: output::shorten(message, &self.store.data().core.env.redactor),
-                }));
+                return Err(RunError::Fault(Fault::new(
+                    FaultKind::Error,
+                    output::shorten(message, &self.store.data().core.env.redactor),
+                )));
             }
             Err(CallError::UnknownTool(tool)) => {
-                return Err(RunError::Fault(Fault {
-                    kind: FaultKind::Error,
-                    message: format!(
+                return Err(RunError::Fault(Fault::new(
+                    FaultKind::Error,
+                    format!(
                         "the plugin says it has no tool `{}`, though its `describe` lists it",
                         output::shorten(tool, &self.store.data().core.env.redactor)
                     ),
-                }));
+                )));
             }
             Err(CallError::InvalidArguments(message)) => {
                 // A tool error, as the Extism flavour's SDK answers: the
@@ -189,14 +189,14 @@ impl ComponentInstance {
             }
         };
         if result.content.len() > output::MAX_CONTENT_ITEMS {
-            return Err(RunError::Fault(Fault {
-                kind: FaultKind::OutputTooLarge,
-                message: format!(
+            return Err(RunError::Fault(Fault::new(
+                FaultKind::OutputTooLarge,
+                format!(
                     "{} content items, over the limit of {} per result",
                     result.content.len(),
                     output::MAX_CONTENT_ITEMS
                 ),
-            }));
+            )));
         }
         self.store.data_mut().core.check_output_size(result_size(&result) as u64).map_err(RunError::Fault)?;
         typed_result(result).map(CallOutput::Typed)

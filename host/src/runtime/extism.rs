@@ -424,12 +424,11 @@ impl ExtismModule {
         let deadline = store.data().core.deadline;
         let instance = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
             .await
-            .map_err(|e| store.data().core.fault(&e))?;
+            .map_err(|e| store.data().core.fault(e))?;
         let func = |store: &mut Store<State>, name: &str| {
-            instance.get_func(&mut *store, name).ok_or_else(|| Fault {
-                kind: FaultKind::Runtime,
-                message: format!("the instance has no function `{name}`"),
-            })
+            instance
+                .get_func(&mut *store, name)
+                .ok_or_else(|| Fault::new(FaultKind::Runtime, format!("the instance has no function `{name}`")))
         };
         match self.init {
             Init::None => {}
@@ -437,14 +436,14 @@ impl ExtismModule {
                 let init = func(&mut store, name)?;
                 guest::bounded(&ticker, deadline, init.call_async(&mut store, &[], &mut []))
                     .await
-                    .map_err(|e| store.data().core.fault(&e))?;
+                    .map_err(|e| store.data().core.fault(e))?;
             }
             Init::Haskell { reactor } => {
                 if reactor {
                     let init = func(&mut store, "_initialize")?;
                     guest::bounded(&ticker, deadline, init.call_async(&mut store, &[], &mut []))
                         .await
-                        .map_err(|e| store.data().core.fault(&e))?;
+                        .map_err(|e| store.data().core.fault(e))?;
                 }
                 let hs_init = func(&mut store, "hs_init")?;
                 let ty = hs_init.ty(&store);
@@ -452,11 +451,11 @@ impl ExtismModule {
                 let mut results: Vec<Val> = ty.results().map(|_| Val::I32(0)).collect();
                 guest::bounded(&ticker, deadline, hs_init.call_async(&mut store, &params, &mut results))
                     .await
-                    .map_err(|e| store.data().core.fault(&e))?;
+                    .map_err(|e| store.data().core.fault(e))?;
             }
         }
         let entry = |store: &mut Store<State>, name: &str, shape: Shape| -> Result<Entry, Fault> {
-            let runtime = |e: wasmtime::Error| Fault { kind: FaultKind::Runtime, message: e.to_string() };
+            let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
             Ok(match shape {
                 Shape::ReturnsCode => Entry::Code(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
                 Shape::ReturnsNothing => Entry::Unit(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
@@ -605,7 +604,7 @@ impl ExtismInstance {
             // A WASI exit with status 0 is a normal return (Extism's reading).
             Err(e) if e.downcast_ref::<I32Exit>().is_some_and(|exit| exit.0 == 0) => 0,
             Err(e) => {
-                let mut fault = state.core.fault(&e);
+                let mut fault = state.core.fault(e);
                 // A guest that set an error before it trapped said why.
                 if fault.kind == FaultKind::Trap
                     && let Some(message) = state.kernel.error_message()
@@ -618,17 +617,14 @@ impl ExtismInstance {
         };
         if let Some(message) = state.kernel.error_message() {
             // Only the first few KiB are read: a message is no output.
-            return Err(Fault {
-                kind: FaultKind::Error,
-                message: output::short_message(message, &state.core.env.redactor),
-            });
+            return Err(Fault::new(FaultKind::Error, output::short_message(message, &state.core.env.redactor)));
         }
         if code != 0 {
             let mut message = format!("it returned {code} without an error message");
             if let Some(words) = state.core.stderr_words() {
                 message.push_str(&format!("; its stderr ends with: {words}"));
             }
-            return Err(Fault { kind: FaultKind::Error, message });
+            return Err(Fault::new(FaultKind::Error, message));
         }
         let state = self.store.data_mut();
         state.core.check_output_size(state.kernel.output_length())?;

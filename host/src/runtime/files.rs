@@ -16,29 +16,17 @@
 //! dropped is gone from the resource table, which is checked before an
 //! open).
 
-use wasmtime::component::{Resource, ResourceTable};
-use wasmtime::{AsContextMut as _, Caller, StoreContextMut};
-use wasmtime_wasi::WasiView;
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
+use wasmtime::{AsContextMut as _, Caller};
 use wasmtime_wasi::p1::types::Errno;
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1 as _};
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, ErrorCode, HostDescriptor as _, OpenFlags, PathFlags,
-};
 
 use super::guest::Guest;
 use super::outcome::Stop;
-
-/// Most entries of a component's WASI resource table (descriptors, streams,
-/// pollables): a backstop on the host memory they hold; a guest that fills
-/// it traps.
-pub(crate) const MAX_RESOURCES: usize = 16 * 1024;
+#[cfg(feature = "component")]
+pub(crate) use p2::{cap_p2, resource_table};
 
 /// WASI 0.1's import module.
 const WASI_P1: &str = "wasi_snapshot_preview1";
-/// The WASI 0.2 interface `wasmtime-wasi` defines (older 0.2 imports are
-/// matched to it by semver).
-const WASI_P2_FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
 
 /// A function of WASI 0.1, run with the guest's memory and the instance's
 /// WASI context, as `wiggle`'s own glue runs it.
@@ -117,51 +105,74 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
     Ok(())
 }
 
-/// A component's resource table, limited.
-pub(crate) fn resource_table() -> ResourceTable {
-    let mut table = ResourceTable::new();
-    table.set_max_capacity(MAX_RESOURCES);
-    table
-}
+/// Under WASI 0.2 (components).
+#[cfg(feature = "component")]
+mod p2 {
+    use wasmtime::StoreContextMut;
+    use wasmtime::component::{Resource, ResourceTable};
+    use wasmtime_wasi::WasiView;
+    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
+    use wasmtime_wasi::p2::bindings::filesystem::types::{
+        DescriptorFlags, ErrorCode, HostDescriptor as _, OpenFlags, PathFlags,
+    };
 
-/// Wrap WASI 0.2's `descriptor.open-at` in `linker` (defined already) with
-/// the open-file cap.
-pub(crate) fn cap_p2<T: WasiView + Guest>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    type OpenAt = (Resource<Descriptor>, PathFlags, String, OpenFlags, DescriptorFlags);
-    linker.instance(WASI_P2_FILESYSTEM)?.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store: StoreContextMut<'_, T>, (dir, path_flags, path, oflags, flags): OpenAt| {
-            Box::new(async move {
-                let state = store.data_mut();
-                // Forget the descriptors the guest dropped since.
-                let held: Vec<u32> = state.core().files.held();
-                let table = state.ctx().table;
-                let gone: Vec<u32> = held
-                    .into_iter()
-                    .filter(|&rep| table.get(&Resource::<Descriptor>::new_borrow(rep)).is_err())
-                    .collect();
-                let files = &mut state.core_mut().files;
-                for rep in gone {
-                    files.closed(rep);
-                }
-                if files.full() {
-                    return wasmtime::Result::Ok((Err(ErrorCode::Quota),));
-                }
-                let opened = {
-                    let mut filesystem = state.filesystem();
-                    filesystem.open_at(dir, path_flags, path, oflags, flags).await
-                };
-                match opened {
-                    Ok(file) => {
-                        state.core_mut().files.opened(file.rep());
-                        Ok((Ok(file),))
+    use super::Guest;
+
+    /// Most entries of a component's WASI resource table (descriptors,
+    /// streams, pollables): a backstop on the host memory they hold; a
+    /// guest that fills it traps.
+    pub(crate) const MAX_RESOURCES: usize = 16 * 1024;
+
+    /// The WASI 0.2 interface `wasmtime-wasi` defines (older 0.2 imports
+    /// are matched to it by semver).
+    const WASI_P2_FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
+
+    /// A component's resource table, limited.
+    pub(crate) fn resource_table() -> ResourceTable {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        table
+    }
+
+    /// Wrap WASI 0.2's `descriptor.open-at` in `linker` (defined already) with
+    /// the open-file cap.
+    pub(crate) fn cap_p2<T: WasiView + Guest>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()> {
+        linker.allow_shadowing(true);
+        type OpenAt = (Resource<Descriptor>, PathFlags, String, OpenFlags, DescriptorFlags);
+        linker.instance(WASI_P2_FILESYSTEM)?.func_wrap_async(
+            "[method]descriptor.open-at",
+            |mut store: StoreContextMut<'_, T>, (dir, path_flags, path, oflags, flags): OpenAt| {
+                Box::new(async move {
+                    let state = store.data_mut();
+                    // Forget the descriptors the guest dropped since.
+                    let held: Vec<u32> = state.core().files.held();
+                    let table = state.ctx().table;
+                    let gone: Vec<u32> = held
+                        .into_iter()
+                        .filter(|&rep| table.get(&Resource::<Descriptor>::new_borrow(rep)).is_err())
+                        .collect();
+                    let files = &mut state.core_mut().files;
+                    for rep in gone {
+                        files.closed(rep);
                     }
-                    Err(error) => Ok((Err(error.downcast()?),)),
-                }
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+                    if files.full() {
+                        return wasmtime::Result::Ok((Err(ErrorCode::Quota),));
+                    }
+                    let opened = {
+                        let mut filesystem = state.filesystem();
+                        filesystem.open_at(dir, path_flags, path, oflags, flags).await
+                    };
+                    match opened {
+                        Ok(file) => {
+                            state.core_mut().files.opened(file.rep());
+                            Ok((Ok(file),))
+                        }
+                        Err(error) => Ok((Err(error.downcast()?),)),
+                    }
+                })
+            },
+        )?;
+        linker.allow_shadowing(false);
+        Ok(())
+    }
 }

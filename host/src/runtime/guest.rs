@@ -71,9 +71,11 @@ impl GuestCore {
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
             let guest = grant.guest_path().to_string_lossy();
-            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| Fault {
-                kind: FaultKind::Runtime,
-                message: format!("cannot open the granted directory {}: {e}", grant.host.display()),
+            wasi.preopened_dir(&grant.host, guest.as_ref(), perms).map_err(|e| {
+                Fault::new(
+                    FaultKind::Runtime,
+                    format!("cannot open the granted directory {}: {e}", grant.host.display()),
+                )
             })?;
         }
         Ok((core, wasi))
@@ -159,10 +161,10 @@ impl GuestCore {
         self.output_bytes = size;
         let limit = self.env.limits.max_output_bytes as u64;
         if size > limit {
-            return Err(Fault {
-                kind: FaultKind::OutputTooLarge,
-                message: format!("{size} bytes of output, over the limit of {}", format_size(limit)),
-            });
+            return Err(Fault::new(
+                FaultKind::OutputTooLarge,
+                format!("{size} bytes of output, over the limit of {}", format_size(limit)),
+            ));
         }
         Ok(())
     }
@@ -172,9 +174,15 @@ impl GuestCore {
         memory_fault(&self.env.limits)
     }
 
-    /// Turn a failed run into a [`Fault`].
-    pub(crate) fn fault(&self, error: &wasmtime::Error) -> Fault {
-        classify(error, &self.env.limits, || self.stderr_words())
+    /// Turn a failed run into a [`Fault`]; a trap's or the host's fault
+    /// keeps wasmtime's error (the Wasm backtrace, the chain of causes) as
+    /// its source.
+    pub(crate) fn fault(&self, error: wasmtime::Error) -> Fault {
+        let fault = classify(&error, &self.env.limits, || self.stderr_words());
+        match fault.kind {
+            FaultKind::Trap | FaultKind::Runtime => fault.with_source(error),
+            _ => fault,
+        }
     }
 }
 
@@ -312,12 +320,12 @@ fn on_tick<T: Guest>(store: StoreContextMut<'_, T>) -> wasmtime::Result<UpdateDe
 
 fn memory_fault(limits: &Limits) -> Fault {
     let limit = limits.memory_max_bytes.map_or_else(|| "4GiB".to_owned(), format_size);
-    Fault { kind: FaultKind::MemoryLimit, message: format!("the instance tried to grow its memory past {limit}") }
+    Fault::new(FaultKind::MemoryLimit, format!("the instance tried to grow its memory past {limit}"))
 }
 
 fn timeout_fault(limits: &Limits) -> Fault {
     let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
-    Fault { kind: FaultKind::Timeout, message: format!("it ran longer than {limit}") }
+    Fault::new(FaultKind::Timeout, format!("it ran longer than {limit}"))
 }
 
 /// Turn a failed run into a [`Fault`], given the limits it ran under and
@@ -331,8 +339,8 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
         return match stop {
             Stop::Timeout => timeout_fault(limits),
             Stop::MemoryLimit => memory_fault(limits),
-            Stop::Denied(message) => Fault { kind: FaultKind::Denied, message: message.clone() },
-            Stop::Host(message) => Fault { kind: FaultKind::Error, message: message.clone() },
+            Stop::Denied(message) => Fault::new(FaultKind::Denied, message.clone()),
+            Stop::Host(message) => Fault::new(FaultKind::Error, message.clone()),
         };
     }
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
@@ -340,25 +348,22 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
             wasmtime::Trap::Interrupt => timeout_fault(limits),
             wasmtime::Trap::OutOfFuel => {
                 let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
-                Fault {
-                    kind: FaultKind::FuelExhausted,
-                    message: format!("the call used up {budget} instruction budget"),
-                }
+                Fault::new(FaultKind::FuelExhausted, format!("the call used up {budget} instruction budget"))
             }
-            wasmtime::Trap::UnreachableCodeReached => Fault {
-                kind: FaultKind::Trap,
-                message: with_stderr("`unreachable` executed: the plugin panicked or aborted".to_owned()),
-            },
-            other => Fault { kind: FaultKind::Trap, message: with_stderr(other.to_string()) },
+            wasmtime::Trap::UnreachableCodeReached => Fault::new(
+                FaultKind::Trap,
+                with_stderr("`unreachable` executed: the plugin panicked or aborted".to_owned()),
+            ),
+            other => Fault::new(FaultKind::Trap, with_stderr(other.to_string())),
         };
     }
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
-        return Fault { kind: FaultKind::Exit, message: with_stderr(format!("WASI exit code {}", exit.0)) };
+        return Fault::new(FaultKind::Exit, with_stderr(format!("WASI exit code {}", exit.0)));
     }
     // Anything else failed on the host's side (a WASI host error, an
     // instantiation failure): not a trap of the guest's. The root cause is
     // the sentence that says what happened.
-    Fault { kind: FaultKind::Runtime, message: with_stderr(error.root_cause().to_string()) }
+    Fault::new(FaultKind::Runtime, with_stderr(error.root_cause().to_string()))
 }
 
 /// Most elements a table may grow to, whatever the memory limit.
@@ -473,6 +478,7 @@ impl OpenFiles {
     }
 
     /// The handles held.
+    #[cfg(feature = "component")]
     pub(crate) fn held(&self) -> Vec<u32> {
         self.handles.iter().copied().collect()
     }

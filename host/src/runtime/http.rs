@@ -11,20 +11,30 @@
 //! The request runs on a blocking thread (the client is synchronous); the
 //! guest's fiber waits without holding its executor thread, and the call's
 //! deadline bounds it.
+//!
+//! Without the `http` feature the function is still there (so a plugin
+//! that imports it loads) but every request is refused, saying why.
 
 use std::collections::BTreeMap;
+#[cfg(feature = "http")]
 use std::io::Read as _;
-use std::time::{Duration, Instant};
+#[cfg(feature = "http")]
+use std::time::Duration;
+use std::time::Instant;
 
 use super::outcome::Stop;
+#[cfg(feature = "http")]
 use serde::Deserialize;
 
 /// Largest response body a plugin gets (Extism's default).
+#[cfg(feature = "http")]
 const MAX_RESPONSE_BYTES: u64 = 50 * 1024 * 1024;
 /// Redirects followed, each one checked.
+#[cfg(feature = "http")]
 const MAX_REDIRECTS: usize = 10;
 
 /// Extism's HTTP request description.
+#[cfg(feature = "http")]
 #[derive(Debug, Deserialize)]
 struct HttpRequest {
     url: String,
@@ -43,12 +53,14 @@ pub(crate) struct HttpResponse {
 
 /// Headers that carry credentials: not sent on to another origin when a
 /// request is redirected there (as ureq's own redirect follower does).
+#[cfg(feature = "http")]
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
 
 /// Does `host` on `port` match a grant pattern? The host part matches with
 /// `*` as any run of characters, case-insensitively, as host names compare;
 /// a pattern with a port (`127.0.0.1:8080`, `*.example.com:443`,
 /// `[::1]:8080`) matches that port only, one without matches any port.
+#[cfg(feature = "http")]
 pub(crate) fn host_allowed(patterns: &[String], host: &str, port: Option<u16>) -> bool {
     let host = host.to_ascii_lowercase();
     patterns.iter().any(|pattern| {
@@ -64,6 +76,7 @@ pub(crate) fn host_allowed(patterns: &[String], host: &str, port: Option<u16>) -
 /// `*` matches any run of characters. Greedy with one backtrack point (the
 /// last `*`), so the time is at most pattern length × text length, whatever
 /// the pattern (a host name is the plugin's to choose).
+#[cfg(feature = "http")]
 fn wildcard(pattern: &str, text: &str) -> bool {
     let (pattern, text): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
     let (mut p, mut t) = (0, 0);
@@ -87,17 +100,20 @@ fn wildcard(pattern: &str, text: &str) -> bool {
     pattern[p..].iter().all(|&c| c == '*')
 }
 
+#[cfg(feature = "http")]
 fn denied(url: &str) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Denied(format!(
         "HTTP request to {url} is not allowed: its host (and port) matches no allowed-host grant"
     )))
 }
 
+#[cfg(feature = "http")]
 fn host_error(message: String) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Host(message))
 }
 
 /// Check a URL against the grants: its scheme and its host.
+#[cfg(feature = "http")]
 fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
     let parsed = url::Url::parse(url).map_err(|e| host_error(format!("invalid URL {url}: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -112,6 +128,7 @@ fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
 /// Run a request a guest described (Extism's JSON description, and a
 /// body): refused unless its host matches a grant in `allowed`, bounded by
 /// `deadline`.
+#[cfg(feature = "http")]
 pub(crate) async fn request(
     description: &[u8],
     body: Option<Vec<u8>>,
@@ -126,7 +143,21 @@ pub(crate) async fn request(
         .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
 }
 
+/// Refuse a request: this toolhost was built without HTTP.
+#[cfg(not(feature = "http"))]
+pub(crate) async fn request(
+    _description: &[u8],
+    _body: Option<Vec<u8>>,
+    _allowed: Vec<String>,
+    _deadline: Option<Instant>,
+) -> wasmtime::Result<HttpResponse> {
+    Err(wasmtime::Error::new(Stop::Denied(
+        "HTTP requests are not available: this toolhost was built without its `http` feature".to_owned(),
+    )))
+}
+
 /// Send the request and follow redirects to granted hosts.
+#[cfg(feature = "http")]
 fn send(
     request: HttpRequest,
     body: Option<Vec<u8>>,
@@ -206,7 +237,7 @@ fn send(
     Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 

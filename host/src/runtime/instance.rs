@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+#[cfg(feature = "component")]
 use super::component::{ComponentInstance, ComponentModule};
 use super::extism::{Export, ExtismInstance, ExtismModule};
 use super::guest::{HostEnv, RunOptions};
@@ -55,12 +56,14 @@ impl PluginKind {
 /// A compiled plugin of either flavour, its imports resolved.
 pub(crate) enum Module {
     Extism(ExtismModule),
+    #[cfg(feature = "component")]
     Component(ComponentModule),
 }
 
 /// One instance of either flavour.
 pub(crate) enum Instance {
     Extism(ExtismInstance),
+    #[cfg(feature = "component")]
     Component(ComponentInstance),
 }
 
@@ -86,6 +89,7 @@ impl Module {
     pub(crate) fn kind(&self) -> PluginKind {
         match self {
             Module::Extism(_) => PluginKind::Extism,
+            #[cfg(feature = "component")]
             Module::Component(_) => PluginKind::Component,
         }
     }
@@ -93,6 +97,7 @@ impl Module {
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
         let instance = match self {
             Module::Extism(module) => module.instantiate(env).await.map(Instance::Extism),
+            #[cfg(feature = "component")]
             Module::Component(module) => module.instantiate(env).await.map(Instance::Component),
         };
         instance.map_err(output::short_fault)
@@ -107,6 +112,7 @@ impl Instance {
                 Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
                 Err(fault) => Err(RunError::Fault(fault)),
             },
+            #[cfg(feature = "component")]
             Instance::Component(instance) => instance.describe().await,
         };
         described.map_err(output::short_error)
@@ -122,13 +128,14 @@ impl Instance {
                     Err(fault) => Err(RunError::Fault(fault)),
                 }
             }
+            #[cfg(feature = "component")]
             (Instance::Component(instance), Payload::Component { name, arguments }) => {
                 instance.call(name, arguments, run).await
             }
-            _ => Err(RunError::Fault(Fault {
-                kind: crate::error::FaultKind::Runtime,
-                message: "a call was encoded for the other flavour of plugin".to_owned(),
-            })),
+            _ => Err(RunError::Fault(Fault::new(
+                crate::error::FaultKind::Runtime,
+                "a call was encoded for the other flavour of plugin".to_owned(),
+            ))),
         };
         called.map_err(output::short_error)
     }
@@ -137,6 +144,7 @@ impl Instance {
     pub(crate) fn memory_used(&self) -> usize {
         match self {
             Instance::Extism(instance) => instance.memory_used(),
+            #[cfg(feature = "component")]
             Instance::Component(instance) => instance.memory_used(),
         }
     }
@@ -145,6 +153,7 @@ impl Instance {
     pub(crate) fn usage(&self) -> Usage {
         match self {
             Instance::Extism(instance) => instance.usage(),
+            #[cfg(feature = "component")]
             Instance::Component(instance) => instance.usage(),
         }
     }

@@ -21,11 +21,14 @@
 //!   after a call is shared.
 //!
 //! The files stand in floors, each using only those below it: `outcome`,
-//! `ticker`, `kernel`, `stdio`, `cache`, `output`, `http` at the bottom;
+//! `ticker`, `kernel`, `stdio`, `compile`, `cache`, `output`, `http` at the bottom;
 //! `guest` (store data and limits); `files` (the open-file cap); `extism`
 //! and `component`; `instance` (either flavour); this file, the handle.
 
+#[cfg(feature = "cache")]
 pub(crate) mod cache;
+pub(crate) mod compile;
+#[cfg(feature = "component")]
 pub(crate) mod component;
 pub(crate) mod extism;
 mod files;
@@ -48,6 +51,7 @@ use wasmtime::{Config, Engine};
 use crate::error::Error;
 use crate::sandbox::Limits;
 use crate::telemetry::CallObserver;
+#[cfg(feature = "cache")]
 use cache::ModuleCache;
 pub use instance::PluginKind;
 use ticker::Ticker;
@@ -66,6 +70,7 @@ pub(crate) enum EngineKind {
 pub(crate) struct Engines {
     pub(crate) engine: Engine,
     extism: OnceLock<Result<wasmtime::Linker<extism::State>, String>>,
+    #[cfg(feature = "component")]
     component: OnceLock<Result<wasmtime::component::Linker<component::ComponentState>, String>>,
 }
 
@@ -74,6 +79,7 @@ impl Engines {
         self.extism.get_or_init(|| extism::linker(&self.engine)).as_ref().map_err(Clone::clone)
     }
 
+    #[cfg(feature = "component")]
     pub(crate) fn component_linker(&self) -> Result<&wasmtime::component::Linker<component::ComponentState>, String> {
         self.component.get_or_init(|| component::linker(&self.engine)).as_ref().map_err(Clone::clone)
     }
@@ -92,9 +98,8 @@ impl Engines {
 /// ```no_run
 /// # async fn demo() -> Result<(), toolhost::Error> {
 /// use std::time::Duration;
-/// use toolhost::{Limits, ModuleCache, Runtime};
+/// use toolhost::{Limits, Runtime};
 /// let runtime = Runtime::builder()
-///     .with_module_cache(ModuleCache::from_env())
 ///     .with_default_limits(Limits::default().with_timeout(Some(Duration::from_secs(10))))
 ///     .build();
 /// let plugin = runtime.plugin_from_file("target/plugins/calculator.wasm").build().await?;
@@ -113,6 +118,7 @@ struct RuntimeInner {
     plain: OnceLock<Result<Engines, String>>,
     fuel: OnceLock<Result<Engines, String>>,
     ticker: Ticker,
+    #[cfg(feature = "cache")]
     cache: ModuleCache,
     limits: Limits,
     observer: Option<Arc<dyn CallObserver>>,
@@ -134,9 +140,10 @@ impl Drop for RuntimeInner {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("cache", &self.inner.cache)
-            .field("default_limits", &self.inner.limits)
+        let mut f = f.debug_struct("Runtime");
+        #[cfg(feature = "cache")]
+        f.field("cache", &self.inner.cache);
+        f.field("default_limits", &self.inner.limits)
             .field("observer", &self.inner.observer.is_some())
             .field("calls_in_flight", &self.calls_in_flight())
             .field("shut_down", &self.is_shut_down())
@@ -154,6 +161,7 @@ impl Default for Runtime {
 /// Configures a [`Runtime`].
 #[derive(Clone, Default)]
 pub struct RuntimeBuilder {
+    #[cfg(feature = "cache")]
     cache: Option<ModuleCache>,
     limits: Option<Limits>,
     observer: Option<Arc<dyn CallObserver>>,
@@ -161,11 +169,10 @@ pub struct RuntimeBuilder {
 
 impl std::fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RuntimeBuilder")
-            .field("cache", &self.cache)
-            .field("limits", &self.limits)
-            .field("observer", &self.observer.is_some())
-            .finish()
+        let mut f = f.debug_struct("RuntimeBuilder");
+        #[cfg(feature = "cache")]
+        f.field("cache", &self.cache);
+        f.field("limits", &self.limits).field("observer", &self.observer.is_some()).finish()
     }
 }
 
@@ -173,6 +180,8 @@ impl RuntimeBuilder {
     /// Keep compiled modules between processes in this cache (by default
     /// none: a library writes nothing to disk unless asked;
     /// [`ModuleCache::from_env`] is the CLI's cache).
+    #[cfg(feature = "cache")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
     pub fn with_module_cache(mut self, cache: ModuleCache) -> Self {
         self.cache = Some(cache);
         self
@@ -201,6 +210,7 @@ impl RuntimeBuilder {
                 plain: OnceLock::new(),
                 fuel: OnceLock::new(),
                 ticker: Ticker::new(),
+                #[cfg(feature = "cache")]
                 cache: self.cache.unwrap_or_else(ModuleCache::disabled),
                 limits: self.limits.unwrap_or_default(),
                 observer: self.observer,
@@ -257,6 +267,8 @@ impl Runtime {
     }
 
     /// The compiled-module cache plugins of this runtime use.
+    #[cfg(feature = "cache")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
     pub fn module_cache(&self) -> &ModuleCache {
         &self.inner.cache
     }
@@ -380,7 +392,12 @@ impl Runtime {
             .get_or_init(|| {
                 let engine = Engine::new(&config(kind)).map_err(|e| e.to_string())?;
                 self.inner.ticker.tick(&engine)?;
-                Ok(Engines { engine, extism: OnceLock::new(), component: OnceLock::new() })
+                Ok(Engines {
+                    engine,
+                    extism: OnceLock::new(),
+                    #[cfg(feature = "component")]
+                    component: OnceLock::new(),
+                })
             })
             .as_ref()?;
         Ok(engines)

@@ -9,6 +9,7 @@ use crate::error::{Fault, OutputProblem};
 /// plugin's output), or a result typed already (a component's).
 pub(crate) enum CallOutput {
     Json(Value),
+    #[cfg(feature = "component")]
     Typed(toolhost_protocol::CallToolResult),
 }
 

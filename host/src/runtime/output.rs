@@ -29,8 +29,10 @@ use crate::sandbox::format_size;
 pub(crate) const MAX_CONTENT_ITEMS: usize = 4096;
 /// What a content item of a component's result is charged against the
 /// output cap besides its bytes (about its size in the host).
+#[cfg(feature = "component")]
 pub(crate) const CONTENT_ITEM_WEIGHT: usize = 256;
 /// What a tool of a component's `describe` is charged besides its bytes.
+#[cfg(feature = "component")]
 pub(crate) const TOOL_WEIGHT: usize = 1024;
 /// Most bytes of a plugin's message kept in a fault.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 4096;
@@ -81,6 +83,7 @@ pub(crate) fn short_message(bytes: &[u8], redactor: &Redactor) -> String {
 }
 
 /// A plugin's message cut as [`short_message`] cuts bytes.
+#[cfg(any(test, feature = "component"))]
 pub(crate) fn shorten(message: String, redactor: &Redactor) -> String {
     if message.len() <= MAX_MESSAGE_BYTES && redactor.is_empty() {
         message
@@ -107,7 +110,7 @@ pub(crate) fn short_error(error: RunError) -> RunError {
 }
 
 fn too_large(message: String) -> RunError {
-    RunError::Fault(Fault { kind: FaultKind::OutputTooLarge, message })
+    RunError::Fault(Fault::new(FaultKind::OutputTooLarge, message))
 }
 
 /// Decode a plugin's output as JSON, charging each value its weight against

@@ -1,0 +1,113 @@
+//! Compiling a plugin: the compiled form of either flavour, and how it was
+//! obtained (compiled now, or loaded from the compiled-module cache of the
+//! `cache` feature).
+
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "component")]
+use wasmtime::component::Component;
+use wasmtime::{Engine, Module};
+
+use super::PluginKind;
+
+/// A compiled plugin of either flavour.
+pub(crate) enum Compiled {
+    Module(Module),
+    #[cfg(feature = "component")]
+    Component(Component),
+}
+
+impl Compiled {
+    /// Compile `wasm` as a plugin of `kind`.
+    pub(crate) fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
+        Ok(match kind {
+            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?),
+            #[cfg(feature = "component")]
+            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?),
+            #[cfg(not(feature = "component"))]
+            PluginKind::Component => {
+                return Err(wasmtime::format_err!(
+                    "it is a component, and this toolhost was built without its `component` feature"
+                ));
+            }
+        })
+    }
+
+    /// Compile, timed, with no cache.
+    pub(crate) fn compile_uncached(
+        engine: &Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> wasmtime::Result<(Compiled, CompileInfo)> {
+        let started = Instant::now();
+        let module = Compiled::compile(engine, wasm, kind)?;
+        Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }))
+    }
+
+    /// SAFETY: as `Module::deserialize`: `payload` must be what `serialize`
+    /// wrote for this engine's configuration.
+    #[cfg(feature = "cache")]
+    pub(crate) unsafe fn deserialize(engine: &Engine, payload: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
+        // SAFETY: passed on from the caller.
+        Ok(unsafe {
+            match kind {
+                PluginKind::Extism => Compiled::Module(Module::deserialize(engine, payload)?),
+                #[cfg(feature = "component")]
+                PluginKind::Component => Compiled::Component(Component::deserialize(engine, payload)?),
+                #[cfg(not(feature = "component"))]
+                PluginKind::Component => return Compiled::compile(engine, payload, kind),
+            }
+        })
+    }
+
+    #[cfg(feature = "cache")]
+    pub(crate) fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        match self {
+            Compiled::Module(module) => module.serialize(),
+            #[cfg(feature = "component")]
+            Compiled::Component(component) => component.serialize(),
+        }
+    }
+}
+
+/// How a plugin's compiled module was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheStatus {
+    /// Loaded from the cache: nothing was compiled.
+    Hit,
+    /// Compiled, and stored for next time (unless storing failed, which is
+    /// logged).
+    Miss,
+    /// An entry was found but failed its checks (the reason); it was
+    /// deleted, the module compiled and stored again.
+    Rebuilt(String),
+    /// The cache is off: compiled.
+    Disabled,
+    /// The cache directory is not safe to use (the reason: another user
+    /// owns it or may write to it): nothing was read from it or written to
+    /// it; compiled.
+    Unsafe(String),
+}
+
+/// How long loading a plugin's module took, and how it was obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileInfo {
+    /// Cache hit, miss, rebuild or none.
+    pub cache: CacheStatus,
+    /// Time to obtain the compiled module (compile or cache load).
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for CacheStatus {
+    /// `hit`, `miss`, `rebuilt` or `disabled`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Rebuilt(_) => "rebuilt",
+            CacheStatus::Disabled => "disabled",
+            CacheStatus::Unsafe(_) => "unsafe",
+        })
+    }
+}
