@@ -55,6 +55,9 @@ pub struct ToolsetsWatcher {
     registry: Arc<Registry>,
     interval: Duration,
     on_event: Box<dyn FnMut(WatchEvent) + Send>,
+    /// The file's stamp when the watcher was made: a change between then
+    /// and the first look is a change.
+    first_seen: Stamp,
 }
 
 impl std::fmt::Debug for ToolsetsWatcher {
@@ -69,9 +72,18 @@ impl std::fmt::Debug for ToolsetsWatcher {
 
 impl ToolsetsWatcher {
     /// Follow `file` (a toolsets file, already applied to `registry` as it
-    /// is now), resolving its secret references with `secrets`.
+    /// is now), resolving its secret references with `secrets`. A change
+    /// made after this returns is seen, even before the watcher runs.
     pub fn new(file: impl Into<PathBuf>, secrets: Arc<dyn SecretProvider>, registry: Arc<Registry>) -> Self {
-        ToolsetsWatcher { file: file.into(), secrets, registry, interval: DEFAULT_INTERVAL, on_event: Box::new(|_| {}) }
+        let file = file.into();
+        ToolsetsWatcher {
+            first_seen: stamp(&file),
+            file,
+            secrets,
+            registry,
+            interval: DEFAULT_INTERVAL,
+            on_event: Box::new(|_| {}),
+        }
     }
 
     /// Look at the files this often (500 ms unless set; at least 10 ms).
@@ -105,6 +117,7 @@ impl ToolsetsWatcher {
             Err(_) => Vec::new(),
         };
         let mut seen = Stamps::of(&self.file, plugins.clone());
+        seen.0[0].1 = self.first_seen;
         let mut ticker = tokio::time::interval(self.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -368,3 +368,60 @@ async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
     assert_eq!(*changes.borrow(), count + 1);
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test]
+async fn the_watcher_applies_a_changed_file_and_keeps_the_old_set_when_the_new_one_is_broken() {
+    use toolhost::{ToolsetsWatcher, WatchEvent};
+    let dir = scratch("watcher");
+    let path = dir.join("toolsets.json");
+    let toolset = |id: &str, plugin: &str| json!({"id": id, "kind": "uri", "server": {"url": example(plugin).display().to_string()}});
+    let write = |toolsets: Value| {
+        std::fs::write(&path, serde_json::to_string_pretty(&json!({"schema": "s", "toolsets": toolsets})).unwrap())
+            .expect("write the toolsets file")
+    };
+    write(json!([toolset("calc", "calculator")]));
+    let secrets: Arc<dyn SecretProvider> = Arc::new(NoSecrets);
+    let (registry, report) = registry_from(&path, Arc::clone(&secrets)).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let registry = Arc::new(registry);
+    let names = |registry: &Registry| -> Vec<String> { registry.tools().into_iter().map(|t| t.name).collect() };
+    assert!(names(&registry).iter().all(|n| n.starts_with("calc__")));
+
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let watching = ToolsetsWatcher::new(&path, secrets, Arc::clone(&registry))
+        .with_interval(Duration::from_millis(50))
+        .on_event(move |event| {
+            let _ = events.send(event);
+        })
+        .spawn();
+    let next = async |received: &mut tokio::sync::mpsc::UnboundedReceiver<WatchEvent>| {
+        tokio::time::timeout(Duration::from_secs(60), received.recv())
+            .await
+            .expect("the watcher saw the change within a minute")
+            .expect("the watcher is running")
+    };
+
+    // A toolset added: applied.
+    write(json!([toolset("calc", "calculator"), toolset("text", "text")]));
+    match next(&mut received).await {
+        WatchEvent::Applied(report) => assert!(report.failures.is_empty(), "{:?}", report.failures),
+        other => panic!("expected the file applied, got {other:?}"),
+    }
+    assert!(names(&registry).iter().any(|n| n.starts_with("text__")), "{:?}", names(&registry));
+
+    // A broken file: rejected, and the registry keeps what it had.
+    std::fs::write(&path, "{ not json").expect("write");
+    match next(&mut received).await {
+        WatchEvent::Rejected(error) => assert!(error.to_string().contains("JSON"), "{error}"),
+        other => panic!("expected the file rejected, got {other:?}"),
+    }
+    assert!(names(&registry).iter().any(|n| n.starts_with("text__")), "{:?}", names(&registry));
+
+    // Stopped: a change is no longer applied.
+    watching.stop();
+    write(json!([toolset("calc", "calculator")]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(received.try_recv().is_err(), "no event after the watcher stopped");
+    assert!(names(&registry).iter().any(|n| n.starts_with("text__")));
+    std::fs::remove_dir_all(dir).ok();
+}
