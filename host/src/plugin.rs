@@ -989,19 +989,26 @@ impl Plugin {
         };
         let invalid = |violations| self.inner.invalid_arguments(name, violations);
         let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
+        // The `_meta` the plugin sees: the caller's, less the host's keys,
+        // and the user id when the tool asks for it.
+        let meta = (context.meta().is_some() || user_id.is_some()).then(|| {
+            let mut meta = context.meta().cloned().unwrap_or_default();
+            meta.retain(|key, _| !key.starts_with("toolhost/"));
+            if let Some(user) = user_id {
+                meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
+            }
+            meta
+        });
+        let meta = meta.filter(|meta| !meta.is_empty());
         let payload = match self.inner.module.kind() {
             PluginKind::Component => Payload::Component {
                 name: name.to_owned(),
                 arguments: serde_json::to_string(&arguments).map_err(encoding)?,
+                meta: meta.as_ref().map(serde_json::to_string).transpose().map_err(encoding)?,
             },
             _ => {
-                let mut meta = context.meta().cloned().unwrap_or_default();
-                meta.retain(|key, _| !key.starts_with("toolhost/"));
-                if let Some(user) = user_id {
-                    meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
-                }
                 let mut request = CallToolRequest::new(name, Some(arguments));
-                request.params.meta = (!meta.is_empty()).then_some(meta);
+                request.params.meta = meta;
                 Payload::Extism(serde_json::to_vec(&request).map_err(encoding)?)
             }
         };

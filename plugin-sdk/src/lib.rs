@@ -67,7 +67,7 @@ pub use toolhost_protocol::{
 pub mod prelude {
     pub use crate::{
         CallToolResult, Content, Deserialize, JsonSchema, Serialize, Structured, ToolError, audio, config, image,
-        plugin, resource_blob, resource_text, secret, text, tool,
+        plugin, resource_blob, resource_text, secret, text, tool, user_id,
     };
 }
 
@@ -229,19 +229,52 @@ pub fn config(key: &str) -> Option<String> {
     host::config(key).ok().flatten()
 }
 
+/// The `_meta` the host sent with the call now running: what the client
+/// sent (the host's own `toolhost/` keys removed), and
+/// [`USER_ID_META_KEY`] when the tool declares `#[tool(user_id)]`. `None`
+/// outside a call, or when there is none.
+pub fn call_meta() -> Option<JsonObject> {
+    host::call_meta()
+}
+
+/// The key of the user id in a call's `_meta`.
+pub const USER_ID_META_KEY: &str = "toolhost/userId";
+
+/// The user the call acts for: given only to tools that declare
+/// `#[tool(user_id)]` (the host refuses to call such a tool without one).
+pub fn user_id() -> Option<String> {
+    call_meta()?.get(USER_ID_META_KEY)?.as_str().map(str::to_owned)
+}
+
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+std::thread_local! {
+    /// The running call's `_meta` (Extism flavour: from the request).
+    static CALL_META: std::cell::RefCell<Option<JsonObject>> = const { std::cell::RefCell::new(None) };
+}
+
 /// The host's config, through whichever interface this build targets.
 #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
 mod host {
     pub fn config(key: &str) -> Result<Option<String>, String> {
         extism_pdk::config::get(key).map_err(|e| e.to_string())
     }
+
+    pub fn call_meta() -> Option<super::JsonObject> {
+        super::CALL_META.with_borrow(Clone::clone)
+    }
 }
 
 /// The host's config, through whichever interface this build targets.
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod host {
+    use crate::__component::bindings::toolhost::plugin::host;
+
     pub fn config(key: &str) -> Result<Option<String>, String> {
-        Ok(crate::__component::bindings::toolhost::plugin::host::config_get(key))
+        Ok(host::config_get(key))
+    }
+
+    pub fn call_meta() -> Option<super::JsonObject> {
+        serde_json::from_str(&host::call_meta()?).ok()
     }
 }
 
@@ -313,6 +346,8 @@ pub mod __private {
         pub idempotent: Option<bool>,
         pub open_world: Option<bool>,
         pub secrets: &'static [&'static str],
+        /// The tool acts for a user: `requirements.user_id`.
+        pub user_id: bool,
     }
 
     fn definition(attrs: &Attributes, input_schema: JsonObject, output_schema: Option<JsonObject>) -> Tool {
@@ -329,12 +364,18 @@ pub mod __private {
         if annotations != ToolAnnotations::default() {
             tool.annotations = Some(annotations);
         }
+        let mut requirements = JsonObject::new();
         if !attrs.secrets.is_empty() {
             let secrets: Vec<Value> = attrs.secrets.iter().map(|id| json!({ "id": id })).collect();
-            let meta = json!({ "requirements": { "secrets": secrets } });
-            if let Value::Object(meta) = meta {
-                tool.meta = Some(meta);
-            }
+            requirements.insert("secrets".into(), Value::Array(secrets));
+        }
+        if attrs.user_id {
+            requirements.insert("user_id".into(), Value::Bool(true));
+        }
+        if !requirements.is_empty() {
+            let mut meta = JsonObject::new();
+            meta.insert("requirements".into(), Value::Object(requirements));
+            tool.meta = Some(meta);
         }
         tool
     }
@@ -394,6 +435,7 @@ pub mod __private {
             Err(error) => return fail(&format!("the call input is not a CallToolRequest: {error}")),
         };
         let name = request.params.name.as_str();
+        super::CALL_META.with_borrow_mut(|meta| *meta = request.params.meta.clone());
         let result = match tools.iter().find(|t| t.name == name) {
             Some(tool) => (tool.handler)(request.params.arguments),
             None => {
@@ -401,6 +443,7 @@ pub mod __private {
                 CallToolResult::error(format!("unknown tool `{name}`; this plugin's tools are: {}", names.join(", ")))
             }
         };
+        super::CALL_META.with_borrow_mut(|meta| *meta = None);
         output_json(&result)
     }
 

@@ -165,6 +165,31 @@ async fn only_a_tool_that_declares_it_gets_the_user_id() {
     assert_eq!(result.texts().next(), Some("null"));
 }
 
+/// The SDK's `#[tool(user_id)]`, `user_id()` and `call_meta()`: the same
+/// context reaches an Extism module (in the request) and a component
+/// (through the `call-meta` import).
+async fn an_sdk_tool_reads_the_user_id_and_meta_in_either_flavour(flavour: toolhost_tests::Flavour) {
+    let plugin = Plugin::load(flavour.fixture("sdk-secrets")).await.expect("load");
+    let whoami = plugin.tools().iter().find(|t| t.name == "whoami").expect("whoami");
+    assert_eq!(whoami.meta.as_ref().and_then(|m| m.get("requirements")), Some(&json!({"user_id": true})));
+    let error = plugin.call_tool("whoami", json!({})).await.unwrap_err();
+    assert!(error.to_string().contains("needs a user id"), "{error}");
+    let mut meta = serde_json::Map::new();
+    meta.insert("traceparent".into(), json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    meta.insert("toolhost/userId".into(), json!("mallory"));
+    let context = CallContext::new().with_user_id("bob").with_meta(meta);
+    let result = plugin.call_tool_with("whoami", json!({}), &context).await.expect("whoami");
+    assert_eq!(result.texts().next(), Some("bob"));
+    let result = plugin.call_tool_with("show_meta", json!({}), &context).await.expect("show_meta");
+    let seen: Value = serde_json::from_str(result.texts().next().unwrap()).unwrap();
+    assert_eq!(seen, json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}));
+    // The next call on the same instance sees its own context, not the last one's.
+    let result = plugin.call_tool("show_meta", json!({})).await.expect("show_meta");
+    assert_eq!(result.texts().next(), Some("null"));
+}
+
+both_flavours!(an_sdk_tool_reads_the_user_id_and_meta_in_either_flavour);
+
 #[tokio::test]
 async fn the_log_sink_gets_the_calls_log_lines() {
     let plugin = hostile(&Runtime::new()).await;

@@ -44,6 +44,8 @@ pub(crate) struct ComponentState {
     core: GuestCore,
     wasi: WasiCtx,
     table: ResourceTable,
+    /// The running call's `_meta` (JSON text), for `call-meta`.
+    call_meta: Option<String>,
 }
 
 impl WasiView for ComponentState {
@@ -55,6 +57,10 @@ impl WasiView for ComponentState {
 impl bindings::toolhost::plugin::host::Host for ComponentState {
     fn config_get(&mut self, key: String) -> Option<String> {
         self.core.config_value(&key).map(str::to_owned)
+    }
+
+    fn call_meta(&mut self) -> Option<String> {
+        self.call_meta.clone()
     }
 
     fn log(&mut self, level: LogLevel, message: String) {
@@ -107,7 +113,7 @@ impl ComponentModule {
     /// A new instance under the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
         let (core, mut wasi) = GuestCore::new(env)?;
-        let state = ComponentState { core, wasi: wasi.build(), table: super::files::resource_table() };
+        let state = ComponentState { core, wasi: wasi.build(), table: super::files::resource_table(), call_meta: None };
         let mut store = guest::new_store(self.pre.engine(), state);
         let ticker = env.ticker.clone();
         let _running = ticker.running();
@@ -139,6 +145,7 @@ impl ComponentInstance {
     /// Run `describe`: the tool list as the protocol's JSON.
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         guest::prepare(&mut self.store, &RunOptions::default());
+        self.store.data_mut().call_meta = None;
         let ticker = self.store.data().core.env.ticker.clone();
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
@@ -151,10 +158,18 @@ impl ComponentInstance {
         Ok(json!({ "tools": Value::Array(tools) }))
     }
 
-    /// Run `call`: the result as the protocol's type.
-    /// `run`: the secrets this call may read, its deadline, its log sink.
-    pub(crate) async fn call(&mut self, name: &str, arguments: &str, run: &RunOptions) -> Result<CallOutput, RunError> {
+    /// Run `call`: the result as the protocol's type. `meta`: the
+    /// request's `_meta` (JSON text) `call-meta` answers with; `run`: the
+    /// secrets this call may read, its deadline, its log sink.
+    pub(crate) async fn call(
+        &mut self,
+        name: &str,
+        arguments: &str,
+        meta: Option<&str>,
+        run: &RunOptions,
+    ) -> Result<CallOutput, RunError> {
         guest::prepare(&mut self.store, run);
+        self.store.data_mut().call_meta = meta.map(str::to_owned);
         let ticker = self.store.data().core.env.ticker.clone();
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;

@@ -71,8 +71,9 @@ pub(crate) enum Instance {
 pub(crate) enum Payload {
     /// The `CallToolRequest` as JSON bytes.
     Extism(Vec<u8>),
-    /// The tool's name and the arguments as JSON text.
-    Component { name: String, arguments: String },
+    /// The tool's name, the arguments as JSON text, and the request's
+    /// `_meta` as JSON text (for the `call-meta` import).
+    Component { name: String, arguments: String, meta: Option<String> },
 }
 
 impl Payload {
@@ -80,7 +81,9 @@ impl Payload {
     pub(crate) fn len(&self) -> usize {
         match self {
             Payload::Extism(bytes) => bytes.len(),
-            Payload::Component { name, arguments } => name.len() + arguments.len(),
+            Payload::Component { name, arguments, meta } => {
+                name.len() + arguments.len() + meta.as_ref().map_or(0, String::len)
+            }
         }
     }
 }
@@ -129,8 +132,8 @@ impl Instance {
                 }
             }
             #[cfg(feature = "component")]
-            (Instance::Component(instance), Payload::Component { name, arguments }) => {
-                instance.call(name, arguments, run).await
+            (Instance::Component(instance), Payload::Component { name, arguments, meta }) => {
+                instance.call(name, arguments, meta.as_deref(), run).await
             }
             _ => Err(RunError::Fault(Fault::new(
                 crate::error::FaultKind::Runtime,

@@ -26,7 +26,10 @@ use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, LitBool, LitStr, Meta, Path, Return
 ///   the tool's annotation hints;
 /// - `secrets = ["API_KEY", ...]`: secrets the tool needs, declared as
 ///   `_meta.requirements.secrets`; the host hands exactly these to the plugin
-///   (read them with `toolhost_plugin_sdk::secret`).
+///   (read them with `toolhost_plugin_sdk::secret`);
+/// - `user_id`: the tool acts for a user (`_meta.requirements.user_id`); the
+///   host calls it only with the caller's user id, which
+///   `toolhost_plugin_sdk::user_id()` returns.
 ///
 /// ```ignore
 /// /// Add two numbers.
@@ -68,6 +71,7 @@ struct ToolOptions {
     destructive: Option<LitBool>,
     idempotent: Option<LitBool>,
     open_world: Option<LitBool>,
+    user_id: Option<LitBool>,
 }
 
 fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
@@ -86,6 +90,7 @@ fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
             "destructive" => options.destructive = Some(flag(&meta)?),
             "idempotent" => options.idempotent = Some(flag(&meta)?),
             "open_world" => options.open_world = Some(flag(&meta)?),
+            "user_id" => options.user_id = Some(flag(&meta)?),
             "secrets" => {
                 let list: syn::ExprArray = meta.value()?.parse()?;
                 for element in list.elems {
@@ -103,7 +108,7 @@ fn parse_options(attr: proc_macro2::TokenStream) -> syn::Result<ToolOptions> {
             _ => {
                 return Err(meta.error(
                     "unknown tool option; expected one of: name, title, description, \
-                     read_only, destructive, idempotent, open_world, secrets",
+                     read_only, destructive, idempotent, open_world, secrets, user_id",
                 ));
             }
         }
@@ -170,6 +175,7 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
         option_bool(&options.open_world),
     );
     let secrets = &options.secrets;
+    let user_id = options.user_id.as_ref().is_some_and(LitBool::value);
     let output = match &sig.output {
         ReturnType::Default => quote!(()),
         ReturnType::Type(_, ty) => quote!(#ty),
@@ -231,6 +237,7 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
                 idempotent: #idempotent,
                 open_world: #open_world,
                 secrets: &[#(#secrets),*],
+                user_id: #user_id,
             };
             fn __toolhost_definition() -> #sdk::Tool {
                 #definition
