@@ -119,9 +119,13 @@ async fn a_context_deadline_stops_a_call_the_plugin_would_let_run() {
     let context = CallContext::new().with_timeout(Duration::from_millis(200));
     let error = plugin.call_tool_with("spin", json!({}), &context).await.unwrap_err();
     assert!(error.is_timeout(), "{error:?}");
+    // The message names what stopped it: the caller's deadline, not the
+    // plugin's own timeout.
+    assert!(error.to_string().contains("its caller's deadline"), "{error}");
     // Waiting in a host call is bounded too.
     let error = plugin.call_tool_with("nap", json!({"ms": 600_000}), &context).await.unwrap_err();
     assert!(error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("its caller's deadline"), "{error}");
 }
 
 #[tokio::test]
@@ -132,6 +136,7 @@ async fn the_runtimes_default_limits_apply_to_its_plugins() {
     assert_eq!(plugin.limits().timeout, Some(Duration::from_millis(250)));
     let error = plugin.call_tool("spin", json!({})).await.unwrap_err();
     assert!(error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("it ran longer than 250ms"), "{error}");
     // A builder's own limits replace them.
     let own = runtime.plugin_from_file(fixture("hostile")).with_timeout(Duration::from_secs(7)).build().await;
     assert_eq!(own.expect("load").limits().timeout, Some(Duration::from_secs(7)));

@@ -27,6 +27,9 @@ pub(crate) struct GuestCore {
     pub(crate) memory: MemoryBudget,
     /// When the running call must stop.
     pub(crate) deadline: Option<Instant>,
+    /// Whether that is the caller's deadline (earlier than the plugin's
+    /// timeout), which a timeout's message then names.
+    callers_deadline: bool,
     /// The ids of the secrets the running call may read: those its tool
     /// declares and was handed. None during `describe`.
     in_reach: ToolSecrets,
@@ -51,6 +54,7 @@ impl GuestCore {
             env: Arc::clone(env),
             memory: MemoryBudget::new(env.limits.memory_max_bytes),
             deadline: None,
+            callers_deadline: false,
             in_reach: ToolSecrets::default(),
             logs: LogBudget::default(),
             log_sink: None,
@@ -178,7 +182,7 @@ impl GuestCore {
     /// keeps wasmtime's error (the Wasm backtrace, the chain of causes) as
     /// its source.
     pub(crate) fn fault(&self, error: wasmtime::Error) -> Fault {
-        let fault = classify(&error, &self.env.limits, || self.stderr_words());
+        let fault = classify(&error, &self.env.limits, self.callers_deadline, || self.stderr_words());
         match fault.kind {
             FaultKind::Trap | FaultKind::Runtime => fault.with_source(error),
             _ => fault,
@@ -261,12 +265,15 @@ pub(crate) type ToolSecrets = Arc<[String]>;
 /// timeout, or the caller's deadline if that is earlier), and its fuel.
 fn arm<T: Guest>(store: &mut Store<T>, caller_deadline: Option<Instant>) {
     let limits = &store.data().core().env.limits;
-    let deadline = match (limits.timeout.map(|t| Instant::now() + t), caller_deadline) {
-        (Some(own), Some(callers)) => Some(own.min(callers)),
-        (own, callers) => own.or(callers),
+    let (deadline, callers) = match (limits.timeout.map(|t| Instant::now() + t), caller_deadline) {
+        (Some(own), Some(callers)) => (Some(own.min(callers)), callers < own),
+        (None, Some(callers)) => (Some(callers), true),
+        (own, None) => (own, false),
     };
     let fuel = limits.fuel;
-    store.data_mut().core_mut().deadline = deadline;
+    let core = store.data_mut().core_mut();
+    core.deadline = deadline;
+    core.callers_deadline = callers;
     if let Some(fuel) = fuel {
         // Only fails on an engine without fuel, which a fuel limit never gets.
         let _ = store.set_fuel(fuel);
@@ -323,21 +330,29 @@ fn memory_fault(limits: &Limits) -> Fault {
     Fault::new(FaultKind::MemoryLimit, format!("the instance tried to grow its memory past {limit}"))
 }
 
-fn timeout_fault(limits: &Limits) -> Fault {
+fn timeout_fault(limits: &Limits, callers_deadline: bool) -> Fault {
+    if callers_deadline {
+        return Fault::new(FaultKind::Timeout, "it ran past its caller's deadline");
+    }
     let limit = limits.timeout.map_or_else(|| "its limit".to_owned(), |t| format!("{t:?}"));
     Fault::new(FaultKind::Timeout, format!("it ran longer than {limit}"))
 }
 
 /// Turn a failed run into a [`Fault`], given the limits it ran under and
 /// what the guest wrote to stderr.
-fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Option<String>) -> Fault {
+fn classify(
+    error: &wasmtime::Error,
+    limits: &Limits,
+    callers_deadline: bool,
+    stderr: impl Fn() -> Option<String>,
+) -> Fault {
     let with_stderr = |message: String| match stderr() {
         Some(words) => format!("{message}; its stderr ends with: {words}"),
         None => message,
     };
     if let Some(stop) = error.chain().find_map(|e| e.downcast_ref::<Stop>()) {
         return match stop {
-            Stop::Timeout => timeout_fault(limits),
+            Stop::Timeout => timeout_fault(limits, callers_deadline),
             Stop::MemoryLimit => memory_fault(limits),
             Stop::Denied(message) => Fault::new(FaultKind::Denied, message.clone()),
             Stop::Host(message) => Fault::new(FaultKind::Error, message.clone()),
@@ -345,7 +360,7 @@ fn classify(error: &wasmtime::Error, limits: &Limits, stderr: impl Fn() -> Optio
     }
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         return match trap {
-            wasmtime::Trap::Interrupt => timeout_fault(limits),
+            wasmtime::Trap::Interrupt => timeout_fault(limits, callers_deadline),
             wasmtime::Trap::OutOfFuel => {
                 let budget = limits.fuel.map_or_else(|| "its".to_owned(), |f| format!("the {f}-unit"));
                 Fault::new(FaultKind::FuelExhausted, format!("the call used up {budget} instruction budget"))
