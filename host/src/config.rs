@@ -88,6 +88,32 @@ pub enum PluginSource {
     Unsupported(String),
 }
 
+impl ToolsetConfig {
+    /// A toolset of `kind: builtin` with this id and the defaults of a
+    /// toolsets file entry that says nothing else: every tool available,
+    /// none needing approval, the default limits.
+    pub fn builtin(id: impl Into<String>) -> Self {
+        ToolsetConfig {
+            id: id.into(),
+            kind: "builtin".to_owned(),
+            version: None,
+            source: None,
+            policy: Policy::default(),
+            validation: ValidationOptions::default(),
+            secret_output: SecretOutput::default(),
+            secrets: Vec::new(),
+            sensitive: SensitiveValues::new(),
+            defaults: ToolSettings { enabled: true, requires_approval: false },
+            tools: BTreeMap::new(),
+            include: None,
+            exclude: None,
+            approvals: ToolApprovals::default(),
+            pointer: String::new(),
+            file: None,
+        }
+    }
+}
+
 /// Whether a tool is available and whether it needs a person's approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolSettings {

@@ -46,6 +46,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod approval;
+mod builtin;
 mod config;
 mod context;
 mod error;
@@ -65,6 +66,7 @@ mod validate;
 mod watch;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
+pub use builtin::{BuiltinCall, BuiltinHandler, BuiltinTool, BuiltinToolset};
 pub use config::{
     ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, ToolOverride, ToolSettings, ToolsetConfig,
     ToolsetsFile, load_toolsets, parse_toolsets,

@@ -16,9 +16,10 @@ use crate::error::{Error, Fault, FaultKind, LoadProblem, MissingSecretReason, Op
 use crate::filter::ToolApprovals;
 use crate::host_fn::HostFunction;
 use crate::pool::{Place, Pool};
+use crate::runtime::builtin::BuiltinModule;
 #[cfg(feature = "cache")]
 use crate::runtime::cache::ModuleCache;
-use crate::runtime::compile::{CompileInfo, Compiled};
+use crate::runtime::compile::{CacheStatus, CompileInfo, Compiled};
 #[cfg(feature = "component")]
 use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, NotAPlugin};
@@ -37,6 +38,8 @@ use crate::validate::{self, CheckedTool, ValidationOptions};
 enum Source {
     File(PathBuf),
     Bytes(Arc<[u8]>),
+    /// Not Wasm: tools of the embedding program.
+    Builtin(Arc<crate::builtin::BuiltinToolset>),
 }
 
 /// Configures and loads a [`Plugin`].
@@ -95,6 +98,10 @@ impl PluginBuilder {
 
     pub(crate) fn from_bytes(runtime: Runtime, wasm: Arc<[u8]>) -> Self {
         Self::new(runtime, Source::Bytes(wasm))
+    }
+
+    pub(crate) fn from_builtin(runtime: Runtime, toolset: Arc<crate::builtin::BuiltinToolset>) -> Self {
+        Self::new(runtime, Source::Builtin(toolset))
     }
 
     fn new(runtime: Runtime, source: Source) -> Self {
@@ -274,6 +281,7 @@ impl PluginBuilder {
                 stem.strip_suffix(".component").filter(|s| !s.is_empty()).map(str::to_owned).unwrap_or(stem)
             }
             (None, Source::Bytes(_)) => "plugin".to_owned(),
+            (None, Source::Builtin(toolset)) => toolset.id.clone(),
         };
         crate::telemetry::traced_load(&name.clone(), self.build_named(name)).await
     }
@@ -285,7 +293,14 @@ impl PluginBuilder {
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
+        // (The engine is made even for built-in tools: it starts the
+        // runtime's ticker, which keeps every call's deadline.)
         let engine = engines.engine.clone();
+        if let Source::Builtin(toolset) = &self.source {
+            let module = Arc::new(Module::Builtin(BuiltinModule::new(Arc::clone(toolset))));
+            let compiled = CompileInfo { cache: CacheStatus::Disabled, elapsed: std::time::Duration::ZERO };
+            return self.described(name, module, compiled).await;
+        }
         #[cfg(feature = "cache")]
         let cache = self.cache.clone().unwrap_or_else(|| self.runtime.module_cache().clone());
         #[cfg(not(feature = "cache"))]
@@ -310,7 +325,13 @@ impl PluginBuilder {
                 Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
             }
         });
+        self.described(name, module, compiled).await
+    }
 
+    /// [`build`](Self::build), the module ready: call `describe`, check
+    /// what it says and keep the tools.
+    async fn described(self, name: String, module: Arc<Module>, compiled: CompileInfo) -> Result<Plugin, Error> {
+        let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let describe_env = Arc::new(HostEnv {
             name: name.clone(),
             config: self.policy.config.clone(),
@@ -554,6 +575,9 @@ fn compile(
             &read
         }
         Source::Bytes(bytes) => bytes,
+        Source::Builtin(_) => {
+            return Err(Error::Host("a built-in toolset has no Wasm to compile".to_owned()));
+        }
     };
     let flavour = PluginKind::of(wasm);
     if cfg!(not(feature = "component")) && flavour == PluginKind::Component {
@@ -1006,6 +1030,7 @@ impl Plugin {
                 arguments: serde_json::to_string(&arguments).map_err(encoding)?,
                 meta: meta.as_ref().map(serde_json::to_string).transpose().map_err(encoding)?,
             },
+            PluginKind::Builtin => Payload::Builtin { name: name.to_owned(), arguments, meta },
             _ => {
                 let mut request = CallToolRequest::new(name, Some(arguments));
                 request.params.meta = meta;

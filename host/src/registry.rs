@@ -15,6 +15,7 @@ use serde_json::Value;
 use toolhost_protocol::CallToolResult;
 
 use crate::approval::Approver;
+use crate::builtin::BuiltinToolset;
 use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
 use crate::context::CallContext;
 use crate::error::{Error, RegistryError};
@@ -86,6 +87,9 @@ struct LoadedToolset {
     /// What it was loaded from, to tell whether a new configuration changes it.
     config: ToolsetConfig,
     fingerprint: Option<std::time::SystemTime>,
+    /// A built-in toolset the program registered that no configuration
+    /// names: `sync` keeps it.
+    owned_by_program: bool,
 }
 
 /// When the plugin file was last modified, if it is a file.
@@ -99,6 +103,8 @@ fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
 /// Toolsets and their tools, under namespaced names.
 pub struct Registry {
     toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
+    /// The built-in toolsets the program registered, by id.
+    builtins: RwLock<Builtins>,
     secrets: Arc<dyn SecretProvider>,
     /// Where its plugins run.
     runtime: Runtime,
@@ -125,6 +131,7 @@ impl Registry {
     pub fn with_runtime(runtime: Runtime, secrets: Arc<dyn SecretProvider>) -> Self {
         Registry {
             toolsets: RwLock::new(BTreeMap::new()),
+            builtins: RwLock::new(BTreeMap::new()),
             secrets,
             runtime,
             changes: tokio::sync::watch::Sender::new(0),
@@ -159,7 +166,15 @@ impl Registry {
     /// removed by others while it loads are overwritten by the swap.
     pub async fn sync(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
         let current = self.read().clone();
+        let builtins = self.builtins();
         let mut next: BTreeMap<String, Arc<LoadedToolset>> = BTreeMap::new();
+        // Built-in toolsets the program added, which the configuration does
+        // not name, stay.
+        for (id, loaded) in &current {
+            if loaded.owned_by_program && !toolsets.iter().any(|t| &t.id == id) {
+                next.insert(id.clone(), Arc::clone(loaded));
+            }
+        }
         let mut report = LoadReport::default();
         let mut loading = Vec::new();
         for config in toolsets {
@@ -172,11 +187,12 @@ impl Registry {
                     next.insert(config.id.clone(), Arc::clone(loaded));
                 }
                 _ => {
-                    let (secrets, runtime) = (Arc::clone(&self.secrets), self.runtime.clone());
+                    let (secrets, runtime, builtins) =
+                        (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone());
                     loading.push(tokio::spawn(async move {
                         let source = source_of(&config);
                         let id = config.id.clone();
-                        (id, source, prepare(&runtime, config, secrets).await)
+                        (id, source, prepare(&runtime, config, secrets, &builtins).await)
                     }));
                 }
             }
@@ -217,14 +233,15 @@ impl Registry {
     /// Load toolsets concurrently. Each one that fails is reported and the
     /// rest are loaded.
     pub async fn load_all(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
+        let builtins = self.builtins();
         let tasks: Vec<_> = toolsets
             .into_iter()
             .map(|config| {
-                let (secrets, runtime) = (Arc::clone(&self.secrets), self.runtime.clone());
+                let (secrets, runtime, builtins) = (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone());
                 tokio::spawn(async move {
                     let source = source_of(&config);
                     let id = config.id.clone();
-                    (id, source, prepare(&runtime, config, secrets).await)
+                    (id, source, prepare(&runtime, config, secrets, &builtins).await)
                 })
             })
             .collect();
@@ -242,8 +259,53 @@ impl Registry {
     /// Load one toolset and add it. Fails on a load error, a duplicate id or
     /// a name collision; the registry is unchanged then. Returns warnings.
     pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
-        let (loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets)).await?;
+        let (loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins()).await?;
         self.insert(loaded)?;
+        Ok(warnings)
+    }
+
+    /// The built-in toolsets registered now.
+    fn builtins(&self) -> Builtins {
+        self.builtins.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Register tools of the program ([`BuiltinToolset`]) under the
+    /// toolset's id, before or after loading a toolsets file. A toolsets
+    /// file entry `{"id": ID, "kind": "builtin"}` applies its settings
+    /// (tool overrides, filters, approvals, limits) to the toolset of that
+    /// id; one the program has not registered is a configuration error of
+    /// that entry. A toolset no file names is available as it is (every
+    /// tool, no approval) and stays through [`sync`](Self::sync).
+    ///
+    /// Registering an id again replaces the toolset (under the settings
+    /// that applied to it). Its tool definitions are checked as a plugin's
+    /// `describe` output is: a bad schema is an error here, and nothing
+    /// changes. Returns warnings.
+    pub async fn register_builtin(&self, toolset: BuiltinToolset) -> Result<Vec<String>, Error> {
+        let id = toolset.id.clone();
+        let toolset = Arc::new(toolset);
+        let current = self.read().get(&id).cloned();
+        let (config, owned_by_program) = match &current {
+            Some(loaded) if loaded.config.kind == "builtin" => (loaded.config.clone(), loaded.owned_by_program),
+            Some(_) => return Err(RegistryError::Duplicate(id).into()),
+            None => (ToolsetConfig::builtin(&id), true),
+        };
+        let mut builtins = self.builtins();
+        builtins.insert(id.clone(), Arc::clone(&toolset));
+        let (mut loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets), &builtins).await?;
+        loaded.owned_by_program = owned_by_program;
+        let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let old = toolsets.remove(&id);
+        if let Err(error) = admit(&toolsets, &loaded) {
+            if let Some(old) = old {
+                toolsets.insert(id, old);
+            }
+            return Err(error.into());
+        }
+        toolsets.insert(id.clone(), Arc::new(loaded));
+        drop(toolsets);
+        self.builtins.write().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(id, toolset);
+        self.changed();
         Ok(warnings)
     }
 
@@ -394,30 +456,50 @@ fn source_of(config: &ToolsetConfig) -> String {
     }
 }
 
-/// Load a toolset's plugin and work out its tools' effective settings.
+/// The built-in toolsets a registry knows, by id.
+type Builtins = BTreeMap<String, Arc<BuiltinToolset>>;
+
+/// Load a toolset's plugin (or built-in tools) and work out its tools'
+/// effective settings.
 async fn prepare(
     runtime: &Runtime,
     config: ToolsetConfig,
     secrets: Arc<dyn SecretProvider>,
+    builtins: &Builtins,
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let source = source_of(&config);
     let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
-    if config.kind != "uri" {
-        return Err(unsupported(format!(
-            "kind `{}` is not supported: toolhost runs Wasm plugins (kind `uri`)",
-            config.kind
-        )));
-    }
-    let path: PathBuf = match &config.source {
-        Some(PluginSource::File(path)) => path.clone(),
-        Some(PluginSource::Unsupported(url)) => {
-            return Err(unsupported(format!("`{url}` cannot be loaded yet: only file paths and file:// URLs")));
+    let builder = match config.kind.as_str() {
+        "uri" => {
+            let path: PathBuf = match &config.source {
+                Some(PluginSource::File(path)) => path.clone(),
+                Some(PluginSource::Unsupported(url)) => {
+                    return Err(unsupported(format!("`{url}` cannot be loaded yet: only file paths and file:// URLs")));
+                }
+                None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
+            };
+            runtime.plugin_from_file(&path)
         }
-        None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
+        "builtin" => match builtins.get(&config.id) {
+            Some(toolset) => crate::PluginBuilder::from_builtin(runtime.clone(), Arc::clone(toolset)),
+            None => {
+                let registered: Vec<&str> = builtins.keys().map(String::as_str).collect();
+                return Err(unsupported(format!(
+                    "the program registered no built-in toolset `{}` (registered: {})",
+                    config.id,
+                    if registered.is_empty() { "none".to_owned() } else { registered.join(", ") }
+                )));
+            }
+        },
+        other => {
+            return Err(unsupported(format!(
+                "kind `{other}` is not supported yet: toolhost runs Wasm plugins (kind `uri`) and the program's \
+                 built-in tools (kind `builtin`)"
+            )));
+        }
     };
     let fingerprint = plugin_mtime(&config);
-    let plugin = runtime
-        .plugin_from_file(&path)
+    let plugin = builder
         .with_name(config.id.clone())
         .with_policy(config.policy.clone())
         .with_validation(config.validation.clone())
@@ -462,5 +544,5 @@ async fn prepare(
             }
         })
         .collect();
-    Ok((LoadedToolset { plugin, tools, config, fingerprint }, warnings))
+    Ok((LoadedToolset { plugin, tools, config, fingerprint, owned_by_program: false }, warnings))
 }

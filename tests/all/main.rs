@@ -24,6 +24,7 @@ macro_rules! both_flavours {
 mod api;
 mod approval;
 mod bounds;
+mod builtin;
 mod check;
 mod cli;
 mod component;

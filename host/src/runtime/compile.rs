@@ -30,6 +30,7 @@ impl Compiled {
                     "it is a component, and this toolhost was built without its `component` feature"
                 ));
             }
+            PluginKind::Builtin => return Err(wasmtime::format_err!("built-in tools are not Wasm")),
         })
     }
 
@@ -56,6 +57,7 @@ impl Compiled {
                 PluginKind::Component => Compiled::Component(Component::deserialize(engine, payload)?),
                 #[cfg(not(feature = "component"))]
                 PluginKind::Component => return Compiled::compile(engine, payload, kind),
+                PluginKind::Builtin => return Compiled::compile(engine, payload, kind),
             }
         })
     }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use toolhost_protocol::JsonObject;
 
+use super::builtin::{BuiltinInstance, BuiltinModule};
 #[cfg(feature = "component")]
 use super::component::{ComponentInstance, ComponentModule};
 use super::extism::{Export, ExtismInstance, ExtismModule};
@@ -21,6 +23,8 @@ pub enum PluginKind {
     Extism,
     /// A component of the `toolhost:plugin` world (`wit/plugin.wit`).
     Component,
+    /// Tools of the embedding program ([`BuiltinToolset`](crate::BuiltinToolset)).
+    Builtin,
 }
 
 impl std::fmt::Display for PluginKind {
@@ -29,6 +33,7 @@ impl std::fmt::Display for PluginKind {
         f.write_str(match self {
             PluginKind::Extism => "extism",
             PluginKind::Component => "component",
+            PluginKind::Builtin => "builtin",
         })
     }
 }
@@ -56,6 +61,7 @@ impl PluginKind {
 /// A compiled plugin of either flavour, its imports resolved.
 pub(crate) enum Module {
     Extism(ExtismModule),
+    Builtin(BuiltinModule),
     #[cfg(feature = "component")]
     Component(ComponentModule),
 }
@@ -63,6 +69,7 @@ pub(crate) enum Module {
 /// One instance of either flavour.
 pub(crate) enum Instance {
     Extism(ExtismInstance),
+    Builtin(BuiltinInstance),
     #[cfg(feature = "component")]
     Component(ComponentInstance),
 }
@@ -74,6 +81,8 @@ pub(crate) enum Payload {
     /// The tool's name, the arguments as JSON text, and the request's
     /// `_meta` as JSON text (for the `call-meta` import).
     Component { name: String, arguments: String, meta: Option<String> },
+    /// The tool's name, the arguments and `_meta`, as they are.
+    Builtin { name: String, arguments: JsonObject, meta: Option<JsonObject> },
 }
 
 impl Payload {
@@ -84,6 +93,9 @@ impl Payload {
             Payload::Component { name, arguments, meta } => {
                 name.len() + arguments.len() + meta.as_ref().map_or(0, String::len)
             }
+            // Not encoded: the input cap guards a guest's memory, which a
+            // built-in tool does not have.
+            Payload::Builtin { name, .. } => name.len(),
         }
     }
 }
@@ -92,6 +104,7 @@ impl Module {
     pub(crate) fn kind(&self) -> PluginKind {
         match self {
             Module::Extism(_) => PluginKind::Extism,
+            Module::Builtin(_) => PluginKind::Builtin,
             #[cfg(feature = "component")]
             Module::Component(_) => PluginKind::Component,
         }
@@ -100,6 +113,7 @@ impl Module {
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<Instance, Fault> {
         let instance = match self {
             Module::Extism(module) => module.instantiate(env).await.map(Instance::Extism),
+            Module::Builtin(module) => Ok(Instance::Builtin(module.instantiate(env))),
             #[cfg(feature = "component")]
             Module::Component(module) => module.instantiate(env).await.map(Instance::Component),
         };
@@ -115,6 +129,7 @@ impl Instance {
                 Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
                 Err(fault) => Err(RunError::Fault(fault)),
             },
+            Instance::Builtin(instance) => instance.describe(),
             #[cfg(feature = "component")]
             Instance::Component(instance) => instance.describe().await,
         };
@@ -135,6 +150,9 @@ impl Instance {
             (Instance::Component(instance), Payload::Component { name, arguments, meta }) => {
                 instance.call(name, arguments, meta.as_deref(), run).await
             }
+            (Instance::Builtin(instance), Payload::Builtin { name, arguments, meta }) => {
+                instance.call(name, arguments.clone(), meta.clone(), run).await
+            }
             _ => Err(RunError::Fault(Fault::new(
                 crate::error::FaultKind::Runtime,
                 "a call was encoded for the other flavour of plugin".to_owned(),
@@ -147,6 +165,7 @@ impl Instance {
     pub(crate) fn memory_used(&self) -> usize {
         match self {
             Instance::Extism(instance) => instance.memory_used(),
+            Instance::Builtin(_) => 0,
             #[cfg(feature = "component")]
             Instance::Component(instance) => instance.memory_used(),
         }
@@ -156,6 +175,7 @@ impl Instance {
     pub(crate) fn usage(&self) -> Usage {
         match self {
             Instance::Extism(instance) => instance.usage(),
+            Instance::Builtin(instance) => instance.usage(),
             #[cfg(feature = "component")]
             Instance::Component(instance) => instance.usage(),
         }

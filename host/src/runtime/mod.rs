@@ -25,6 +25,7 @@
 //! `guest` (store data and limits); `files` (the open-file cap); `extism`
 //! and `component`; `instance` (either flavour); this file, the handle.
 
+pub(crate) mod builtin;
 #[cfg(feature = "cache")]
 pub(crate) mod cache;
 pub(crate) mod compile;
@@ -259,6 +260,13 @@ impl Runtime {
     /// Configure a plugin loaded from a `.wasm` file, on this runtime.
     pub fn plugin_from_file(&self, path: impl AsRef<std::path::Path>) -> crate::PluginBuilder {
         crate::PluginBuilder::from_file(self.clone(), path.as_ref())
+    }
+
+    /// Configure a "plugin" whose tools are the embedding program's own
+    /// ([`BuiltinToolset`](crate::BuiltinToolset)): no Wasm, the same
+    /// checks, approvals, limits and telemetry as a plugin's tools.
+    pub fn plugin_from_builtin(&self, toolset: crate::BuiltinToolset) -> crate::PluginBuilder {
+        crate::PluginBuilder::from_builtin(self.clone(), Arc::new(toolset))
     }
 
     /// Configure a plugin loaded from Wasm bytes, on this runtime.

@@ -1,0 +1,199 @@
+//! Built-in tools: tools the embedding program provides in Rust, listed and
+//! called through the same [`Registry`](crate::Registry) as Wasm plugins,
+//! under the same names, filters, approvals, validation and limits (a
+//! toolsets file's `kind: builtin`).
+//!
+//! A [`BuiltinToolset`] is a set of [`BuiltinTool`]s under an id. Each tool
+//! is a name, a description, a JSON Schema of its arguments and an async
+//! handler; [`BuiltinTool::typed`] (feature `schemars`) takes the schema
+//! from the argument type and the output schema from the result type. The
+//! host treats what a handler returns as it treats a plugin's output: its
+//! arguments are checked against the input schema before it runs, its result
+//! against the protocol and the output schema after, under the toolset's
+//! timeout, output cap and the caller's deadline and cancellation.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolhost_protocol::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+
+use crate::secrets::BoxFuture;
+
+/// What a built-in tool's handler is given.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BuiltinCall {
+    /// The arguments, checked against the tool's input schema already
+    /// (unless the toolset's validation is off).
+    pub arguments: JsonObject,
+    /// The call's `_meta` as a plugin would see it: the caller's (keys
+    /// under `toolhost/` removed) and `toolhost/userId` when the tool
+    /// declares `requirements.user_id`.
+    pub meta: Option<JsonObject>,
+}
+
+/// A built-in tool's handler: the result, or a message that becomes a tool
+/// error (`isError: true`) the model reads.
+pub type BuiltinHandler = Arc<dyn Fn(BuiltinCall) -> BoxFuture<'static, Result<CallToolResult, String>> + Send + Sync>;
+
+/// One tool of the embedding program.
+#[derive(Clone)]
+pub struct BuiltinTool {
+    pub(crate) tool: Tool,
+    pub(crate) handler: BuiltinHandler,
+}
+
+impl fmt::Debug for BuiltinTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuiltinTool").field("tool", &self.tool).finish_non_exhaustive()
+    }
+}
+
+impl BuiltinTool {
+    /// A tool named `name` (as a plugin's tools are: `[A-Za-z0-9_.-]`, at
+    /// most 128 characters), described by `description`, taking arguments
+    /// that match `input_schema` (a JSON Schema whose root is an object
+    /// schema), run by `handler`.
+    pub fn new<F, Fut>(name: impl Into<String>, description: impl Into<String>, input_schema: Value, handler: F) -> Self
+    where
+        F: Fn(BuiltinCall) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<CallToolResult, String>> + Send + 'static,
+    {
+        let input_schema = match input_schema {
+            Value::Object(schema) => schema,
+            // Not an object: kept as the one property of an object, which
+            // the load's checks then report (a schema must be an object).
+            other => JsonObject::from_iter([("$invalid".to_owned(), other)]),
+        };
+        let handler: BuiltinHandler = Arc::new(move |call| Box::pin(handler(call)));
+        BuiltinTool { tool: Tool::new(name.into(), description.into(), input_schema), handler }
+    }
+
+    /// A tool whose arguments are `A` (their JSON Schema is `A`'s) and whose
+    /// result is `R`: an object-shaped `R` is the result's
+    /// `structuredContent` (its schema the tool's `outputSchema`) and its
+    /// JSON the text; a string is the text; anything else its JSON as text.
+    /// An `Err` is a tool error whose text is the error's `Display`.
+    #[cfg(feature = "schemars")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "schemars")))]
+    pub fn typed<A, R, E, F, Fut>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
+    where
+        A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        R: serde::Serialize + schemars::JsonSchema + 'static,
+        E: fmt::Display + 'static,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<R, E>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let input_schema = schema_of::<A>();
+        let output_schema = schema_of::<R>();
+        let structured = output_schema.get("type").and_then(Value::as_str) == Some("object");
+        let name = name.into();
+        let tool_name = name.clone();
+        let mut tool = BuiltinTool::new(name, description, Value::Object(input_schema), move |call: BuiltinCall| {
+            let handler = Arc::clone(&handler);
+            let tool_name = tool_name.clone();
+            async move {
+                let arguments: A = serde_json::from_value(Value::Object(call.arguments))
+                    .map_err(|e| format!("invalid arguments for `{tool_name}`: {e}"))?;
+                let value = handler(arguments).await.map_err(|e| e.to_string())?;
+                let value = serde_json::to_value(value)
+                    .map_err(|e| format!("the result of `{tool_name}` cannot be serialized: {e}"))?;
+                Ok(result_of(value, structured))
+            }
+        });
+        if structured {
+            tool.tool.output_schema = Some(output_schema);
+        }
+        tool
+    }
+
+    /// With a human-readable title.
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.tool.title = Some(title.into());
+        self
+    }
+
+    /// With behaviour hints (`readOnlyHint`, `destructiveHint`...), which
+    /// approval rules such as `ToolApprovals::from_annotations` read.
+    pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.tool.annotations = Some(annotations);
+        self
+    }
+
+    /// With a JSON Schema (an object schema) for the result's
+    /// `structuredContent`, which every result is then checked against.
+    pub fn with_output_schema(mut self, schema: JsonObject) -> Self {
+        self.tool.output_schema = Some(schema);
+        self
+    }
+
+    /// With `_meta` (`{"requirements": {"user_id": true}}` makes the host
+    /// call it only with a user id, which the handler finds in
+    /// [`BuiltinCall::meta`]).
+    pub fn with_meta(mut self, meta: JsonObject) -> Self {
+        self.tool.meta = Some(meta);
+        self
+    }
+
+    /// The tool as it is listed.
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+}
+
+/// The JSON Schema of `T`, as an object (`true` becomes `{}`).
+#[cfg(feature = "schemars")]
+fn schema_of<T: schemars::JsonSchema>() -> JsonObject {
+    match serde_json::to_value(schemars::schema_for!(T)) {
+        Ok(Value::Object(schema)) => schema,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A typed tool's result from its value.
+#[cfg(feature = "schemars")]
+fn result_of(value: Value, structured: bool) -> CallToolResult {
+    match value {
+        Value::String(text) => CallToolResult::text(text),
+        Value::Object(_) if structured => {
+            let text = value.to_string();
+            CallToolResult { structured_content: Some(value), ..CallToolResult::text(text) }
+        }
+        other => CallToolResult::text(other.to_string()),
+    }
+}
+
+/// Tools of the embedding program under one id: a toolset of
+/// `kind: builtin` ([`Registry::register_builtin`](crate::Registry::register_builtin)).
+#[derive(Clone, Debug)]
+pub struct BuiltinToolset {
+    pub(crate) id: String,
+    pub(crate) tools: Vec<BuiltinTool>,
+}
+
+impl BuiltinToolset {
+    /// An empty toolset with this id (its tools are listed as
+    /// `<id>__<tool>`).
+    pub fn new(id: impl Into<String>) -> Self {
+        BuiltinToolset { id: id.into(), tools: Vec::new() }
+    }
+
+    /// With one more tool (one of the same name is replaced).
+    pub fn with_tool(mut self, tool: BuiltinTool) -> Self {
+        self.tools.retain(|t| t.tool.name != tool.tool.name);
+        self.tools.push(tool);
+        self
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its tools.
+    pub fn tools(&self) -> &[BuiltinTool] {
+        &self.tools
+    }
+}
