@@ -33,9 +33,36 @@ pub struct BuiltinCall {
     pub meta: Option<JsonObject>,
 }
 
-/// A built-in tool's handler: the result, or a message that becomes a tool
-/// error (`isError: true`) the model reads.
-pub type BuiltinHandler = Arc<dyn Fn(BuiltinCall) -> BoxFuture<'static, Result<CallToolResult, String>> + Send + Sync>;
+/// Why a built-in tool has no result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuiltinError {
+    /// The tool failed in a way the model should read and may act on (bad
+    /// input, nothing found): a result with `isError: true` and this text.
+    Tool(String),
+    /// The tool could not run (the service behind it is down, answered
+    /// garbage): a typed [`Error`](crate::Error) of the call
+    /// (`Error::PluginFailed`), not a result.
+    Unavailable(String),
+}
+
+impl From<String> for BuiltinError {
+    /// A tool error.
+    fn from(message: String) -> Self {
+        BuiltinError::Tool(message)
+    }
+}
+
+impl From<&str> for BuiltinError {
+    /// A tool error.
+    fn from(message: &str) -> Self {
+        BuiltinError::Tool(message.to_owned())
+    }
+}
+
+/// A built-in tool's handler: the result, or why there is none.
+pub type BuiltinHandler =
+    Arc<dyn Fn(BuiltinCall) -> BoxFuture<'static, Result<CallToolResult, BuiltinError>> + Send + Sync>;
 
 /// One tool of the embedding program.
 #[derive(Clone)]
@@ -58,7 +85,7 @@ impl BuiltinTool {
     pub fn new<F, Fut>(name: impl Into<String>, description: impl Into<String>, input_schema: Value, handler: F) -> Self
     where
         F: Fn(BuiltinCall) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Result<CallToolResult, String>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<CallToolResult, BuiltinError>> + Send + 'static,
     {
         let input_schema = match input_schema {
             Value::Object(schema) => schema,
@@ -66,8 +93,18 @@ impl BuiltinTool {
             // the load's checks then report (a schema must be an object).
             other => JsonObject::from_iter([("$invalid".to_owned(), other)]),
         };
+        Self::from_tool(Tool::new(name.into(), description.into(), input_schema), handler)
+    }
+
+    /// A tool described by `tool` whole (its name, schemas, annotations,
+    /// `_meta`: a remote server's listing, say), run by `handler`.
+    pub fn from_tool<F, Fut>(tool: Tool, handler: F) -> Self
+    where
+        F: Fn(BuiltinCall) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<CallToolResult, BuiltinError>> + Send + 'static,
+    {
         let handler: BuiltinHandler = Arc::new(move |call| Box::pin(handler(call)));
-        BuiltinTool { tool: Tool::new(name.into(), description.into(), input_schema), handler }
+        BuiltinTool { tool, handler }
     }
 
     /// A tool whose arguments are `A` (their JSON Schema is `A`'s) and whose
@@ -96,10 +133,11 @@ impl BuiltinTool {
             let tool_name = tool_name.clone();
             async move {
                 let arguments: A = serde_json::from_value(Value::Object(call.arguments))
-                    .map_err(|e| format!("invalid arguments for `{tool_name}`: {e}"))?;
-                let value = handler(arguments).await.map_err(|e| e.to_string())?;
-                let value = serde_json::to_value(value)
-                    .map_err(|e| format!("the result of `{tool_name}` cannot be serialized: {e}"))?;
+                    .map_err(|e| BuiltinError::Tool(format!("invalid arguments for `{tool_name}`: {e}")))?;
+                let value = handler(arguments).await.map_err(|e| BuiltinError::Tool(e.to_string()))?;
+                let value = serde_json::to_value(value).map_err(|e| {
+                    BuiltinError::Unavailable(format!("the result of `{tool_name}` cannot be serialized: {e}"))
+                })?;
                 Ok(result_of(value, structured))
             }
         });
@@ -196,4 +234,17 @@ impl BuiltinToolset {
     pub fn tools(&self) -> &[BuiltinTool] {
         &self.tools
     }
+}
+
+/// Connects toolsets of a kind the library does not run itself (`mcp`: a
+/// remote MCP server, which `toolhost-mcp`'s client feature connects):
+/// [`Registry::with_connector`](crate::Registry::with_connector). What it
+/// returns is a [`BuiltinToolset`] whose tools forward each call, so the
+/// registry lists and calls them under the same names, filters, approvals,
+/// checks and limits as any other toolset.
+pub trait ToolsetConnector: Send + Sync + 'static {
+    /// Connect to the toolset `config` describes and list its tools; the
+    /// returned toolset's id is `config.id`. A failure is the toolset's
+    /// load failure, with this message.
+    fn connect<'a>(&'a self, config: &'a crate::ToolsetConfig) -> BoxFuture<'a, Result<BuiltinToolset, String>>;
 }

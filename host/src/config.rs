@@ -72,6 +72,9 @@ pub struct ToolsetConfig {
     pub exclude: Option<ToolFilter>,
     /// Rules that mark tools as requiring approval.
     pub approvals: ToolApprovals,
+    /// Where a toolset of another kind (`mcp`) is: its `server` and
+    /// `headers`, references resolved.
+    pub remote: RemoteServer,
     /// The toolset's JSON pointer in its file, for messages.
     pub pointer: String,
     /// The file it came from (for messages), if any.
@@ -86,6 +89,27 @@ pub enum PluginSource {
     File(PathBuf),
     /// A URL of a scheme toolhost cannot load yet (`https://`, `oci://`).
     Unsupported(String),
+}
+
+/// Where a toolset of a kind other than `uri` is (an MCP server): the
+/// entry's `server` object and `headers`, `${env:}` and `${secret:}`
+/// references resolved. Its `Debug` shows the keys only: values may be
+/// secrets.
+#[derive(Clone, PartialEq, Default)]
+pub struct RemoteServer {
+    /// `server` (`url`, `command`, `args`, `env`...).
+    pub server: serde_json::Map<String, Value>,
+    /// `headers`, for HTTP transports.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for RemoteServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteServer")
+            .field("server", &self.server.keys().collect::<Vec<_>>())
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl ToolsetConfig {
@@ -108,6 +132,7 @@ impl ToolsetConfig {
             include: None,
             exclude: None,
             approvals: ToolApprovals::default(),
+            remote: RemoteServer::default(),
             pointer: String::new(),
             file: None,
         }
@@ -349,10 +374,27 @@ fn parse_toolset(
     }
 
     // Resolve references in `headers` (checked now, used by remote kinds) and `server`.
-    if let Some(mut headers) = raw.headers.clone()
-        && let Err(found) = resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved)
-    {
-        problems.extend(found);
+    let mut remote = RemoteServer::default();
+    if let Some(mut headers) = raw.headers.clone() {
+        match resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved) {
+            Err(found) => problems.extend(found),
+            Ok(()) => match headers {
+                Value::Object(headers) => {
+                    for (name, value) in headers {
+                        match value {
+                            Value::String(value) => {
+                                remote.headers.insert(name, value);
+                            }
+                            _ => {
+                                let at = format!("/headers/{}", name.replace('~', "~0").replace('/', "~1"));
+                                problems.extend(problem(&at, "a header value is a string".to_owned()))
+                            }
+                        }
+                    }
+                }
+                _ => problems.extend(problem("/headers", "headers are an object of strings".to_owned())),
+            },
+        }
     }
     let mut source = None;
     let mut policy = Policy::default();
@@ -374,7 +416,11 @@ fn parse_toolset(
                 }
                 Err(e) => problems.extend(problem("/server", e.to_string())),
             },
-            Ok(()) => {}
+            Ok(()) => {
+                if let Value::Object(server) = server {
+                    remote.server = server;
+                }
+            }
         }
     }
     for (name, filter) in
@@ -429,6 +475,7 @@ fn parse_toolset(
         include: raw.extensions.include_tools,
         exclude: raw.extensions.exclude_tools,
         approvals: raw.extensions.tool_approvals,
+        remote,
         pointer: pointer.to_owned(),
         file: None,
     })

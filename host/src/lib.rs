@@ -66,10 +66,10 @@ mod validate;
 mod watch;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
-pub use builtin::{BuiltinCall, BuiltinHandler, BuiltinTool, BuiltinToolset};
+pub use builtin::{BuiltinCall, BuiltinError, BuiltinHandler, BuiltinTool, BuiltinToolset, ToolsetConnector};
 pub use config::{
-    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, ToolOverride, ToolSettings, ToolsetConfig,
-    ToolsetsFile, load_toolsets, parse_toolsets,
+    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride, ToolSettings,
+    ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
 };
 pub use context::{CallContext, GuestLog, LogLevel, USER_ID_META_KEY};
 pub use error::{

@@ -15,7 +15,7 @@ use serde_json::Value;
 use toolhost_protocol::CallToolResult;
 
 use crate::approval::Approver;
-use crate::builtin::BuiltinToolset;
+use crate::builtin::{BuiltinToolset, ToolsetConnector};
 use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
 use crate::context::CallContext;
 use crate::error::{Error, RegistryError};
@@ -105,6 +105,8 @@ pub struct Registry {
     toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
     /// The built-in toolsets the program registered, by id.
     builtins: RwLock<Builtins>,
+    /// What connects toolsets of other kinds (`mcp`), by kind.
+    connectors: BTreeMap<String, Arc<dyn ToolsetConnector>>,
     secrets: Arc<dyn SecretProvider>,
     /// Where its plugins run.
     runtime: Runtime,
@@ -132,10 +134,19 @@ impl Registry {
         Registry {
             toolsets: RwLock::new(BTreeMap::new()),
             builtins: RwLock::new(BTreeMap::new()),
+            connectors: BTreeMap::new(),
             secrets,
             runtime,
             changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Connect toolsets of `kind` (`mcp`) with `connector`: a toolsets
+    /// file's entries of that kind then load through it (without one, they
+    /// fail to load, saying the kind is not supported).
+    pub fn with_connector(mut self, kind: impl Into<String>, connector: Arc<dyn ToolsetConnector>) -> Self {
+        self.connectors.insert(kind.into(), connector);
+        self
     }
 
     /// The runtime its plugins run on.
@@ -264,9 +275,13 @@ impl Registry {
         Ok(warnings)
     }
 
-    /// The built-in toolsets registered now.
-    fn builtins(&self) -> Builtins {
-        self.builtins.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    /// What loads toolsets besides Wasm plugins, now: the registered
+    /// built-in toolsets and the connectors.
+    fn builtins(&self) -> Kinds {
+        Kinds {
+            builtins: self.builtins.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone(),
+            connectors: self.connectors.clone(),
+        }
     }
 
     /// Register tools of the program ([`BuiltinToolset`]) under the
@@ -291,7 +306,7 @@ impl Registry {
             None => (ToolsetConfig::builtin(&id), true),
         };
         let mut builtins = self.builtins();
-        builtins.insert(id.clone(), Arc::clone(&toolset));
+        builtins.builtins.insert(id.clone(), Arc::clone(&toolset));
         let (mut loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets), &builtins).await?;
         loaded.owned_by_program = owned_by_program;
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -459,13 +474,20 @@ fn source_of(config: &ToolsetConfig) -> String {
 /// The built-in toolsets a registry knows, by id.
 type Builtins = BTreeMap<String, Arc<BuiltinToolset>>;
 
+/// What loads toolsets that are not Wasm plugins.
+#[derive(Clone)]
+struct Kinds {
+    builtins: Builtins,
+    connectors: BTreeMap<String, Arc<dyn ToolsetConnector>>,
+}
+
 /// Load a toolset's plugin (or built-in tools) and work out its tools'
 /// effective settings.
 async fn prepare(
     runtime: &Runtime,
     config: ToolsetConfig,
     secrets: Arc<dyn SecretProvider>,
-    builtins: &Builtins,
+    kinds: &Kinds,
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let source = source_of(&config);
     let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
@@ -480,10 +502,10 @@ async fn prepare(
             };
             runtime.plugin_from_file(&path)
         }
-        "builtin" => match builtins.get(&config.id) {
+        "builtin" => match kinds.builtins.get(&config.id) {
             Some(toolset) => crate::PluginBuilder::from_builtin(runtime.clone(), Arc::clone(toolset)),
             None => {
-                let registered: Vec<&str> = builtins.keys().map(String::as_str).collect();
+                let registered: Vec<&str> = kinds.builtins.keys().map(String::as_str).collect();
                 return Err(unsupported(format!(
                     "the program registered no built-in toolset `{}` (registered: {})",
                     config.id,
@@ -491,12 +513,24 @@ async fn prepare(
                 )));
             }
         },
-        other => {
-            return Err(unsupported(format!(
-                "kind `{other}` is not supported yet: toolhost runs Wasm plugins (kind `uri`) and the program's \
-                 built-in tools (kind `builtin`)"
-            )));
-        }
+        other => match kinds.connectors.get(other) {
+            Some(connector) => {
+                let mut toolset = connector.connect(&config).await.map_err(unsupported)?;
+                toolset.id = config.id.clone();
+                crate::PluginBuilder::from_builtin(runtime.clone(), Arc::new(toolset))
+            }
+            None => {
+                return Err(unsupported(format!(
+                    "kind `{other}` is not supported here: this program runs Wasm plugins (kind `uri`) and its \
+                     built-in tools (kind `builtin`){}",
+                    if other == "mcp" {
+                        "; MCP servers need toolhost-mcp's client (the toolhost CLI has it)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        },
     };
     let fingerprint = plugin_mtime(&config);
     let plugin = builder

@@ -34,6 +34,7 @@ mod faults;
 mod lifecycle;
 mod plugins;
 mod properties;
+mod remote;
 mod runtime;
 mod sandbox;
 mod scaffold;

@@ -15,7 +15,8 @@ pub(crate) async fn load_registry(file: &Path, secrets: &SecretOptions) -> Resul
     let parsed = toolhost::load_toolsets(file, provider.as_ref())
         .await
         .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
-    let registry = Registry::with_runtime(crate::runtime().clone(), provider);
+    let registry = Registry::with_runtime(crate::runtime().clone(), provider)
+        .with_connector("mcp", std::sync::Arc::new(toolhost_mcp::McpConnector::new()));
     let report = registry.load_all(parsed.toolsets).await;
     print_load_report(&report);
     Ok(registry)

@@ -25,6 +25,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "client")]
+mod client;
 mod elicit;
 #[cfg(feature = "http")]
 mod http;
@@ -33,6 +35,8 @@ mod server;
 #[cfg(feature = "stdio")]
 mod stdio;
 
+#[cfg(feature = "client")]
+pub use client::McpConnector;
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};

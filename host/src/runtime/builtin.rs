@@ -19,7 +19,7 @@ use toolhost_protocol::{CallToolResult, JsonObject};
 
 use super::guest::{self, HostEnv, RunOptions};
 use super::outcome::{CallOutput, RunError, Stop, Usage};
-use crate::builtin::{BuiltinCall, BuiltinToolset};
+use crate::builtin::{BuiltinCall, BuiltinError, BuiltinToolset};
 use crate::error::{Fault, FaultKind};
 
 /// A built-in toolset, ready to be instantiated.
@@ -106,7 +106,10 @@ impl BuiltinInstance {
         .await;
         let result = match joined {
             Ok(Ok(result)) => result,
-            Ok(Err(message)) => CallToolResult::error(message),
+            Ok(Err(BuiltinError::Tool(message))) => CallToolResult::error(message),
+            Ok(Err(BuiltinError::Unavailable(message))) => {
+                return Err(RunError::Fault(Fault::new(FaultKind::Error, message)));
+            }
             Err(error) => {
                 let fault = match error.downcast_ref::<Stop>() {
                     Some(Stop::Timeout) if callers => {

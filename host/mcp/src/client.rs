@@ -1,0 +1,278 @@
+//! Remote MCP servers as toolsets (`kind: mcp`): toolhost as the client.
+//!
+//! [`McpConnector`] is a [`ToolsetConnector`]: for a toolsets-file entry of
+//! kind `mcp` it starts or reaches the server (`server.command` with
+//! `args` and `env` over stdio; `server.url` over streamable HTTP with the
+//! entry's `headers`), initializes, lists every tool (following
+//! pagination) and returns them as built-in tools that forward each call.
+//! The registry then treats them as any toolset's: names, filters,
+//! approvals, the server's `inputSchema` checked before a call is
+//! forwarded, the result checked against the protocol and the tool's
+//! `outputSchema` after, secret redaction (the header values resolved from
+//! `${secret:}` included), output cap, timeout, cancellation (dropping a
+//! call drops its request, which rmcp cancels on the server).
+//!
+//! A server that cannot be reached, dies or answers garbage is an error of
+//! that call (`Error::PluginFailed`), never of the registry. The connection
+//! is made again on the next call after a failure, no sooner than a backoff
+//! that doubles from 250 ms up to 30 s.
+//!
+//! A command's server starts with an empty environment but `PATH`, `HOME`
+//! and `LANG`, plus `server.env`: what the person running toolhost grants,
+//! not everything toolhost's own environment holds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RunningService, ServiceExt as _};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{Peer, RoleClient};
+use serde_json::Value;
+use tokio::sync::Mutex;
+use toolhost::protocol::{CallToolResult, Tool};
+use toolhost::{BoxFuture, BuiltinCall, BuiltinError, BuiltinTool, BuiltinToolset, ToolsetConfig, ToolsetConnector};
+
+/// The first wait before connecting again after a failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long connecting and listing the tools may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connects toolsets of `kind: mcp`: give it to
+/// [`Registry::with_connector`](toolhost::Registry::with_connector) as
+/// `"mcp"`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct McpConnector;
+
+impl McpConnector {
+    /// The connector.
+    pub fn new() -> Self {
+        McpConnector
+    }
+}
+
+impl ToolsetConnector for McpConnector {
+    fn connect<'a>(&'a self, config: &'a ToolsetConfig) -> BoxFuture<'a, Result<BuiltinToolset, String>> {
+        Box::pin(async move {
+            let target = Target::of(config)?;
+            let connection = Arc::new(Connection { target, state: Mutex::new(State::default()) });
+            let peer = connection.peer().await?;
+            let tools = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
+                .await
+                .map_err(|_| format!("the server did not list its tools within {CONNECT_TIMEOUT:?}"))?
+                .map_err(|e| format!("the server did not list its tools: {e}"))?;
+            let mut toolset = BuiltinToolset::new(config.id.clone());
+            for tool in tools {
+                let listed = serde_json::to_value(&tool).map_err(|e| format!("a tool cannot be read: {e}"))?;
+                let tool: Tool = serde_json::from_value(listed)
+                    .map_err(|e| format!("the server listed a tool that is not valid: {e}"))?;
+                let name = tool.name.clone();
+                let connection = Arc::clone(&connection);
+                toolset = toolset.with_tool(BuiltinTool::from_tool(tool, move |call: BuiltinCall| {
+                    let (connection, name) = (Arc::clone(&connection), name.clone());
+                    async move { connection.call(&name, call).await }
+                }));
+            }
+            Ok(toolset)
+        })
+    }
+}
+
+/// Where the server is.
+#[derive(Debug, Clone)]
+enum Target {
+    /// Started as a child process, spoken to over its stdio.
+    Command { program: String, args: Vec<String>, env: Vec<(String, String)> },
+    /// Streamable HTTP.
+    Url { url: String, headers: Vec<(String, String)> },
+}
+
+impl Target {
+    fn of(config: &ToolsetConfig) -> Result<Target, String> {
+        let server = &config.remote.server;
+        let strings = |key: &str| -> Result<Vec<String>, String> {
+            match server.get(key) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| format!("server.{key} lists strings")))
+                    .collect(),
+                Some(_) => Err(format!("server.{key} is a list of strings")),
+            }
+        };
+        match (server.get("url"), server.get("command")) {
+            (Some(Value::String(url)), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("server.url of an MCP toolset is an http(s) URL, not `{url}`"));
+                }
+                let headers = config.remote.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                Ok(Target::Url { url: url.clone(), headers })
+            }
+            (None, Some(Value::String(program))) => {
+                let env = match server.get("env") {
+                    None => Vec::new(),
+                    Some(Value::Object(env)) => env
+                        .iter()
+                        .map(|(k, v)| {
+                            v.as_str()
+                                .map(|v| (k.clone(), v.to_owned()))
+                                .ok_or_else(|| format!("server.env.{k} is a string"))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    Some(_) => return Err("server.env is an object of strings".to_owned()),
+                };
+                Ok(Target::Command { program: program.clone(), args: strings("args")?, env })
+            }
+            (Some(_), Some(_)) => Err("an MCP toolset names server.url or server.command, not both".to_owned()),
+            _ => {
+                Err("an MCP toolset names its server: server.url (streamable HTTP) or server.command (stdio)"
+                    .to_owned())
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Target::Command { program, .. } => format!("the MCP server `{program}`"),
+            Target::Url { url, .. } => format!("the MCP server at {url}"),
+        }
+    }
+
+    /// Connect and initialize.
+    async fn connect(&self) -> Result<RunningService<RoleClient, ()>, String> {
+        let what = self.describe();
+        let started = match self {
+            Target::Command { program, args, env } => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).env_clear();
+                for inherited in ["PATH", "HOME", "LANG"] {
+                    if let Some(value) = std::env::var_os(inherited) {
+                        command.env(inherited, value);
+                    }
+                }
+                command.envs(env.iter().map(|(k, v)| (k, v)));
+                let (transport, _) = TokioChildProcess::builder(command)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("{what} cannot be started: {e}"))?;
+                tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await
+            }
+            Target::Url { url, headers } => {
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                // reqwest's TLS uses the process's rustls provider: ring, as
+                // the rest of toolhost (a provider installed already stays).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| format!("header `{name}` is not a valid header name: {e}"))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+                    config.custom_headers.insert(name, value);
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
+                tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await
+            }
+        };
+        started
+            .map_err(|_| format!("{what} did not initialize within {CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| format!("{what} did not initialize: {e}"))
+    }
+}
+
+/// The session with a server, made again after it fails.
+struct Connection {
+    target: Target,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    service: Option<RunningService<RoleClient, ()>>,
+    /// Failures in a row, and when the last one was.
+    failures: u32,
+    failed_at: Option<Instant>,
+}
+
+impl Connection {
+    /// The session's peer: the one open, or a new one (not before the
+    /// backoff after a failure is over).
+    async fn peer(&self) -> Result<Peer<RoleClient>, String> {
+        let mut state = self.state.lock().await;
+        if let Some(service) = &state.service {
+            if !service.is_closed() {
+                return Ok(service.peer().clone());
+            }
+            state.service = None;
+        }
+        if let Some(failed_at) = state.failed_at {
+            let backoff = FIRST_BACKOFF.saturating_mul(1 << state.failures.min(8)).min(MAX_BACKOFF);
+            let wait = backoff.saturating_sub(failed_at.elapsed());
+            if !wait.is_zero() {
+                return Err(format!(
+                    "{} failed {} time(s) in a row; connecting again in {:?}",
+                    self.target.describe(),
+                    state.failures,
+                    wait
+                ));
+            }
+        }
+        match self.target.connect().await {
+            Ok(service) => {
+                let peer = service.peer().clone();
+                *state = State { service: Some(service), failures: 0, failed_at: None };
+                Ok(peer)
+            }
+            Err(error) => {
+                state.failures = state.failures.saturating_add(1);
+                state.failed_at = Some(Instant::now());
+                Err(error)
+            }
+        }
+    }
+
+    /// Forget the session after a failure: the next call connects again.
+    async fn failed(&self) {
+        let mut state = self.state.lock().await;
+        if let Some(service) = state.service.take() {
+            let _ = service.cancel().await;
+        }
+        state.failures = state.failures.saturating_add(1);
+        state.failed_at = Some(Instant::now());
+    }
+
+    /// Forward one call.
+    async fn call(&self, name: &str, call: BuiltinCall) -> Result<CallToolResult, BuiltinError> {
+        let peer = self.peer().await.map_err(BuiltinError::Unavailable)?;
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = Some(call.arguments);
+        let answered = match peer.call_tool(params).await {
+            Ok(answered) => answered,
+            // The server answered, with a protocol error: the session is fine.
+            Err(rmcp::ServiceError::McpError(error)) => {
+                return Err(BuiltinError::Unavailable(format!(
+                    "{} refused `{name}`: {}",
+                    self.target.describe(),
+                    error.message
+                )));
+            }
+            Err(error) => {
+                self.failed().await;
+                return Err(BuiltinError::Unavailable(format!(
+                    "{} failed to answer `{name}`: {error}",
+                    self.target.describe()
+                )));
+            }
+        };
+        let answered = serde_json::to_value(&answered)
+            .map_err(|e| BuiltinError::Unavailable(format!("the answer cannot be read: {e}")))?;
+        serde_json::from_value(answered).map_err(|e| {
+            BuiltinError::Unavailable(format!(
+                "{} answered `{name}` with a result that is not valid: {e}",
+                self.target.describe()
+            ))
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! Remote MCP servers as toolsets (`kind: mcp`), toolhost the client: a
+//! real server on the official MCP Python SDK (`tests/mcp/server.py`) over
+//! stdio and over streamable HTTP, behind the same registry, names,
+//! filters, approvals, checks and redaction as Wasm plugins.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost::{ApproveAll, DenyAll, Error, FileSecretProvider, NoSecrets, Registry, SecretProvider, load_toolsets};
+use toolhost_mcp::McpConnector;
+use toolhost_tests::{example, mcp_python};
+
+fn server_script() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py").display().to_string()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolhost-remote-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A registry that connects `mcp` toolsets, loaded from `doc`.
+async fn registry_of(dir: &Path, doc: Value, secrets: Arc<dyn SecretProvider>) -> Registry {
+    let path = dir.join("toolsets.json");
+    std::fs::write(&path, doc.to_string()).expect("write the toolsets file");
+    let file = load_toolsets(&path, secrets.as_ref()).await.unwrap_or_else(|e| panic!("{e}"));
+    let registry = Registry::new(secrets).with_connector("mcp", Arc::new(McpConnector::new()));
+    let report = registry.load_all(file.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    registry
+}
+
+fn text(result: &toolhost::CallToolResult) -> String {
+    result.texts().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_after_dying() {
+    let dir = scratch("stdio");
+    let python = mcp_python().display().to_string();
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+        {"id": "py", "kind": "mcp",
+         "server": {"command": python, "args": [server_script(), "stdio"], "env": {"GRANTED": "granted-value"}},
+         "tools": [{"name": "echo", "requiresApproval": true}],
+         "extensions": {"excludeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"exact": "leak_token"}}]}}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    let names: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
+    for name in ["calc__add", "py__add", "py__echo", "py__die", "py__pid"] {
+        assert!(names.contains(&name.to_owned()), "{name} missing from {names:?}");
+    }
+    // The exclude filter applies to the server's tools.
+    assert!(!names.contains(&"py__leak_token".to_owned()), "{names:?}");
+
+    let sum = registry.call_tool("py__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
+    assert_eq!(text(&sum), "5");
+    // Arguments the server's schema refuses never reach it.
+    let error = registry.call_tool("py__add", json!({"a": "two", "b": 3}), &ApproveAll).await.unwrap_err();
+    assert!(error.is_invalid_arguments(), "{error:?}");
+    assert!(error.to_string().contains("at /a"), "{error}");
+    let seen = registry.call_tool("py__calls_seen", json!({}), &ApproveAll).await.expect("calls_seen");
+    assert_eq!(text(&seen), "1", "only the valid call reached the server");
+    // Approval applies: denied, the server is not asked.
+    let denied =
+        registry.call_tool("py__echo", json!({"text": "hi"}), &DenyAll("no".to_owned())).await.expect("answer");
+    assert!(denied.is_error(), "{denied:?}");
+    let echoed = registry.call_tool("py__echo", json!({"text": "hi"}), &ApproveAll).await.expect("echo");
+    assert_eq!(text(&echoed), "hi");
+    // The server gets the environment it is granted, not toolhost's.
+    let granted = registry.call_tool("py__env", json!({"name": "GRANTED"}), &ApproveAll).await.expect("env");
+    assert_eq!(text(&granted), "granted-value");
+    let inherited =
+        registry.call_tool("py__env", json!({"name": "CARGO_MANIFEST_DIR"}), &ApproveAll).await.expect("env");
+    assert_eq!(text(&inherited), "<unset>");
+
+    // The server dies mid-session: a typed error of that call.
+    let before = text(&registry.call_tool("py__pid", json!({}), &ApproveAll).await.expect("pid"));
+    let error = registry.call_tool("py__die", json!({}), &ApproveAll).await.unwrap_err();
+    assert!(matches!(error, Error::PluginFailed { .. }), "{error:?}");
+    // It comes back: a new process answers (after the backoff).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        match registry.call_tool("py__pid", json!({}), &ApproveAll).await {
+            Ok(result) => break text(&result),
+            Err(error) => {
+                assert!(Instant::now() < deadline, "the server did not come back: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_ne!(before, after, "the same process answered after it died");
+    // The Wasm plugin next door never noticed.
+    let calc = registry.call_tool("calc__add", json!({"a": 1, "b": 1}), &ApproveAll).await.expect("calc");
+    assert_eq!(text(&calc), "2");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The server over streamable HTTP on a free loopback port; killed when
+/// dropped.
+struct HttpServer(std::process::Child, u16);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(expected_token: &str) -> HttpServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let child = std::process::Command::new(mcp_python())
+        .args([server_script(), "http".to_owned(), port.to_string()])
+        .env("EXPECTED_TOKEN", expected_token)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the HTTP MCP server");
+    let server = HttpServer(child, port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the HTTP MCP server did not listen on {port} within a minute");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_mcp_server_gets_its_header_from_a_secret_which_never_comes_back() {
+    let dir = scratch("http");
+    let secrets_dir = dir.join("secrets");
+    std::fs::create_dir_all(&secrets_dir).expect("secrets dir");
+    std::fs::write(secrets_dir.join("API_TOKEN"), "tok-7f3e9a1c").expect("secret");
+    let server = http_server("tok-7f3e9a1c");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "remote", "kind": "mcp",
+         "server": {"url": format!("http://127.0.0.1:{}/mcp", server.1)},
+         "headers": {"x-token": "${secret:API_TOKEN}"}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(FileSecretProvider::new(&secrets_dir))).await;
+    let ok = registry.call_tool("remote__token_ok", json!({}), &ApproveAll).await.expect("token_ok");
+    assert_eq!(text(&ok), "yes", "the header reached the server");
+    let sum = registry.call_tool("remote__add", json!({"a": 40, "b": 2}), &ApproveAll).await.expect("add");
+    assert_eq!(text(&sum), "42");
+    // The server quotes the secret: the registry redacts it.
+    let leaked = registry.call_tool("remote__leak_token", json!({}), &ApproveAll).await.expect("leak_token");
+    let leaked = serde_json::to_string(&leaked).expect("json");
+    assert!(!leaked.contains("tok-7f3e9a1c"), "{leaked}");
+    assert!(leaked.contains("[redacted secret API_TOKEN]"), "{leaked}");
+
+    // The server goes away: a typed error, not a crash.
+    drop(server);
+    let error = registry.call_tool("remote__add", json!({"a": 1, "b": 1}), &ApproveAll).await.unwrap_err();
+    assert!(matches!(error, Error::PluginFailed { .. }), "{error:?}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn an_mcp_toolset_without_a_connector_or_a_server_is_a_clear_load_failure() {
+    let dir = scratch("unconnected");
+    let path = dir.join("toolsets.json");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "py", "kind": "mcp", "server": {"command": "python3"}},
+        {"id": "nowhere", "kind": "mcp", "server": {}}
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("write");
+    let file = load_toolsets(&path, &NoSecrets).await.expect("parse");
+    // No connector: the kind is not supported by this program.
+    let plain = Registry::new(Arc::new(NoSecrets));
+    let report = plain.load_all(file.toolsets.clone()).await;
+    assert_eq!(report.failures.len(), 2);
+    assert!(report.failures[0].error.to_string().contains("kind `mcp` is not supported here"), "{:?}", report.failures);
+    // With one: a server named nowhere is refused saying what is missing.
+    let registry = Registry::new(Arc::new(NoSecrets)).with_connector("mcp", Arc::new(McpConnector::new()));
+    let report = registry.load_all(file.toolsets[1..].to_vec()).await;
+    assert_eq!(report.failures.len(), 1);
+    assert!(report.failures[0].error.to_string().contains("server.url"), "{:?}", report.failures);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn the_cli_lists_and_calls_an_mcp_toolset_beside_a_plugin() {
+    use toolhost_tests::{json_stdout, run_toolhost};
+    let dir = scratch("cli");
+    let path = dir.join("toolsets.json");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+        {"id": "py", "kind": "mcp", "server": {"command": mcp_python().display().to_string(), "args": [server_script(), "stdio"]},
+         "tools": [{"name": "die", "enabled": false}]}
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("write");
+    let config = path.display().to_string();
+    let listed = run_toolhost(&["tools", "--config", &config], None);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let table = String::from_utf8_lossy(&listed.stdout);
+    assert!(table.lines().any(|l| l.starts_with("py__add ") && l.contains(" yes ")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("py__die ") && l.contains("disabled by configuration")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("calc__add ")), "{table}");
+    let called = run_toolhost(&["call", "--config", &config, "py__add", r#"{"a": 20, "b": 22}"#], None);
+    assert!(called.status.success(), "{}", String::from_utf8_lossy(&called.stderr));
+    assert_eq!(json_stdout(&called)["content"][0]["text"], json!("42"));
+    std::fs::remove_dir_all(dir).ok();
+}
