@@ -59,6 +59,7 @@ mod registry;
 mod runtime;
 mod sandbox;
 mod secrets;
+mod sync;
 mod telemetry;
 mod tool;
 mod validate;
@@ -91,6 +92,7 @@ pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,
 };
+pub use sync::{SyncEvent, ToolStatus, ToolsetEvent};
 pub use telemetry::{CallObserver, CallRecord};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::RegisteredTool;

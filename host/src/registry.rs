@@ -22,6 +22,7 @@ use crate::error::{Error, RegistryError};
 use crate::plugin::{Arguments, Asking, Plugin};
 use crate::runtime::Runtime;
 use crate::secrets::SecretProvider;
+use crate::sync::{SyncEvent, SyncLog, ToolsetEvent};
 use crate::tool::RegisteredTool;
 
 /// The toolsets of a [`Registry`] at one moment ([`Registry::snapshot`]):
@@ -107,6 +108,8 @@ pub struct Registry {
     builtins: RwLock<Builtins>,
     /// What connects toolsets of other kinds (`mcp`), by kind.
     connectors: BTreeMap<String, Arc<dyn ToolsetConnector>>,
+    /// What loading each toolset did.
+    log: Arc<SyncLog>,
     secrets: Arc<dyn SecretProvider>,
     /// Where its plugins run.
     runtime: Runtime,
@@ -135,6 +138,7 @@ impl Registry {
             toolsets: RwLock::new(BTreeMap::new()),
             builtins: RwLock::new(BTreeMap::new()),
             connectors: BTreeMap::new(),
+            log: Arc::default(),
             secrets,
             runtime,
             changes: tokio::sync::watch::Sender::new(0),
@@ -198,18 +202,19 @@ impl Registry {
                     next.insert(config.id.clone(), Arc::clone(loaded));
                 }
                 _ => {
-                    let (secrets, runtime, builtins) =
-                        (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone());
+                    let (secrets, runtime, builtins, log) =
+                        (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone(), Arc::clone(&self.log));
                     loading.push(tokio::spawn(async move {
                         let source = source_of(&config);
                         let id = config.id.clone();
-                        (id, source, prepare(&runtime, config, secrets, &builtins).await)
+                        (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log).await)
                     }));
                 }
             }
         }
         for task in loading {
             let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
+            let prepared = outcome.is_ok();
             let added = outcome.and_then(|(loaded, warnings)| {
                 admit(&next, &loaded)?;
                 next.insert(toolset.clone(), Arc::new(loaded));
@@ -217,7 +222,12 @@ impl Registry {
             });
             match added {
                 Ok(warnings) => report.warnings.extend(warnings),
-                Err(error) => report.failures.push(ToolsetFailure { toolset, source, error }),
+                Err(error) => {
+                    if prepared {
+                        self.admission_failed(&toolset, &error);
+                    }
+                    report.failures.push(ToolsetFailure { toolset, source, error })
+                }
             }
         }
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -248,20 +258,27 @@ impl Registry {
         let tasks: Vec<_> = toolsets
             .into_iter()
             .map(|config| {
-                let (secrets, runtime, builtins) = (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone());
+                let (secrets, runtime, builtins, log) =
+                    (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone(), Arc::clone(&self.log));
                 tokio::spawn(async move {
                     let source = source_of(&config);
                     let id = config.id.clone();
-                    (id, source, prepare(&runtime, config, secrets, &builtins).await)
+                    (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log).await)
                 })
             })
             .collect();
         let mut report = LoadReport::default();
         for task in tasks {
             let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
+            let prepared = outcome.is_ok();
             match outcome.and_then(|(loaded, warnings)| self.insert(loaded).map(|()| warnings).map_err(Error::from)) {
                 Ok(warnings) => report.warnings.extend(warnings),
-                Err(error) => report.failures.push(ToolsetFailure { toolset, source, error }),
+                Err(error) => {
+                    if prepared {
+                        self.admission_failed(&toolset, &error);
+                    }
+                    report.failures.push(ToolsetFailure { toolset, source, error })
+                }
             }
         }
         report
@@ -270,9 +287,40 @@ impl Registry {
     /// Load one toolset and add it. Fails on a load error, a duplicate id or
     /// a name collision; the registry is unchanged then. Returns warnings.
     pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
-        let (loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins()).await?;
-        self.insert(loaded)?;
+        let id = config.id.clone();
+        let (loaded, warnings) =
+            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins(), &self.log).await?;
+        if let Err(error) = self.insert(loaded) {
+            let error = Error::from(error);
+            self.admission_failed(&id, &error);
+            return Err(error);
+        }
         Ok(warnings)
+    }
+
+    /// A toolset that loaded was not let in (a duplicate id, a tool name
+    /// another toolset has): its sync failed after all.
+    fn admission_failed(&self, toolset: &str, error: &Error) {
+        self.log.record(toolset, SyncEvent::failed(error));
+    }
+
+    /// The recent sync events of every toolset (the last 1024), oldest
+    /// first: `SyncStarted` when a toolset begins to load, then
+    /// `SyncCompleted` or `SyncFailed`.
+    pub fn sync_events(&self) -> Vec<ToolsetEvent> {
+        self.log.recent()
+    }
+
+    /// The last outcome (`SyncCompleted` or `SyncFailed`) of every toolset
+    /// that was ever loaded, by id.
+    pub fn last_syncs(&self) -> Vec<ToolsetEvent> {
+        self.log.last()
+    }
+
+    /// Every sync event from now on (a subscriber that falls more than 256
+    /// events behind misses the oldest).
+    pub fn subscribe_sync(&self) -> tokio::sync::broadcast::Receiver<ToolsetEvent> {
+        self.log.subscribe()
     }
 
     /// What loads toolsets besides Wasm plugins, now: the registered
@@ -307,15 +355,19 @@ impl Registry {
         };
         let mut builtins = self.builtins();
         builtins.builtins.insert(id.clone(), Arc::clone(&toolset));
-        let (mut loaded, warnings) = prepare(&self.runtime, config, Arc::clone(&self.secrets), &builtins).await?;
+        let (mut loaded, warnings) =
+            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &builtins, &self.log).await?;
         loaded.owned_by_program = owned_by_program;
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = toolsets.remove(&id);
         if let Err(error) = admit(&toolsets, &loaded) {
             if let Some(old) = old {
-                toolsets.insert(id, old);
+                toolsets.insert(id.clone(), old);
             }
-            return Err(error.into());
+            drop(toolsets);
+            let error = Error::from(error);
+            self.admission_failed(&id, &error);
+            return Err(error);
         }
         toolsets.insert(id.clone(), Arc::new(loaded));
         drop(toolsets);
@@ -479,6 +531,34 @@ type Builtins = BTreeMap<String, Arc<BuiltinToolset>>;
 struct Kinds {
     builtins: Builtins,
     connectors: BTreeMap<String, Arc<dyn ToolsetConnector>>,
+}
+
+/// [`prepare`], with its sync events recorded.
+async fn prepare_logged(
+    runtime: &Runtime,
+    config: ToolsetConfig,
+    secrets: Arc<dyn SecretProvider>,
+    kinds: &Kinds,
+    log: &SyncLog,
+) -> Result<(LoadedToolset, Vec<String>), Error> {
+    let id = config.id.clone();
+    log.record(&id, SyncEvent::SyncStarted { message: format!("loading {}", source_of(&config)) });
+    let prepared = prepare(runtime, config, secrets, kinds).await;
+    match &prepared {
+        Ok((loaded, _)) => log.record(
+            &id,
+            SyncEvent::SyncCompleted {
+                message: format!(
+                    "{} tools, {} available",
+                    loaded.tools.len(),
+                    loaded.tools.iter().filter(|t| t.enabled).count()
+                ),
+                tools_synced: u32::try_from(loaded.tools.len()).unwrap_or(u32::MAX),
+            },
+        ),
+        Err(error) => log.record(&id, SyncEvent::failed(error)),
+    }
+    prepared
 }
 
 /// Load a toolset's plugin (or built-in tools) and work out its tools'

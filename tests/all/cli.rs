@@ -246,7 +246,12 @@ fn tools_lists_the_effective_tools_of_a_configuration() {
             && lines[0].contains("SOURCE"),
         "{text}"
     );
-    assert_eq!(lines.len(), 13, "{text}");
+    // The tools (a header and 12 rows), a blank line, then each toolset's
+    // sync (a header and 3 rows).
+    assert_eq!(lines.len(), 13 + 1 + 4, "{text}");
+    assert!(lines[13].is_empty() && lines[14].starts_with("TOOLSET") && lines[14].contains("SYNC"), "{text}");
+    assert!(lines[15..].iter().all(|l| l.contains("SyncCompleted (4 tools synced)")), "{text}");
+    assert!(lines.iter().any(|l| l.starts_with("text__reverse ") && l.contains(" FILTERED ")), "{text}");
     assert!(
         lines.iter().any(|l| l.starts_with("calc__divide ") && l.contains(" yes ") && l.contains("#/toolsets/0")),
         "{text}"

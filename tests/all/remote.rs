@@ -55,6 +55,32 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
     }
     // The exclude filter applies to the server's tools.
     assert!(!names.contains(&"py__leak_token".to_owned()), "{names:?}");
+    let leak = registry.all_tools().into_iter().find(|t| t.name == "py__leak_token").expect("known");
+    assert_eq!(leak.status(), toolhost::ToolStatus::Filtered);
+    // Each toolset's sync, as the service model's events.
+    let events: Vec<(String, &'static str)> = registry
+        .sync_events()
+        .into_iter()
+        .map(|e| {
+            let kind = match e.event {
+                toolhost::SyncEvent::SyncStarted { .. } => "started",
+                toolhost::SyncEvent::SyncCompleted { .. } => "completed",
+                _ => "other",
+            };
+            (e.tool_set_id, kind)
+        })
+        .collect();
+    for toolset in ["calc", "py"] {
+        let of: Vec<&str> = events.iter().filter(|(id, _)| id == toolset).map(|(_, k)| *k).collect();
+        assert_eq!(of, ["started", "completed"], "{events:?}");
+    }
+    let py = registry.last_syncs().into_iter().find(|e| e.tool_set_id == "py").expect("py's sync");
+    match py.event {
+        toolhost::SyncEvent::SyncCompleted { tools_synced, .. } => {
+            assert_eq!(tools_synced as usize, names.len() - 4 + 1)
+        }
+        other => panic!("{other:?}"),
+    }
 
     let sum = registry.call_tool("py__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
     assert_eq!(text(&sum), "5");
@@ -70,6 +96,15 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
     assert!(denied.is_error(), "{denied:?}");
     let echoed = registry.call_tool("py__echo", json!({"text": "hi"}), &ApproveAll).await.expect("echo");
     assert_eq!(text(&echoed), "hi");
+    // The caller's `_meta` goes on, but not its progress token.
+    let mut meta = serde_json::Map::new();
+    meta.insert("traceparent".into(), json!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    meta.insert("progressToken".into(), json!(5));
+    let context = toolhost::CallContext::new().with_meta(meta);
+    let seen = registry.call_with("py__meta", json!({}), &ApproveAll, &context).await.expect("meta");
+    let keys = text(&seen);
+    assert!(keys.split(',').any(|k| k == "traceparent"), "{keys}");
+    assert!(!keys.split(',').any(|k| k == "progressToken"), "{keys}");
     // The server gets the environment it is granted, not toolhost's.
     let granted = registry.call_tool("py__env", json!({"name": "GRANTED"}), &ApproveAll).await.expect("env");
     assert_eq!(text(&granted), "granted-value");
@@ -178,6 +213,11 @@ async fn an_mcp_toolset_without_a_connector_or_a_server_is_a_clear_load_failure(
     let report = registry.load_all(file.toolsets[1..].to_vec()).await;
     assert_eq!(report.failures.len(), 1);
     assert!(report.failures[0].error.to_string().contains("server.url"), "{:?}", report.failures);
+    let failed = registry.last_syncs().into_iter().find(|e| e.tool_set_id == "nowhere").expect("its sync");
+    let json = serde_json::to_value(&failed).expect("json");
+    assert_eq!(json["event"]["SyncFailed"]["errorType"], json!("LOAD_FAILED"), "{json}");
+    assert_eq!(json["event"]["SyncFailed"]["error"], json!(true), "{json}");
+    assert!(json["event"]["SyncFailed"]["message"].as_str().unwrap().contains("server.url"), "{json}");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -199,6 +239,8 @@ fn the_cli_lists_and_calls_an_mcp_toolset_beside_a_plugin() {
     assert!(table.lines().any(|l| l.starts_with("py__add ") && l.contains(" yes ")), "{table}");
     assert!(table.lines().any(|l| l.starts_with("py__die ") && l.contains("disabled by configuration")), "{table}");
     assert!(table.lines().any(|l| l.starts_with("calc__add ")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("py__die ") && l.contains(" FILTERED ")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("py ") && l.contains("SyncCompleted")), "{table}");
     let called = run_toolhost(&["call", "--config", &config, "py__add", r#"{"a": 20, "b": 22}"#], None);
     assert!(called.status.success(), "{}", String::from_utf8_lossy(&called.stderr));
     assert_eq!(json_stdout(&called)["content"][0]["text"], json!("42"));

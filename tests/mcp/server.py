@@ -74,6 +74,13 @@ def env(name: str) -> str:
 
 
 @mcp.tool()
+def meta(ctx: Context) -> str:
+    """The request's `_meta` keys, sorted, comma-separated."""
+    found = ctx.request_context.meta or {}
+    return ",".join(sorted(found.keys()))
+
+
+@mcp.tool()
 def calls_seen() -> str:
     """How many calls of `add` reached the server."""
     return str(calls)

@@ -26,6 +26,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     secrets.not_with_toolsets()?;
     let registry = load_registry(&config, &secrets).await?;
     let tools = registry.all_tools();
+    let syncs = registry.last_syncs();
     if json {
         let rows: Vec<Value> = tools
             .iter()
@@ -36,6 +37,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                     "tool": t.tool.name,
                     "source": t.source,
                     "enabled": t.enabled,
+                    "status": t.status().to_string(),
                     "disabledReason": t.disabled_reason,
                     "requiresApproval": t.requires_approval,
                     "title": t.tool.title,
@@ -46,12 +48,35 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         print_json(&rows)?;
     } else {
         print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+        println!();
+        print_syncs(&syncs).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
     }
     Ok(0)
 }
 
+/// How each toolset's sync ended: `SyncCompleted` with its tool count, or
+/// `SyncFailed` with the error type and message.
+pub(crate) fn print_syncs(syncs: &[toolhost::ToolsetEvent]) -> anyhow::Result<()> {
+    let rows: Vec<[String; 2]> = syncs
+        .iter()
+        .map(|sync| {
+            let outcome = match &sync.event {
+                toolhost::SyncEvent::SyncCompleted { tools_synced, .. } => {
+                    format!("SyncCompleted ({tools_synced} tools synced)")
+                }
+                toolhost::SyncEvent::SyncFailed { error_type, message, .. } => {
+                    format!("SyncFailed {error_type}: {message}")
+                }
+                other => format!("{other:?}"),
+            };
+            [sync.tool_set_id.clone(), outcome]
+        })
+        .collect();
+    write_table(&mut std::io::stdout().lock(), ["TOOLSET", "SYNC"], &rows)
+}
+
 pub(crate) fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<()> {
-    let rows: Vec<[String; 4]> = tools
+    let rows: Vec<[String; 5]> = tools
         .iter()
         .map(|t| {
             let enabled = match &t.disabled_reason {
@@ -59,8 +84,8 @@ pub(crate) fn print_table(tools: &[toolhost::RegisteredTool]) -> anyhow::Result<
                 Some(reason) => format!("no ({reason})"),
             };
             let approval = if t.requires_approval { "yes" } else { "no" }.to_owned();
-            [t.name.clone(), enabled, approval, t.source.clone()]
+            [t.name.clone(), t.status().to_string(), enabled, approval, t.source.clone()]
         })
         .collect();
-    write_table(&mut std::io::stdout().lock(), ["TOOL", "ENABLED", "APPROVAL", "SOURCE"], &rows)
+    write_table(&mut std::io::stdout().lock(), ["TOOL", "STATUS", "ENABLED", "APPROVAL", "SOURCE"], &rows)
 }

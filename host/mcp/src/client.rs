@@ -10,7 +10,9 @@
 //! forwarded, the result checked against the protocol and the tool's
 //! `outputSchema` after, secret redaction (the header values resolved from
 //! `${secret:}` included), output cap, timeout, cancellation (dropping a
-//! call drops its request, which rmcp cancels on the server).
+//! call drops its request, which rmcp cancels on the server). The caller's
+//! `_meta` is forwarded (trace context), less its progress token and the
+//! protocol's own keys.
 //!
 //! A server that cannot be reached, dies or answers garbage is an error of
 //! that call (`Error::PluginFailed`), never of the registry. The connection
@@ -248,6 +250,15 @@ impl Connection {
         let peer = self.peer().await.map_err(BuiltinError::Unavailable)?;
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(call.arguments);
+        // The caller's `_meta` goes on (trace context, say), but not what
+        // belongs to this hop: a progress token (progress is not relayed)
+        // and the protocol's own keys, which rmcp sets.
+        if let Some(mut meta) = call.meta {
+            meta.retain(|key, _| key != "progressToken" && !key.starts_with("io.modelcontextprotocol/"));
+            if !meta.is_empty() {
+                params.meta = serde_json::from_value(Value::Object(meta)).ok();
+            }
+        }
         let answered = match peer.call_tool(params).await {
             Ok(answered) => answered,
             // The server answered, with a protocol error: the session is fine.
