@@ -209,13 +209,27 @@ fn result_of(value: Value, structured: bool) -> CallToolResult {
 pub struct BuiltinToolset {
     pub(crate) id: String,
     pub(crate) tools: Vec<BuiltinTool>,
+    /// Sees a new value whenever the tools change upstream.
+    pub(crate) changes: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl BuiltinToolset {
     /// An empty toolset with this id (its tools are listed as
     /// `<id>__<tool>`).
     pub fn new(id: impl Into<String>) -> Self {
-        BuiltinToolset { id: id.into(), tools: Vec::new() }
+        BuiltinToolset { id: id.into(), tools: Vec::new(), changes: None }
+    }
+
+    /// Tell the registry that these tools change over time: whenever
+    /// `changes` sees a new value, the registry loads the toolset again
+    /// (a connector's toolset by calling [`ToolsetConnector::connect`]
+    /// again with the same configuration, which should reuse its session)
+    /// and swaps the new tools in, recording the sync and telling
+    /// [`Registry::subscribe`](crate::Registry::subscribe)rs. An MCP
+    /// server's `notifications/tools/list_changed` arrives this way.
+    pub fn with_changes(mut self, changes: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.changes = Some(changes);
+        self
     }
 
     /// With one more tool (one of the same name is replaced).

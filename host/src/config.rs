@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::filter::{ToolApprovals, ToolFilter};
 use crate::sandbox::Policy;
 use crate::secrets::{SecretError, SecretOutput, SecretProvider, SensitiveValues};
+use crate::source::{RemotePlugin, Sha256Digest};
 pub use crate::tool::NAMESPACE_SEPARATOR;
 use crate::validate::{self, ValidationOptions};
 
@@ -87,8 +88,11 @@ pub struct ToolsetConfig {
 pub enum PluginSource {
     /// A `.wasm` file.
     File(PathBuf),
-    /// A URL of a scheme toolhost cannot load yet (`https://`, `oci://`).
-    Unsupported(String),
+    /// An `https://` URL, pinned by `server.digest` (the module's SHA-256).
+    Https(RemotePlugin),
+    /// An OCI reference, `oci://registry/repository[:tag]@sha256:...`,
+    /// pinned by the manifest digest it names.
+    Oci(RemotePlugin),
 }
 
 /// Where a toolset of a kind other than `uri` is (an MCP server): the
@@ -342,6 +346,12 @@ struct RawExtensions {
 #[serde(rename_all = "camelCase")]
 struct RawServer {
     url: String,
+    #[serde(default)]
+    digest: Option<String>,
+    #[serde(default)]
+    ca_file: Option<String>,
+    #[serde(default)]
+    verify: Option<Value>,
     #[serde(flatten)]
     policy: Policy,
     #[serde(default)]
@@ -405,7 +415,10 @@ fn parse_toolset(
             Err(found) => problems.extend(found),
             Ok(()) if raw.kind == "uri" => match serde_json::from_value::<RawServer>(server) {
                 Ok(server) => {
-                    source = Some(plugin_source(base, &server.url));
+                    match plugin_source(base, &server) {
+                        Ok(found) => source = Some(found),
+                        Err((at, message)) => problems.extend(problem(&format!("/server/{at}"), message)),
+                    }
                     if let Err(e) = server.policy.check() {
                         problems.extend(problem("/server", e.to_string()));
                     }
@@ -481,16 +494,77 @@ fn parse_toolset(
     })
 }
 
-/// A plugin location: `file://` URL, other URL (not loadable yet), or a path
-/// relative to the configuration file.
-fn plugin_source(base: &Path, url: &str) -> PluginSource {
-    if let Some(path) = url.strip_prefix("file://") {
-        return PluginSource::File(PathBuf::from(path));
+/// Where a `uri` toolset's plugin is: a path (relative to the configuration
+/// file) or `file://` URL, or a pinned `https://` or `oci://` URL. A problem
+/// is the `server` member it is about and what is wrong.
+fn plugin_source(base: &Path, server: &RawServer) -> Result<PluginSource, (&'static str, String)> {
+    let url = server.url.as_str();
+    if server.verify.is_some() {
+        return Err((
+            "verify",
+            "signature verification (`verify`) is not supported yet; toolhost refuses the toolset rather than run \
+             its plugin unverified (the `digest` pin already fixes its exact bytes)"
+                .to_owned(),
+        ));
     }
-    if url.contains("://") {
-        return PluginSource::Unsupported(url.to_owned());
+    let digest = match &server.digest {
+        Some(text) => Some(text.parse::<Sha256Digest>().map_err(|e| ("digest", e.to_string()))?),
+        None => None,
+    };
+    let ca_file = server.ca_file.as_ref().map(|file| base.join(file.strip_prefix("file://").unwrap_or(file)));
+    let (scheme, _) = url.split_once("://").unwrap_or(("", url));
+    match scheme.to_ascii_lowercase().as_str() {
+        "" | "file" => {
+            if digest.is_some() || ca_file.is_some() {
+                let member = if digest.is_some() { "digest" } else { "caFile" };
+                return Err((
+                    member,
+                    format!("`{member}` is for downloaded plugins (https://, oci://); a local file is used as it is"),
+                ));
+            }
+            Ok(PluginSource::File(match url.strip_prefix("file://") {
+                Some(path) => PathBuf::from(path),
+                None => base.join(url),
+            }))
+        }
+        "https" => {
+            let Some(digest) = digest else {
+                return Err((
+                    "digest",
+                    "an https:// plugin must be pinned: add `digest: \"sha256:<64 hex digits>\"`, the SHA-256 of the \
+                     .wasm file (`sha256sum plugin.wasm` prints it)"
+                        .to_owned(),
+                ));
+            };
+            Ok(PluginSource::Https(RemotePlugin { url: url.to_owned(), digest, ca_file }))
+        }
+        "oci" => {
+            let named =
+                url.rsplit_once('@').map(|(_, d)| d.parse::<Sha256Digest>().map_err(|e| ("url", e.to_string())));
+            let digest = match (named.transpose()?, digest) {
+                (Some(named), Some(given)) if named != given => {
+                    return Err(("digest", format!("`digest` ({given}) is not the digest the URL names ({named})")));
+                }
+                (Some(named), _) => named,
+                (None, Some(given)) => given,
+                (None, None) => {
+                    return Err((
+                        "url",
+                        "an oci:// plugin must be pinned by its manifest digest: \
+                         `oci://registry/repository:tag@sha256:<64 hex digits>`"
+                            .to_owned(),
+                    ));
+                }
+            };
+            // The reference pulled is by digest, whichever way it was given.
+            let reference = url.rsplit_once('@').map_or(url, |(name, _)| name);
+            Ok(PluginSource::Oci(RemotePlugin { url: format!("{reference}@{digest}"), digest, ca_file }))
+        }
+        "http" => Err(("url", "plain http:// is not accepted for plugins: use https:// (with `digest`)".to_owned())),
+        other => {
+            Err(("url", format!("`{other}://` is not a plugin source: use a file path, file://, https:// or oci://")))
+        }
     }
-    PluginSource::File(base.join(url))
 }
 
 /// Replace every `${env:NAME}` and `${secret:NAME}` in the strings of `value`.

@@ -38,6 +38,8 @@
 //! |---|---|---|
 //! | `component` | yes | component plugins (`wit/plugin.wit`); without it a component is refused at load, saying why |
 //! | `http` | yes | the HTTP host function, to granted hosts; without it every request is refused |
+//! | `https` | yes | plugins from `https://` URLs pinned by a `sha256:` digest, kept in a `DownloadCache` |
+//! | `oci` | no | plugins from OCI registries (`oci://registry/repository:tag@sha256:...`) |
 //! | `yaml`, `toml` | yes | toolsets files in YAML and TOML (JSON always) |
 //! | `watch` | yes | `ToolsetsWatcher`: a toolsets file applied again when it changes |
 //! | `cache` | no | `ModuleCache`: compiled modules kept on disk between processes |
@@ -59,6 +61,7 @@ mod registry;
 mod runtime;
 mod sandbox;
 mod secrets;
+mod source;
 mod sync;
 mod telemetry;
 mod tool;
@@ -84,13 +87,16 @@ pub use plugin::{Plugin, PluginBuilder, PoolStats};
 pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 #[cfg(feature = "cache")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
-pub use runtime::cache::{CACHE_DIR_ENV, ModuleCache};
+pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
-pub use runtime::{PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
+pub use runtime::{CACHE_DIR_ENV, PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
 pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, parse_duration, parse_size};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,
+};
+pub use source::{
+    DigestParseError, DownloadCache, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, SourceError,
 };
 pub use sync::{SyncEvent, ToolStatus, ToolsetEvent};
 pub use telemetry::{CallObserver, CallRecord};

@@ -8,7 +8,6 @@
 //! while calls are in flight (a call holds its toolset until it returns).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
@@ -91,6 +90,9 @@ struct LoadedToolset {
     /// A built-in toolset the program registered that no configuration
     /// names: `sync` keeps it.
     owned_by_program: bool,
+    /// Sees a new value when the toolset's tools change upstream (an MCP
+    /// server's `list_changed`): it is loaded again.
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// When the plugin file was last modified, if it is a file.
@@ -103,7 +105,9 @@ fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
 
 /// Toolsets and their tools, under namespaced names.
 pub struct Registry {
-    toolsets: RwLock<BTreeMap<String, Arc<LoadedToolset>>>,
+    /// Shared with the tasks that follow toolsets whose tools change
+    /// upstream (they hold it weakly).
+    toolsets: Arc<RwLock<BTreeMap<String, Arc<LoadedToolset>>>>,
     /// The built-in toolsets the program registered, by id.
     builtins: RwLock<Builtins>,
     /// What connects toolsets of other kinds (`mcp`), by kind.
@@ -114,7 +118,7 @@ pub struct Registry {
     /// Where its plugins run.
     runtime: Runtime,
     /// Bumped whenever the set of tools changes.
-    changes: tokio::sync::watch::Sender<u64>,
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -135,13 +139,13 @@ impl Registry {
     /// declared secrets from `secrets`.
     pub fn with_runtime(runtime: Runtime, secrets: Arc<dyn SecretProvider>) -> Self {
         Registry {
-            toolsets: RwLock::new(BTreeMap::new()),
+            toolsets: Arc::default(),
             builtins: RwLock::new(BTreeMap::new()),
             connectors: BTreeMap::new(),
             log: Arc::default(),
             secrets,
             runtime,
-            changes: tokio::sync::watch::Sender::new(0),
+            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -234,8 +238,16 @@ impl Registry {
         let unchanged = toolsets.len() == next.len()
             && toolsets.iter().zip(&next).all(|((a, old), (b, new))| a == b && Arc::ptr_eq(old, new));
         if !unchanged {
+            let added: Vec<Arc<LoadedToolset>> = next
+                .iter()
+                .filter(|(id, new)| toolsets.get(*id).is_none_or(|old| !Arc::ptr_eq(old, new)))
+                .map(|(_, new)| Arc::clone(new))
+                .collect();
             *toolsets = next;
             drop(toolsets);
+            for loaded in &added {
+                self.follow(loaded);
+            }
             self.changed();
         }
         report
@@ -369,9 +381,11 @@ impl Registry {
             self.admission_failed(&id, &error);
             return Err(error);
         }
-        toolsets.insert(id.clone(), Arc::new(loaded));
+        let loaded = Arc::new(loaded);
+        toolsets.insert(id.clone(), Arc::clone(&loaded));
         drop(toolsets);
         self.builtins.write().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(id, toolset);
+        self.follow(&loaded);
         self.changed();
         Ok(warnings)
     }
@@ -379,10 +393,75 @@ impl Registry {
     fn insert(&self, loaded: LoadedToolset) -> Result<(), RegistryError> {
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         admit(&toolsets, &loaded)?;
-        toolsets.insert(loaded.plugin.name().to_owned(), Arc::new(loaded));
+        let loaded = Arc::new(loaded);
+        toolsets.insert(loaded.plugin.name().to_owned(), Arc::clone(&loaded));
         drop(toolsets);
+        self.follow(&loaded);
         self.changed();
         Ok(())
+    }
+
+    /// For a toolset whose tools change upstream: a task that loads it
+    /// again on every change and swaps the new tools in, for as long as
+    /// this load of it is the registry's (a toolset replaced or removed, or
+    /// a registry dropped, ends it). A reload that fails keeps the tools
+    /// there were (its `SyncFailed` is recorded).
+    fn follow(&self, loaded: &Arc<LoadedToolset>) {
+        let Some(mut signal) = loaded.changes.clone() else { return };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(toolset = loaded.config.id, "no tokio runtime: changes to its tools are not followed");
+            return;
+        };
+        let toolsets = Arc::downgrade(&self.toolsets);
+        let mut current = Arc::downgrade(loaded);
+        let (runtime, secrets, kinds, log, changes) = (
+            self.runtime.clone(),
+            Arc::clone(&self.secrets),
+            self.builtins(),
+            Arc::clone(&self.log),
+            Arc::downgrade(&self.changes),
+        );
+        let id = loaded.config.id.clone();
+        handle.spawn(async move {
+            signal.borrow_and_update();
+            while signal.changed().await.is_ok() {
+                let Some(set) = toolsets.upgrade() else { return };
+                let is_current = |map: &BTreeMap<String, Arc<LoadedToolset>>| {
+                    map.get(&id).zip(current.upgrade()).is_some_and(|(there, ours)| Arc::ptr_eq(there, &ours))
+                };
+                let (config, owned_by_program) = {
+                    let map = set.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    if !is_current(&map) {
+                        return;
+                    }
+                    (map[&id].config.clone(), map[&id].owned_by_program)
+                };
+                let Ok((mut reloaded, _)) = prepare_logged(&runtime, config, Arc::clone(&secrets), &kinds, &log).await
+                else {
+                    continue;
+                };
+                reloaded.owned_by_program = owned_by_program;
+                let mut map = set.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if !is_current(&map) {
+                    return;
+                }
+                let mut others = map.clone();
+                others.remove(&id);
+                if let Err(error) = admit(&others, &reloaded) {
+                    drop(map);
+                    log.record(&id, SyncEvent::failed(&Error::from(error)));
+                    continue;
+                }
+                let reloaded = Arc::new(reloaded);
+                current = Arc::downgrade(&reloaded);
+                map.insert(id.clone(), reloaded);
+                drop(map);
+                match changes.upgrade() {
+                    Some(changes) => changes.send_modify(|count| *count += 1),
+                    None => return,
+                }
+            }
+        });
     }
 
     /// Remove a toolset; calls already running on it finish normally.
@@ -571,19 +650,17 @@ async fn prepare(
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let source = source_of(&config);
     let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
+    let mut changes = None;
     let builder = match config.kind.as_str() {
-        "uri" => {
-            let path: PathBuf = match &config.source {
-                Some(PluginSource::File(path)) => path.clone(),
-                Some(PluginSource::Unsupported(url)) => {
-                    return Err(unsupported(format!("`{url}` cannot be loaded yet: only file paths and file:// URLs")));
-                }
-                None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
-            };
-            runtime.plugin_from_file(&path)
-        }
+        "uri" => match &config.source {
+            Some(source) => runtime.plugin_from_source(source, &config.id).await?,
+            None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
+        },
         "builtin" => match kinds.builtins.get(&config.id) {
-            Some(toolset) => crate::PluginBuilder::from_builtin(runtime.clone(), Arc::clone(toolset)),
+            Some(toolset) => {
+                changes = toolset.changes.clone();
+                crate::PluginBuilder::from_builtin(runtime.clone(), Arc::clone(toolset))
+            }
             None => {
                 let registered: Vec<&str> = kinds.builtins.keys().map(String::as_str).collect();
                 return Err(unsupported(format!(
@@ -597,6 +674,7 @@ async fn prepare(
             Some(connector) => {
                 let mut toolset = connector.connect(&config).await.map_err(unsupported)?;
                 toolset.id = config.id.clone();
+                changes = toolset.changes.clone();
                 crate::PluginBuilder::from_builtin(runtime.clone(), Arc::new(toolset))
             }
             None => {
@@ -658,5 +736,5 @@ async fn prepare(
             }
         })
         .collect();
-    Ok((LoadedToolset { plugin, tools, config, fingerprint, owned_by_program: false }, warnings))
+    Ok((LoadedToolset { plugin, tools, config, fingerprint, owned_by_program: false, changes }, warnings))
 }

@@ -40,6 +40,7 @@ mod sandbox;
 mod scaffold;
 mod secrets;
 mod serve;
+mod sources;
 mod telemetry;
 mod toolsets;
 mod validation;

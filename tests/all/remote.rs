@@ -112,8 +112,32 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
         registry.call_tool("py__env", json!({"name": "CARGO_MANIFEST_DIR"}), &ApproveAll).await.expect("env");
     assert_eq!(text(&inherited), "<unset>");
 
-    // The server dies mid-session: a typed error of that call.
+    // The server adds a tool and says so (`list_changed`): the registry
+    // lists its tools again, on the same session (the same process).
     let before = text(&registry.call_tool("py__pid", json!({}), &ApproveAll).await.expect("pid"));
+    let mut changes = registry.subscribe();
+    assert!(registry.tool("py__grown").is_none());
+    let grew = registry.call_tool("py__grow", json!({}), &ApproveAll).await.expect("grow");
+    assert_eq!(text(&grew), "grew");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while registry.tool("py__grown").is_none() {
+        assert!(Instant::now() < deadline, "py__grown never appeared: {:?}", registry.sync_events());
+        let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
+    }
+    let grown = registry.call_tool("py__grown", json!({}), &ApproveAll).await.expect("grown");
+    assert_eq!(text(&grown), "grown");
+    let same = text(&registry.call_tool("py__pid", json!({}), &ApproveAll).await.expect("pid"));
+    assert_eq!(before, same, "the tools were listed again on a new session");
+    // The settings still apply to the new list, and the reload is a sync.
+    assert!(registry.tool("py__leak_token").is_some_and(|t| !t.enabled));
+    let completed = registry
+        .sync_events()
+        .iter()
+        .filter(|e| e.tool_set_id == "py" && matches!(e.event, toolhost::SyncEvent::SyncCompleted { .. }))
+        .count();
+    assert_eq!(completed, 2, "{:?}", registry.sync_events());
+
+    // The server dies mid-session: a typed error of that call.
     let error = registry.call_tool("py__die", json!({}), &ApproveAll).await.unwrap_err();
     assert!(matches!(error, Error::PluginFailed { .. }), "{error:?}");
     // It comes back: a new process answers (after the backoff).

@@ -265,7 +265,9 @@ async fn a_broken_plugin_is_reported_and_the_others_load() {
     let doc = json!({"schema": "s", "toolsets": [
         {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
         {"id": "gone", "kind": "uri", "server": {"url": "does-not-exist.wasm"}},
-        {"id": "remote", "kind": "uri", "server": {"url": "https://example.com/p.wasm"}},
+        // A host that cannot resolve (`.invalid` is reserved for that).
+        {"id": "remote", "kind": "uri",
+         "server": {"url": "https://toolhost.invalid/p.wasm", "digest": format!("sha256:{}", "0".repeat(64))}},
         {"id": "mcp", "kind": "mcp"},
         {"id": "calc2", "kind": "uri", "server": {"url": example("calculator").display().to_string()},
          "tools": [{"name": "modulo", "enabled": false}]}
@@ -275,7 +277,7 @@ async fn a_broken_plugin_is_reported_and_the_others_load() {
     let (registry, report) = registry_from(&path, Arc::new(NoSecrets)).await;
     let failed: Vec<&str> = report.failures.iter().map(|f| f.toolset.as_str()).collect();
     assert_eq!(failed, ["gone", "remote", "mcp"]);
-    assert!(report.failures[1].error.to_string().contains("cannot be loaded yet"), "{}", report.failures[1].error);
+    assert!(report.failures[1].error.to_string().contains("download failed"), "{}", report.failures[1].error);
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
     assert!(report.warnings[0].contains("`modulo`"), "{:?}", report.warnings);
     assert_eq!(registry.toolset_ids(), ["calc", "calc2"]);

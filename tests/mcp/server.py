@@ -11,7 +11,8 @@ request's `x-token` header is the value of $EXPECTED_TOKEN), `leak_token`
 process id) and `die` (the process exits at once: a server that dies
 mid-session). `env` answers with an environment variable (a command's
 server gets only the environment it is granted); `calls_seen` counts the
-calls of `add` that reached the server.
+calls of `add` that reached the server. `grow` adds a tool, `grown`, and
+tells the client its tools changed (`notifications/tools/list_changed`).
 """
 
 import os
@@ -65,6 +66,19 @@ def pid() -> str:
 def die() -> str:
     """Exit at once."""
     os._exit(3)
+
+
+@mcp.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `grown` and say the tools changed."""
+
+    def grown() -> str:
+        """A tool added while the server runs."""
+        return "grown"
+
+    mcp.add_tool(grown, name="grown")
+    await ctx.session.send_tool_list_changed()
+    return "grew"
 
 
 @mcp.tool()

@@ -14,6 +14,11 @@
 //! `_meta` is forwarded (trace context), less its progress token and the
 //! protocol's own keys.
 //!
+//! A server's `notifications/tools/list_changed` makes the registry list its
+//! tools again on the same session (the connector keeps one session per
+//! toolset id and hands it back while the server's address is the same), as
+//! does a session made again after a failure: the server may have changed.
+//!
 //! A server that cannot be reached, dies or answers garbage is an error of
 //! that call (`Error::PluginFailed`), never of the registry. The connection
 //! is made again on the next call after a failure, no sooner than a backoff
@@ -23,7 +28,8 @@
 //! and `LANG`, plus `server.env`: what the person running toolhost grants,
 //! not everything toolhost's own environment holds.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
@@ -45,21 +51,44 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Connects toolsets of `kind: mcp`: give it to
 /// [`Registry::with_connector`](toolhost::Registry::with_connector) as
 /// `"mcp"`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct McpConnector;
+#[derive(Debug, Default, Clone)]
+pub struct McpConnector {
+    /// The session of each toolset id, while its toolset is loaded: a
+    /// toolset loaded again (its configuration changed, or its server said
+    /// its tools did) lists them on the same session.
+    sessions: Arc<std::sync::Mutex<HashMap<String, Weak<Connection>>>>,
+}
 
 impl McpConnector {
     /// The connector.
     pub fn new() -> Self {
-        McpConnector
+        McpConnector::default()
+    }
+
+    /// The session for a toolset: its current one if the server is the
+    /// same, else a new one.
+    fn connection(&self, id: &str, target: Target) -> Arc<Connection> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(existing) = sessions.get(id).and_then(Weak::upgrade)
+            && existing.target == target
+        {
+            return existing;
+        }
+        sessions.retain(|_, session| session.strong_count() > 0);
+        let connection = Arc::new(Connection {
+            target,
+            state: Mutex::new(State::default()),
+            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
+        });
+        sessions.insert(id.to_owned(), Arc::downgrade(&connection));
+        connection
     }
 }
 
 impl ToolsetConnector for McpConnector {
     fn connect<'a>(&'a self, config: &'a ToolsetConfig) -> BoxFuture<'a, Result<BuiltinToolset, String>> {
         Box::pin(async move {
-            let target = Target::of(config)?;
-            let connection = Arc::new(Connection { target, state: Mutex::new(State::default()) });
+            let connection = self.connection(&config.id, Target::of(config)?);
             let peer = connection.peer().await?;
             let tools = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
                 .await
@@ -77,13 +106,25 @@ impl ToolsetConnector for McpConnector {
                     async move { connection.call(&name, call).await }
                 }));
             }
-            Ok(toolset)
+            Ok(toolset.with_changes(connection.changes.subscribe()))
         })
     }
 }
 
+/// The client side of a session: tells the toolset's registry when the
+/// server says its tools changed.
+struct Listener {
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl rmcp::ClientHandler for Listener {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        self.changes.send_modify(|count| *count += 1);
+    }
+}
+
 /// Where the server is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Target {
     /// Started as a child process, spoken to over its stdio.
     Command { program: String, args: Vec<String>, env: Vec<(String, String)> },
@@ -143,7 +184,7 @@ impl Target {
     }
 
     /// Connect and initialize.
-    async fn connect(&self) -> Result<RunningService<RoleClient, ()>, String> {
+    async fn connect(&self, listener: Listener) -> Result<RunningService<RoleClient, Listener>, String> {
         let what = self.describe();
         let started = match self {
             Target::Command { program, args, env } => {
@@ -159,7 +200,7 @@ impl Target {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| format!("{what} cannot be started: {e}"))?;
-                tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await
+                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
             }
             Target::Url { url, headers } => {
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -175,7 +216,7 @@ impl Target {
                     config.custom_headers.insert(name, value);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                tokio::time::timeout(CONNECT_TIMEOUT, ().serve(transport)).await
+                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
             }
         };
         started
@@ -188,11 +229,13 @@ impl Target {
 struct Connection {
     target: Target,
     state: Mutex<State>,
+    /// Bumped when the server's tools may have changed.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 #[derive(Default)]
 struct State {
-    service: Option<RunningService<RoleClient, ()>>,
+    service: Option<RunningService<RoleClient, Listener>>,
     /// Failures in a row, and when the last one was.
     failures: u32,
     failed_at: Option<Instant>,
@@ -221,10 +264,16 @@ impl Connection {
                 ));
             }
         }
-        match self.target.connect().await {
+        let again = state.failed_at.is_some();
+        match self.target.connect(Listener { changes: Arc::clone(&self.changes) }).await {
             Ok(service) => {
                 let peer = service.peer().clone();
                 *state = State { service: Some(service), failures: 0, failed_at: None };
+                // A server reached again may not be the one whose tools
+                // were listed: have them listed again.
+                if again {
+                    self.changes.send_modify(|count| *count += 1);
+                }
                 Ok(peer)
             }
             Err(error) => {

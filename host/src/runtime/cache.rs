@@ -46,9 +46,7 @@ const KEY: usize = 32;
 const HEADER: usize = MAGIC.len() + KEY + 8 + 4;
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
-/// The environment variable that moves (or, set to `off` or empty, turns
-/// off) the cache.
-pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
+pub use super::CACHE_DIR_ENV;
 
 /// Where compiled modules are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,6 +28,13 @@
 pub(crate) mod builtin;
 #[cfg(feature = "cache")]
 pub(crate) mod cache;
+
+/// The environment variable that moves (or, set to `off` or empty, turns
+/// off) the CLI's caches: compiled modules
+/// ([`ModuleCache::from_env`](crate::ModuleCache)) in it, downloaded
+/// plugins ([`DownloadCache::from_env`](crate::DownloadCache::from_env)) in
+/// its `downloads` directory.
+pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
 pub(crate) mod compile;
 #[cfg(feature = "component")]
 pub(crate) mod component;
@@ -123,6 +130,7 @@ struct RuntimeInner {
     cache: ModuleCache,
     limits: Limits,
     observer: Option<Arc<dyn CallObserver>>,
+    downloads: crate::DownloadCache,
     /// Calls running now.
     in_flight: AtomicUsize,
     /// Set by [`Runtime::shutdown`]: nothing new starts.
@@ -166,6 +174,7 @@ pub struct RuntimeBuilder {
     cache: Option<ModuleCache>,
     limits: Option<Limits>,
     observer: Option<Arc<dyn CallObserver>>,
+    downloads: Option<crate::DownloadCache>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -173,7 +182,10 @@ impl std::fmt::Debug for RuntimeBuilder {
         let mut f = f.debug_struct("RuntimeBuilder");
         #[cfg(feature = "cache")]
         f.field("cache", &self.cache);
-        f.field("limits", &self.limits).field("observer", &self.observer.is_some()).finish()
+        f.field("limits", &self.limits)
+            .field("observer", &self.observer.is_some())
+            .field("downloads", &self.downloads)
+            .finish()
     }
 }
 
@@ -203,6 +215,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Keep plugins downloaded from `https://` and `oci://` sources in this
+    /// cache, so that they load offline afterwards (by default none: every
+    /// load downloads; [`DownloadCache::from_env`](crate::DownloadCache::from_env)
+    /// is the CLI's).
+    pub fn with_download_cache(mut self, cache: crate::DownloadCache) -> Self {
+        self.downloads = Some(cache);
+        self
+    }
+
     /// The runtime. Its engines and ticker thread are made when the first
     /// plugin is loaded.
     pub fn build(self) -> Runtime {
@@ -215,6 +236,7 @@ impl RuntimeBuilder {
                 cache: self.cache.unwrap_or_else(ModuleCache::disabled),
                 limits: self.limits.unwrap_or_default(),
                 observer: self.observer,
+                downloads: self.downloads.unwrap_or_default(),
                 in_flight: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 idle: tokio::sync::Notify::new(),
@@ -272,6 +294,47 @@ impl Runtime {
     /// Configure a plugin loaded from Wasm bytes, on this runtime.
     pub fn plugin_from_bytes(&self, wasm: impl Into<Arc<[u8]>>) -> crate::PluginBuilder {
         crate::PluginBuilder::from_bytes(self.clone(), wasm.into())
+    }
+
+    /// Configure a plugin from wherever `source` says: a file, or a
+    /// download checked against its pin (from the
+    /// [download cache](RuntimeBuilder::with_download_cache) when it is
+    /// there).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Load`](crate::Error::Load) with the [`SourceError`](crate::SourceError)
+    /// as its source when a download fails, does not match its pin, or
+    /// this build cannot fetch from such a source.
+    pub async fn plugin_from_source(
+        &self,
+        source: &crate::PluginSource,
+        name: &str,
+    ) -> Result<crate::PluginBuilder, crate::Error> {
+        let fetched = match source {
+            crate::PluginSource::File(path) => return Ok(self.plugin_from_file(path)),
+            crate::PluginSource::Https(plugin) => crate::source::fetch_https(plugin, &self.inner.downloads).await,
+            crate::PluginSource::Oci(plugin) => crate::source::fetch_oci(plugin, &self.inner.downloads).await,
+        };
+        match fetched {
+            Ok(fetched) => {
+                tracing::debug!(
+                    plugin = name,
+                    from_cache = fetched.from_cache,
+                    bytes = fetched.wasm.len(),
+                    "plugin fetched"
+                );
+                Ok(self.plugin_from_bytes(fetched.wasm))
+            }
+            Err(e) => {
+                Err(crate::Error::Load { plugin: name.to_owned(), message: e.to_string(), source: Some(Box::new(e)) })
+            }
+        }
+    }
+
+    /// Where plugins downloaded by this runtime are kept.
+    pub fn download_cache(&self) -> &crate::DownloadCache {
+        &self.inner.downloads
     }
 
     /// The compiled-module cache plugins of this runtime use.

@@ -1,0 +1,428 @@
+//! Plugins from elsewhere than a local file: `https://` URLs and OCI
+//! registries, each pinned by the SHA-256 digest the user wrote down.
+//!
+//! Whatever travels over the network is checked against its pin before
+//! anything else looks at it: the downloaded module (`https://`), or the
+//! manifest named by the reference's digest and then every blob that
+//! manifest names by its own digest (`oci://`). A mismatch is refused. What
+//! was checked is kept in a [`DownloadCache`] under its digest and read
+//! (and checked again) from there afterwards, so a pinned plugin loads
+//! offline once it has been fetched.
+//!
+//! Every download is bounded: [`MAX_PLUGIN_BYTES`] per module or blob,
+//! [`MAX_UNPACKED_BYTES`] read out of a compressed layer, and time limits on
+//! connecting and on the whole transfer.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The largest module (or registry blob) toolhost downloads: 256 MiB.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+/// The most bytes read out of one compressed image layer while looking for
+/// the plugin in it: 1 GiB.
+pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
+use crate::runtime::CACHE_DIR_ENV;
+
+/// A SHA-256 digest, written `sha256:` and 64 lowercase hex digits (the
+/// OCI form).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sha256Digest([u8; 32]);
+
+impl Sha256Digest {
+    /// The digest of `bytes`.
+    #[cfg(any(feature = "https", feature = "oci"))]
+    pub fn of(bytes: &[u8]) -> Self {
+        use sha2::Digest as _;
+        Sha256Digest(sha2::Sha256::digest(bytes).into())
+    }
+
+    /// The 64 hex digits, without `sha256:`.
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The digest's 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+impl fmt::Debug for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Why a text is not a [`Sha256Digest`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a SHA-256 digest: write `sha256:` and 64 lowercase hex digits")]
+pub struct DigestParseError {
+    /// The text (cut to 100 characters).
+    pub text: String,
+}
+
+impl FromStr for Sha256Digest {
+    type Err = DigestParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let refuse = || DigestParseError { text: text.chars().take(100).collect() };
+        let hex = text.strip_prefix("sha256:").ok_or_else(refuse)?;
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(refuse());
+        }
+        let mut bytes = [0u8; 32];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| refuse())?;
+        }
+        Ok(Sha256Digest(bytes))
+    }
+}
+
+/// A plugin that is downloaded: where from, its pin, and whom to trust on
+/// the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemotePlugin {
+    /// The URL as written: `https://...` or `oci://registry/repository[:tag]@sha256:...`.
+    pub url: String,
+    /// What the downloaded module (`https://`) or the manifest the
+    /// reference names (`oci://`) must hash to.
+    pub digest: Sha256Digest,
+    /// A PEM file of the certificate authorities to trust for this source
+    /// instead of the built-in roots (`server.caFile`), if any.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Why a remote plugin could not be had.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// This build of toolhost cannot fetch from this kind of source.
+    #[error(
+        "{url}: {feature} plugin sources need toolhost's `{feature}` feature, which this program was built without"
+    )]
+    NotBuiltIn {
+        /// The source.
+        url: String,
+        /// The missing feature (`https` or `oci`).
+        feature: &'static str,
+    },
+    /// The download (or a registry request) failed.
+    #[error("{url}: {message}")]
+    Fetch {
+        /// The source.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// What arrived does not hash to the pin: it is not used.
+    #[error("{url}: {what} has digest {actual}, but the pin is {expected}; refusing it")]
+    DigestMismatch {
+        /// The source.
+        url: String,
+        /// What was checked (`the module`, `the manifest`, `layer sha256:...`).
+        what: String,
+        /// The pin.
+        expected: Sha256Digest,
+        /// What it hashed to.
+        actual: Sha256Digest,
+    },
+    /// It is larger than toolhost downloads.
+    #[error("{url}: {what} is larger than {limit} bytes; refusing it")]
+    TooLarge {
+        /// The source.
+        url: String,
+        /// What was too large.
+        what: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// The registry's artifact holds no plugin toolhost can find, or more
+    /// than one.
+    #[error("{url}: {message}")]
+    Artifact {
+        /// The source.
+        url: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `caFile` could not be read or holds no certificate.
+    #[error("{url}: caFile {}: {message}", path.display())]
+    CaFile {
+        /// The source.
+        url: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Where downloaded plugins (and registry manifests and blobs) are kept,
+/// each under its SHA-256 digest and checked again whenever it is read.
+/// Without one, a remote plugin is downloaded at every load.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DownloadCache {
+    dir: Option<PathBuf>,
+}
+
+impl DownloadCache {
+    /// The CLI's: `$TOOLHOST_CACHE_DIR/downloads` if that is set (`off` or
+    /// empty: no cache), else `$XDG_CACHE_HOME/toolhost/downloads`, else
+    /// `$HOME/.cache/toolhost/downloads`; none if none of these is set.
+    pub fn from_env() -> Self {
+        if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
+            if dir.is_empty() || dir == "off" {
+                return Self::disabled();
+            }
+            return Self::at(PathBuf::from(dir).join("downloads"));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
+        DownloadCache { dir: base.map(|b| b.join("toolhost").join("downloads")) }
+    }
+
+    /// Keep downloads in this directory (created when first written).
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        DownloadCache { dir: Some(dir.into()) }
+    }
+
+    /// Keep nothing: download at every load.
+    pub fn disabled() -> Self {
+        DownloadCache { dir: None }
+    }
+
+    /// The directory, if downloads are kept.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    #[cfg(any(feature = "https", feature = "oci"))]
+    fn path(&self, digest: &Sha256Digest) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join("sha256").join(digest.hex()))
+    }
+
+    /// The kept bytes of `digest`, if they are there and still hash to it
+    /// (a damaged entry is removed).
+    #[cfg(any(feature = "https", feature = "oci"))]
+    fn get(&self, digest: &Sha256Digest) -> Option<Vec<u8>> {
+        let path = self.path(digest)?;
+        let bytes = std::fs::read(&path).ok()?;
+        if Sha256Digest::of(&bytes) == *digest {
+            return Some(bytes);
+        }
+        tracing::warn!(path = %path.display(), "a kept download no longer matches its digest; removing it");
+        let _ = std::fs::remove_file(&path);
+        None
+    }
+
+    /// Keep `bytes` (already checked to hash to `digest`). Best effort: a
+    /// cache that cannot be written only costs a download next time.
+    #[cfg(any(feature = "https", feature = "oci"))]
+    fn put(&self, digest: &Sha256Digest, bytes: &[u8]) {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let Some(path) = self.path(digest) else { return };
+        let Some(dir) = path.parent() else { return };
+        // Written aside and renamed into place: a reader never sees half an entry.
+        let temp =
+            dir.join(format!(".{}.{}.{}", digest.hex(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&temp, bytes))
+            .and_then(|()| std::fs::rename(&temp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            tracing::warn!(dir = %dir.display(), "cannot keep a download: {e}");
+        }
+    }
+}
+
+/// The bytes of a checked download, and whether they came from the cache.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub wasm: Vec<u8>,
+    pub from_cache: bool,
+}
+
+/// Fetch an `https://` plugin: from the cache if it is there, else
+/// downloaded, checked against its pin and kept.
+pub(crate) async fn fetch_https(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+    #[cfg(feature = "https")]
+    {
+        if let Some(wasm) = cache.get(&plugin.digest) {
+            return Ok(Fetched { wasm, from_cache: true });
+        }
+        let owned = plugin.clone();
+        let wasm = tokio::task::spawn_blocking(move || https::download(&owned)).await.map_err(|e| {
+            SourceError::Fetch { url: plugin.url.clone(), message: format!("the download stopped: {e}") }
+        })??;
+        let actual = Sha256Digest::of(&wasm);
+        if actual != plugin.digest {
+            return Err(SourceError::DigestMismatch {
+                url: plugin.url.clone(),
+                what: "the module".to_owned(),
+                expected: plugin.digest,
+                actual,
+            });
+        }
+        cache.put(&plugin.digest, &wasm);
+        Ok(Fetched { wasm, from_cache: false })
+    }
+    #[cfg(not(feature = "https"))]
+    {
+        let _ = cache;
+        Err(SourceError::NotBuiltIn { url: plugin.url.clone(), feature: "https" })
+    }
+}
+
+/// Fetch an `oci://` plugin: its manifest by the pinned digest, then the
+/// layer holding the module, each from the cache if it is there.
+pub(crate) async fn fetch_oci(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+    #[cfg(feature = "oci")]
+    {
+        oci::pull(plugin, cache).await
+    }
+    #[cfg(not(feature = "oci"))]
+    {
+        let _ = cache;
+        Err(SourceError::NotBuiltIn { url: plugin.url.clone(), feature: "oci" })
+    }
+}
+
+/// The certificates of a PEM file, as DER.
+#[cfg(any(feature = "https", feature = "oci"))]
+fn read_ca_file(plugin: &RemotePlugin, path: &Path) -> Result<Vec<Vec<u8>>, SourceError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let refuse = |message: String| SourceError::CaFile { url: plugin.url.clone(), path: path.to_owned(), message };
+    let pem = std::fs::read(path).map_err(|e| refuse(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|cert| cert.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| refuse(format!("not a PEM file: {e}")))?;
+    if certs.is_empty() {
+        return Err(refuse("it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned()));
+    }
+    Ok(certs)
+}
+
+#[cfg(feature = "https")]
+mod https {
+    use std::io::Read as _;
+    use std::time::Duration;
+
+    use super::{MAX_PLUGIN_BYTES, RemotePlugin, SourceError, read_ca_file};
+
+    /// Redirects followed (all to `https://`).
+    const MAX_REDIRECTS: u32 = 5;
+    /// Connecting may take this long.
+    const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The whole download may take this long.
+    const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+
+    pub(super) fn download(plugin: &RemotePlugin) -> Result<Vec<u8>, SourceError> {
+        let fail = |message: String| SourceError::Fetch { url: plugin.url.clone(), message };
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(path) = &plugin.ca_file {
+            let certs: Vec<ureq::tls::Certificate<'static>> = read_ca_file(plugin, path)?
+                .iter()
+                .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
+                .collect();
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .https_only(true)
+            .max_redirects(MAX_REDIRECTS)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(DOWNLOAD_TIMEOUT))
+            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
+            .tls_config(tls.build())
+            .build()
+            .into();
+        let response = agent.get(&plugin.url).call().map_err(|e| fail(format!("download failed: {e}")))?;
+        if let Some(length) = response.body().content_length()
+            && length > MAX_PLUGIN_BYTES
+        {
+            return Err(SourceError::TooLarge {
+                url: plugin.url.clone(),
+                what: format!("the module ({length} bytes)"),
+                limit: MAX_PLUGIN_BYTES,
+            });
+        }
+        let mut wasm = Vec::new();
+        response
+            .into_body()
+            .into_with_config()
+            .limit(MAX_PLUGIN_BYTES + 1)
+            .reader()
+            .take(MAX_PLUGIN_BYTES + 1)
+            .read_to_end(&mut wasm)
+            .map_err(|e| fail(format!("download failed: {e}")))?;
+        if wasm.len() as u64 > MAX_PLUGIN_BYTES {
+            return Err(SourceError::TooLarge {
+                url: plugin.url.clone(),
+                what: "the module".to_owned(),
+                limit: MAX_PLUGIN_BYTES,
+            });
+        }
+        Ok(wasm)
+    }
+}
+
+#[cfg(feature = "oci")]
+mod oci;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_parse_only_in_their_one_form() {
+        let hex = "ab".repeat(32);
+        let digest: Sha256Digest = format!("sha256:{hex}").parse().unwrap();
+        assert_eq!(digest.to_string(), format!("sha256:{hex}"));
+        assert_eq!(digest.as_bytes()[0], 0xab);
+        for bad in [
+            hex.clone(),
+            format!("sha256:{}", hex.to_uppercase()),
+            format!("sha256:{}", &hex[1..]),
+            format!("sha512:{hex}"),
+            format!("sha256:{hex}0"),
+        ] {
+            let error = bad.parse::<Sha256Digest>().unwrap_err();
+            assert!(error.to_string().contains("64 lowercase hex digits"), "{error}");
+        }
+    }
+
+    #[cfg(any(feature = "https", feature = "oci"))]
+    #[test]
+    fn the_cache_hands_back_only_what_still_hashes_to_its_digest() {
+        let dir = tempfile_dir();
+        let cache = DownloadCache::at(&dir);
+        let bytes = b"\0asm\x01\0\0\0".to_vec();
+        let digest = Sha256Digest::of(&bytes);
+        assert_eq!(cache.get(&digest), None);
+        cache.put(&digest, &bytes);
+        assert_eq!(cache.get(&digest), Some(bytes));
+        let path = cache.path(&digest).unwrap();
+        std::fs::write(&path, b"tampered").unwrap();
+        assert_eq!(cache.get(&digest), None);
+        assert!(!path.exists(), "a damaged entry is removed");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[cfg(any(feature = "https", feature = "oci"))]
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("toolhost-downloads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}
