@@ -392,7 +392,19 @@ impl Registry {
 
     fn insert(&self, loaded: LoadedToolset) -> Result<(), RegistryError> {
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        admit(&toolsets, &loaded)?;
+        // A file's entry for a built-in toolset the program registered
+        // earlier takes its place, with the entry's settings.
+        let id = loaded.plugin.name().to_owned();
+        let replaced = match toolsets.get(&id) {
+            Some(old) if old.owned_by_program && loaded.config.kind == "builtin" => toolsets.remove(&id),
+            _ => None,
+        };
+        if let Err(error) = admit(&toolsets, &loaded) {
+            if let Some(old) = replaced {
+                toolsets.insert(id, old);
+            }
+            return Err(error);
+        }
         let loaded = Arc::new(loaded);
         toolsets.insert(loaded.plugin.name().to_owned(), Arc::clone(&loaded));
         drop(toolsets);

@@ -270,3 +270,86 @@ fn the_cli_lists_and_calls_an_mcp_toolset_beside_a_plugin() {
     assert_eq!(json_stdout(&called)["content"][0]["text"], json!("42"));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_file_with_all_three_kinds_applies_the_same_filters_and_approvals_to_each() {
+    let dir = scratch("all-kinds");
+    let secrets_dir = dir.join("secrets");
+    std::fs::create_dir_all(&secrets_dir).expect("secrets dir");
+    std::fs::write(secrets_dir.join("API_TOKEN"), "tok-all-kinds").expect("secret");
+    let server = http_server("tok-all-kinds");
+    // The same filter and approval rule on every toolset: `echo`-like
+    // tools need approval, names starting with `leak`/`die`/`sub` are out.
+    let extensions = json!({
+        "excludeTools": {"operator": "OPERATOR_OR", "filters": [
+            {"attribute": "ATTRIBUTE_NAME", "matcher": {"startsWith": "leak"}},
+            {"attribute": "ATTRIBUTE_NAME", "matcher": {"startsWith": "die"}},
+            {"attribute": "ATTRIBUTE_NAME", "matcher": {"startsWith": "sub"}}]},
+        "toolApprovals": {"only": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "^(echo|multiply|shout)$"}}]}}
+    });
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}, "extensions": extensions},
+        {"id": "stdio", "kind": "mcp", "server": {"command": mcp_python().display().to_string(), "args": [server_script(), "stdio"]},
+         "extensions": extensions},
+        {"id": "http", "kind": "mcp", "server": {"url": format!("http://127.0.0.1:{}/mcp", server.1)},
+         "headers": {"x-token": "${secret:API_TOKEN}"}, "extensions": extensions},
+        {"id": "host", "kind": "builtin", "extensions": extensions}
+    ]});
+    let path = dir.join("toolsets.json");
+    std::fs::write(&path, doc.to_string()).expect("write the toolsets file");
+    let secrets: Arc<dyn SecretProvider> = Arc::new(FileSecretProvider::new(&secrets_dir));
+    let file = load_toolsets(&path, secrets.as_ref()).await.unwrap_or_else(|e| panic!("{e}"));
+    let registry = Registry::new(secrets).with_connector("mcp", Arc::new(McpConnector::new()));
+    let shout = toolhost::BuiltinTool::new(
+        "shout",
+        "Upper-case a text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        |call: toolhost::BuiltinCall| async move {
+            let text = call.arguments["text"].as_str().unwrap_or_default().to_uppercase();
+            Ok(toolhost::CallToolResult::text(text))
+        },
+    );
+    let subtract = toolhost::BuiltinTool::new(
+        "subtract_all",
+        "Gone.",
+        json!({"type": "object"}),
+        |_call: toolhost::BuiltinCall| async { Ok(toolhost::CallToolResult::text("never")) },
+    );
+    registry
+        .register_builtin(toolhost::BuiltinToolset::new("host").with_tool(shout).with_tool(subtract))
+        .await
+        .expect("register");
+    let report = registry.load_all(file.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+
+    // Filters: each kind loses the tools the rule names.
+    let all = registry.all_tools();
+    for filtered in ["calc__subtract", "stdio__leak_token", "stdio__die", "http__leak_token", "host__subtract_all"] {
+        let tool = all.iter().find(|t| t.name == filtered).unwrap_or_else(|| panic!("{filtered} unknown"));
+        assert_eq!(tool.status(), toolhost::ToolStatus::Filtered, "{filtered}");
+    }
+    // Approvals: each kind's matching tool is asked about, and a denial
+    // stops it before it runs.
+    for (name, arguments) in [
+        ("calc__multiply", json!({"a": 2, "b": 3})),
+        ("stdio__echo", json!({"text": "hi"})),
+        ("http__echo", json!({"text": "hi"})),
+        ("host__shout", json!({"text": "hi"})),
+    ] {
+        assert!(registry.tool(name).is_some_and(|t| t.requires_approval), "{name}");
+        let denied = registry.call_tool(name, arguments.clone(), &DenyAll("no".to_owned())).await.expect(name);
+        assert!(denied.is_error() && text(&denied).contains("not approved"), "{name}: {denied:?}");
+        let approved = registry.call_tool(name, arguments, &ApproveAll).await.expect(name);
+        assert!(!approved.is_error(), "{name}: {approved:?}");
+    }
+    // Arguments each kind's schema refuses never reach it.
+    for name in ["calc__add", "stdio__add", "http__add"] {
+        let error = registry.call_tool(name, json!({"a": "two", "b": 3}), &ApproveAll).await.unwrap_err();
+        assert!(error.is_invalid_arguments(), "{name}: {error:?}");
+    }
+    let error = registry.call_tool("host__shout", json!({}), &ApproveAll).await.unwrap_err();
+    assert!(error.is_invalid_arguments(), "{error:?}");
+    let ok = registry.call_tool("http__token_ok", json!({}), &ApproveAll).await.expect("token_ok");
+    assert_eq!(text(&ok), "yes");
+    std::fs::remove_dir_all(dir).ok();
+}
