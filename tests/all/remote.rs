@@ -353,3 +353,36 @@ async fn one_file_with_all_three_kinds_applies_the_same_filters_and_approvals_to
     assert_eq!(text(&ok), "yes");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn serve_relays_a_remote_servers_tools_and_its_list_changed_to_an_mcp_client() {
+    let dir = scratch("serve");
+    let path = dir.join("toolsets.json");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+        {"id": "py", "kind": "mcp", "server": {"command": mcp_python().display().to_string(), "args": [server_script(), "stdio"]},
+         "extensions": {"excludeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"exact": "die"}}]}}}
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("write");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("relay.py");
+    let output = std::process::Command::new(mcp_python())
+        .arg(script)
+        .arg(toolhost_tests::toolhost())
+        .arg(&path)
+        .output()
+        .expect("run the MCP Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let before: Vec<&str> = report["before"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    assert!(before.contains(&"calc__add") && before.contains(&"py__grow"), "{report}");
+    assert!(!before.contains(&"py__die") && !before.contains(&"py__grown"), "{report}");
+    assert_eq!(report["calc_add"], json!("5"));
+    assert_eq!(report["py_add"], json!("42"));
+    assert_eq!(report["py_add_bad"]["is_error"], json!(true), "{report}");
+    assert!(report["py_add_bad"]["text"].as_str().is_some_and(|t| t.contains("/a")), "{report}");
+    let after: Vec<&str> = report["after"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    assert!(after.contains(&"py__grown") && !after.contains(&"py__die"), "{report}");
+    assert_eq!(report["grown"], json!("grown"));
+    std::fs::remove_dir_all(dir).ok();
+}
