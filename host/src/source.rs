@@ -22,7 +22,6 @@ pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 /// The most bytes read out of one compressed image layer while looking for
 /// the plugin in it: 1 GiB.
 pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
-use crate::runtime::CACHE_DIR_ENV;
 
 /// A SHA-256 digest, written `sha256:` and 64 lowercase hex digits (the
 /// OCI form).
@@ -177,17 +176,7 @@ impl DownloadCache {
     /// empty: no cache), else `$XDG_CACHE_HOME/toolhost/downloads`, else
     /// `$HOME/.cache/toolhost/downloads`; none if none of these is set.
     pub fn from_env() -> Self {
-        if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
-            if dir.is_empty() || dir == "off" {
-                return Self::disabled();
-            }
-            return Self::at(PathBuf::from(dir).join("downloads"));
-        }
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
-        DownloadCache { dir: base.map(|b| b.join("toolhost").join("downloads")) }
+        DownloadCache { dir: crate::runtime::cache_dir_from_env("downloads", true) }
     }
 
     /// Keep downloads in this directory (created when first written).

@@ -46,7 +46,6 @@ const KEY: usize = 32;
 const HEADER: usize = MAGIC.len() + KEY + 8 + 4;
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
-pub use super::CACHE_DIR_ENV;
 
 /// Where compiled modules are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,17 +65,7 @@ impl ModuleCache {
     /// `$XDG_CACHE_HOME/toolhost/modules`, else
     /// `$HOME/.cache/toolhost/modules`; no cache if none of these is set.
     pub fn from_env() -> Self {
-        if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
-            if dir.is_empty() || dir == "off" {
-                return Self::disabled();
-            }
-            return Self::at(dir);
-        }
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")));
-        ModuleCache { dir: base.map(|b| b.join("toolhost").join("modules")) }
+        ModuleCache { dir: super::cache_dir_from_env("modules", false) }
     }
 
     /// A cache in this directory (created when first written).

@@ -35,6 +35,25 @@ pub(crate) mod cache;
 /// plugins ([`DownloadCache::from_env`](crate::DownloadCache::from_env)) in
 /// its `downloads` directory.
 pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
+
+/// The CLI's directory for its cache `name`: `$TOOLHOST_CACHE_DIR` (with
+/// `name` under it if `nested`; `off` or empty: none), else
+/// `$XDG_CACHE_HOME/toolhost/<name>`, else `$HOME/.cache/toolhost/<name>`.
+pub(crate) fn cache_dir_from_env(name: &str, nested: bool) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
+        if dir.is_empty() || dir == "off" {
+            return None;
+        }
+        let dir = PathBuf::from(dir);
+        return Some(if nested { dir.join(name) } else { dir });
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("toolhost").join(name))
+}
 pub(crate) mod compile;
 #[cfg(feature = "component")]
 pub(crate) mod component;
