@@ -703,6 +703,19 @@ pub struct LoadProblem {
     pub message: String,
 }
 
+impl LoadProblem {
+    /// The rule of the warning that a plugin's `describe` returned one tool
+    /// object rather than a `ListToolsResult` (an early shape of the servlet
+    /// interface, which is loaded as a list of that tool).
+    pub const ONE_TOOL_SHAPE: &'static str = "oneToolShape";
+
+    /// How it reads as a load warning: a tool that lenient validation left
+    /// out, or a shape that was accepted.
+    pub fn as_warning(&self) -> String {
+        if self.rule == Self::ONE_TOOL_SHAPE { self.message.clone() } else { format!("left out {self}") }
+    }
+}
+
 impl fmt::Display for LoadProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(tool) = &self.tool {

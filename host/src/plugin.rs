@@ -370,7 +370,7 @@ impl PluginBuilder {
         let (described, checked) =
             check_described_off_executor(&name, raw, &self.validation).await.map_err(redact_error)?;
         for warning in &checked.problems {
-            tracing::warn!(plugin = %name, "tool left out: {warning}");
+            tracing::warn!(plugin = %name, "{}", warning.as_warning());
         }
         let index = described.tools.iter().enumerate().map(|(i, tool)| (tool.name.clone(), i)).collect();
 
@@ -472,10 +472,12 @@ fn check_described(
     raw: Value,
     validation: &ValidationOptions,
 ) -> Result<(ListToolsResult, validate::CheckedDescribe), Error> {
-    let checked = validate::check_describe(&raw, validation);
+    let (raw, shape) = validate::one_tool_shape(raw);
+    let mut checked = validate::check_describe(&raw, validation);
     if !checked.problems.is_empty() && (checked.fatal || !validation.lenient) {
         return Err(Error::InvalidPlugin { plugin: name.to_owned(), problems: checked.problems });
     }
+    checked.problems.splice(0..0, shape);
     let mut extra = match raw {
         Value::Object(map) => map,
         _ => JsonObject::new(),

@@ -714,7 +714,7 @@ async fn prepare(
         .build()
         .await?;
 
-    let mut warnings: Vec<String> = plugin.warnings().iter().map(|w| format!("{source}: tool left out: {w}")).collect();
+    let mut warnings: Vec<String> = plugin.warnings().iter().map(|w| format!("{source}: {}", w.as_warning())).collect();
     for listed in config.tools.keys() {
         if plugin.tool(listed).is_none() {
             warnings.push(format!("{source}: the tools list names `{listed}`, which the plugin does not have"));

@@ -213,6 +213,33 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
 }
 
 /// Check a `describe` output, compiling the validators of every valid tool.
+/// A `describe` output that is one tool object (`name` and `inputSchema`,
+/// no `tools`), an early shape of the servlet interface that published
+/// servlets still return, as the one-tool `ListToolsResult` it means, with
+/// a warning naming the shape. Anything else is returned as it is.
+pub(crate) fn one_tool_shape(raw: Value) -> (Value, Option<LoadProblem>) {
+    let is_one_tool = raw.as_object().is_some_and(|object| {
+        !object.contains_key("tools")
+            && object.get("name").is_some_and(Value::is_string)
+            && object.get("inputSchema").is_some_and(Value::is_object)
+    });
+    if !is_one_tool {
+        return (raw, None);
+    }
+    let name = raw.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let warning = LoadProblem {
+        message: format!(
+            "describe returned one tool object (`{}`) instead of a ListToolsResult ({{\"tools\": [...]}}), an \
+             early shape of the servlet interface; it is loaded as a list of that one tool",
+            name.chars().take(64).collect::<String>()
+        ),
+        tool: Some(name),
+        pointer: String::new(),
+        rule: LoadProblem::ONE_TOOL_SHAPE.to_owned(),
+    };
+    (serde_json::json!({ "tools": [raw] }), Some(warning))
+}
+
 pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> CheckedDescribe {
     let mut problems = Vec::new();
     let raw_tools = raw.get("tools").and_then(Value::as_array);

@@ -573,3 +573,29 @@ both_flavours!(
     structured_content_must_match_the_output_schema,
     with_validation_off_results_pass_unchecked,
 );
+
+/// mcp.run's published wolfram-alpha servlet returns one tool object from
+/// `describe`, an early shape of the interface: it loads as a one-tool
+/// list, with a warning naming the shape, and is validated as any list.
+#[tokio::test]
+async fn a_describe_of_one_tool_object_loads_as_a_one_tool_list_with_a_warning() {
+    let one = json!({"name": "ask", "description": "Ask a question.",
+        "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}});
+    let result = json!({"content": [{"type": "text", "text": "42"}]});
+    let plugin = scripted(Flavour::Extism, &one, Some(&result), ValidationOptions::default()).await.expect("loads");
+    let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["ask"]);
+    let warnings = plugin.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].rule, LoadProblem::ONE_TOOL_SHAPE);
+    assert!(warnings[0].as_warning().contains("one tool object (`ask`) instead of a ListToolsResult"), "{warnings:?}");
+    // Its arguments are checked as any tool's.
+    let error = plugin.call_tool("ask", json!({})).await.unwrap_err();
+    assert!(error.is_invalid_arguments(), "{error:?}");
+    let answer = plugin.call_tool("ask", json!({"q": "life"})).await.expect("call");
+    assert_eq!(answer.texts().next(), Some("42"));
+    // The one tool is held to the rules: a bad schema still refuses it.
+    let bad = json!({"name": "ask", "inputSchema": {"type": "object", "properties": {"q": {"type": 7}}}});
+    let error = scripted(Flavour::Extism, &bad, None, ValidationOptions::default()).await.unwrap_err();
+    assert!(!load_problems(error).is_empty());
+}

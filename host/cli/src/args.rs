@@ -219,7 +219,7 @@ impl PluginOptions {
         }
         let plugin = builder.build().await?;
         for warning in plugin.warnings() {
-            eprintln!("warning: left out {}", escaped(&warning.to_string()));
+            eprintln!("warning: {}", escaped(&warning.as_warning()));
         }
         Ok(plugin)
     }
