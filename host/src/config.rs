@@ -59,6 +59,9 @@ pub struct ToolsetConfig {
     /// The secrets granted to the toolset (`secrets: [NAME, ...]`): its
     /// tools that declare one of them get it; nothing else grants a secret.
     pub secrets: Vec<String>,
+    /// Keyring entries granted to a hyper-mcp plugin (`keyring:`): its
+    /// `get_keyring_secret` of one is answered with the named secret.
+    pub keyring: Vec<KeyringEntry>,
     /// The values `${secret:NAME}` references resolved to in `server` (the
     /// plugin's config, say), by name: kept out of its output like handed
     /// secrets.
@@ -80,6 +83,20 @@ pub struct ToolsetConfig {
     pub pointer: String,
     /// The file it came from (for messages), if any.
     pub file: Option<PathBuf>,
+}
+
+/// A keyring entry granted to a toolset (`keyring: [{service, user,
+/// secret}]`): a hyper-mcp plugin's `get_keyring_secret` of (`service`,
+/// `user`) is answered with the secret `secret` from the secret provider,
+/// during tool calls only.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct KeyringEntry {
+    /// The keyring service the plugin asks for.
+    pub service: String,
+    /// The keyring user the plugin asks for.
+    pub user: String,
+    /// The secret that answers it.
+    pub secret: String,
 }
 
 /// Where a plugin comes from.
@@ -130,6 +147,7 @@ impl ToolsetConfig {
             validation: ValidationOptions::default(),
             secret_output: SecretOutput::default(),
             secrets: Vec::new(),
+            keyring: Vec::new(),
             sensitive: SensitiveValues::new(),
             defaults: ToolSettings { enabled: true, requires_approval: false },
             tools: BTreeMap::new(),
@@ -310,6 +328,8 @@ struct RawToolset {
     #[serde(default)]
     secrets: Vec<String>,
     #[serde(default)]
+    keyring: Vec<KeyringEntry>,
+    #[serde(default)]
     tools: Vec<RawTool>,
     #[serde(default)]
     toolset_defaults: RawDefaults,
@@ -476,6 +496,7 @@ fn parse_toolset(
         validation,
         secret_output,
         secrets: raw.secrets,
+        keyring: raw.keyring,
         sensitive: {
             let mut sensitive = SensitiveValues::new();
             for (name, value) in resolved {

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_protocol::JsonObject;
 
+use crate::client::CallClient;
+
 /// The key under which a tool that declares `requirements.user_id` finds
 /// the caller's user id in the request's `params._meta`.
 pub const USER_ID_META_KEY: &str = "toolhost/userId";
@@ -34,6 +36,7 @@ pub struct CallContext {
     cancel: Option<CancellationToken>,
     meta: Option<JsonObject>,
     log: Option<LogSink>,
+    client: Option<Arc<dyn CallClient>>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -45,6 +48,7 @@ impl std::fmt::Debug for CallContext {
             .field("cancellable", &self.cancel.is_some())
             .field("meta", &self.meta)
             .field("log_sink", &self.log.is_some())
+            .field("client", &self.client.is_some())
             .finish()
     }
 }
@@ -108,6 +112,20 @@ impl CallContext {
     pub fn with_log_sink(mut self, sink: impl Fn(GuestLog<'_>) + Send + Sync + 'static) -> Self {
         self.log = Some(Arc::new(sink));
         self
+    }
+
+    /// The client the call is made for, as the plugin may reach it:
+    /// elicitation, sampling, roots, progress and list changes
+    /// ([`CallClient`]). Without one, a plugin that asks gets a clear
+    /// refusal and its notices are dropped.
+    pub fn with_client(mut self, client: Arc<dyn CallClient>) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// The client the call is made for.
+    pub fn client(&self) -> Option<&Arc<dyn CallClient>> {
+        self.client.as_ref()
     }
 
     /// The caller's id for the call.

@@ -49,6 +49,7 @@
 
 mod approval;
 mod builtin;
+mod client;
 mod config;
 mod context;
 mod error;
@@ -71,9 +72,10 @@ mod watch;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use builtin::{BuiltinCall, BuiltinError, BuiltinHandler, BuiltinTool, BuiltinToolset, ToolsetConnector};
+pub use client::{CallClient, ClientNotice, ClientRequest};
 pub use config::{
-    ConfigError, ConfigProblem, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride, ToolSettings,
-    ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
+    ConfigError, ConfigProblem, KeyringEntry, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride,
+    ToolSettings, ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
 };
 pub use context::{CallContext, GuestLog, LogLevel, USER_ID_META_KEY};
 pub use error::{

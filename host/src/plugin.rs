@@ -22,7 +22,7 @@ use crate::runtime::cache::ModuleCache;
 use crate::runtime::compile::{CacheStatus, CompileInfo, Compiled};
 #[cfg(feature = "component")]
 use crate::runtime::component::ComponentModule;
-use crate::runtime::extism::{ExtismModule, NotAPlugin};
+use crate::runtime::extism::{ExtismModule, Interface, NotAPlugin};
 use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
 use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
 use crate::runtime::outcome::{CallOutput, RunError};
@@ -70,6 +70,16 @@ pub struct PluginBuilder {
     #[cfg(feature = "cache")]
     cache: Option<ModuleCache>,
     host_functions: Vec<HostFunction>,
+    keyring: Vec<KeyringGrant>,
+}
+
+/// A keyring entry granted to a plugin: hyper-mcp's `get_keyring_secret`
+/// of (`service`, `user`) answers the secret `secret`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeyringGrant {
+    service: String,
+    user: String,
+    secret: String,
 }
 
 impl std::fmt::Debug for PluginBuilder {
@@ -87,6 +97,7 @@ impl std::fmt::Debug for PluginBuilder {
             .field("secret_output", &self.secret_output)
             .field("pool_size", &self.pool_size)
             .field("host_functions", &self.host_functions)
+            .field("keyring", &self.keyring)
             .finish_non_exhaustive()
     }
 }
@@ -120,6 +131,7 @@ impl PluginBuilder {
             #[cfg(feature = "cache")]
             cache: None,
             host_functions: Vec::new(),
+            keyring: Vec::new(),
         }
     }
 
@@ -257,6 +269,32 @@ impl PluginBuilder {
         self
     }
 
+    /// Grant a keyring entry: a plugin that asks for (`service`, `user`)
+    /// with hyper-mcp's `get_keyring_secret` gets the value of the secret
+    /// `secret` from the [secret provider](Self::with_secret_provider),
+    /// during its tool calls (never during `describe`). The grant is the
+    /// whole permission: an entry not granted is answered empty, and the
+    /// provider is never asked for it. The value is redacted from the
+    /// plugin's results, errors and logs like any handed secret.
+    pub fn grant_keyring_entry(
+        mut self,
+        service: impl Into<String>,
+        user: impl Into<String>,
+        secret: impl Into<String>,
+    ) -> Self {
+        self.keyring.push(KeyringGrant { service: service.into(), user: user.into(), secret: secret.into() });
+        self
+    }
+
+    /// Grant several keyring entries at once (a toolset's `keyring:`; see
+    /// [`grant_keyring_entry`](Self::grant_keyring_entry)).
+    pub fn with_keyring_entries(mut self, entries: impl IntoIterator<Item = crate::KeyringEntry>) -> Self {
+        for entry in entries {
+            self = self.grant_keyring_entry(entry.service, entry.user, entry.secret);
+        }
+        self
+    }
+
     /// Supply a host function the plugin may import from
     /// `extism:host/user` ([`HostFunction`]). A plugin that imports one the
     /// host does not supply, or with another type, is refused at load.
@@ -341,6 +379,8 @@ impl PluginBuilder {
             allowed_paths: self.policy.allowed_paths.clone(),
             limits: self.policy.limits.clone(),
             ticker: self.runtime.ticker().clone(),
+            keyring: Default::default(),
+            changes: Arc::new(tokio::sync::watch::channel(0).0),
         });
         // `describe` runs with no secret in reach, but the config may hold
         // secret values: what it says is redacted like any output.
@@ -352,21 +392,28 @@ impl PluginBuilder {
             .instantiate(&describe_env)
             .await
             .map_err(|fault| redact_error(load_error(format!("it cannot be started: {fault}"))))?;
-        let mut raw = instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
-        match describe_env.redactor.redact_json(&mut raw, self.policy.limits.max_output_bytes) {
-            Ok(found) if found.is_empty() => {}
-            Ok(found) => tracing::warn!(plugin = %name, secrets = ?found, "`describe` quoted secret values; redacted"),
-            Err(found) => {
-                return Err(Error::PluginFailed {
-                    plugin: name.clone(),
-                    operation: Operation::Describe,
-                    fault: Fault::new(
-                        FaultKind::OutputTooLarge,
-                        format!("redacting secret {} would take the output past the limit", found.join(", ")),
-                    ),
-                });
-            }
-        }
+        let raw = instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
+        let raw = redacted_describe(&name, raw, &describe_env)?;
+        let reuse = Reuse::Fresh(instance);
+        self.assemble(name, module, compiled, raw, describe_env, reuse).await
+    }
+
+    /// The plugin from its checked `describe` output: the secrets its
+    /// tools may have looked up, its pool made (or, when it described
+    /// itself again, kept).
+    async fn assemble(
+        self,
+        name: String,
+        module: Arc<Module>,
+        compiled: CompileInfo,
+        raw: Value,
+        describe_env: Arc<HostEnv>,
+        reuse: Reuse,
+    ) -> Result<Plugin, Error> {
+        let redact_error = |mut error: Error| {
+            describe_env.redactor.redact_error(&mut error);
+            error
+        };
         let (described, checked) =
             check_described_off_executor(&name, raw, &self.validation).await.map_err(redact_error)?;
         for warning in &checked.problems {
@@ -400,6 +447,22 @@ impl PluginBuilder {
                 }
             }
         }
+        // Granted keyring entries (hyper-mcp's `get_keyring_secret`): the
+        // grant alone hands them over, to tool calls.
+        let mut keyring = std::collections::BTreeMap::new();
+        for grant in &self.keyring {
+            match self.secrets.secret(&grant.secret).await {
+                Ok(Some(value)) => {
+                    keyring.insert((grant.service.clone(), grant.user.clone()), value);
+                }
+                Ok(None) => {
+                    tracing::warn!(plugin = %name, secret = %grant.secret, "the secret of a granted keyring entry is not available")
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %name, secret = %grant.secret, "cannot look the secret up: {error}")
+                }
+            }
+        }
         let tool_secrets: Vec<ToolSecrets> = checked
             .tools
             .iter()
@@ -414,23 +477,39 @@ impl PluginBuilder {
                     .collect()
             })
             .collect();
-        let env = if secrets.is_empty() {
+        let env = if secrets.is_empty() && keyring.is_empty() {
             describe_env
         } else {
             let mut sensitive = self.sensitive.clone();
             for (id, value) in &secrets {
                 sensitive.push(id.clone(), value.clone());
             }
+            for ((service, user), value) in &keyring {
+                sensitive.push(format!("keyring {service}/{user}"), value.clone());
+            }
             Arc::new(HostEnv {
                 secrets,
+                keyring,
                 redactor: Arc::new(Redactor::new(&sensitive)),
                 ..HostEnv::clone(&describe_env)
             })
         };
 
-        let pool_size = self.pool_size.max(1);
+        // A plugin that says its tool list changes keeps its state in its
+        // instance: it gets one, so every call and listing sees the same.
+        let dynamic = module.dynamic_tools();
+        let pool_size = if dynamic { 1 } else { self.pool_size.max(1) };
+        let (env, pool, fresh) = match reuse {
+            Reuse::Fresh(instance) => (env, Arc::new(Pool::new(pool_size)), Some(instance)),
+            // Described again: the same grants keep the same instances.
+            Reuse::Pool(old_env, pool) if old_env.secrets == env.secrets && old_env.keyring == env.keyring => {
+                (old_env, pool, None)
+            }
+            Reuse::Pool(..) => (env, Arc::new(Pool::new(pool_size)), None),
+        };
+        let changes = Arc::clone(&env.changes);
         let inner = Inner {
-            runtime: self.runtime,
+            runtime: self.runtime.clone(),
             name,
             module,
             redactor: Arc::clone(&env.redactor),
@@ -442,18 +521,53 @@ impl PluginBuilder {
             checked: checked.tools,
             warnings: checked.problems,
             index,
-            validation: self.validation,
-            pool: Pool::new(pool_size),
+            validation: self.validation.clone(),
+            pool,
             compiled,
+            changes,
+            builder: self,
         };
         // The describe instance is a healthy call instance unless the calls
         // get secrets it was made without.
-        if inner.env.secrets.is_empty() {
+        if let Some(instance) = fresh
+            && inner.env.secrets.is_empty()
+            && inner.env.keyring.is_empty()
+        {
             // The pool is new: this is its first place, with no idle instance.
             let (place, _) = inner.pool.take().await;
             inner.pool.give_back(place, instance);
         }
         Ok(Plugin { inner: Arc::new(inner) })
+    }
+}
+
+/// How [`PluginBuilder::assemble`] gets its instances.
+enum Reuse {
+    /// A new plugin: a new pool, starting with the instance that ran
+    /// `describe`.
+    Fresh(Instance),
+    /// Described again: the plugin's environment and pool, kept if the
+    /// grants come out the same.
+    Pool(Arc<HostEnv>, Arc<Pool<Instance>>),
+}
+
+/// A `describe` output with the plugin's secret values redacted (its
+/// config's: `describe` has no secret in reach).
+fn redacted_describe(name: &str, mut raw: Value, env: &HostEnv) -> Result<Value, Error> {
+    match env.redactor.redact_json(&mut raw, env.limits.max_output_bytes) {
+        Ok(found) if found.is_empty() => Ok(raw),
+        Ok(found) => {
+            tracing::warn!(plugin = %name, secrets = ?found, "`describe` quoted secret values; redacted");
+            Ok(raw)
+        }
+        Err(found) => Err(Error::PluginFailed {
+            plugin: name.to_owned(),
+            operation: Operation::Describe,
+            fault: Fault::new(
+                FaultKind::OutputTooLarge,
+                format!("redacting secret {} would take the output past the limit", found.join(", ")),
+            ),
+        }),
     }
 }
 
@@ -629,9 +743,14 @@ struct Inner {
     warnings: Vec<LoadProblem>,
     index: HashMap<String, usize>,
     validation: ValidationOptions,
-    /// Ready instances.
-    pool: Pool<Instance>,
+    /// Ready instances (shared with the plugin as it describes itself
+    /// again).
+    pool: Arc<Pool<Instance>>,
     compiled: CompileInfo,
+    /// Ticks when the plugin says its tool list changed.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    /// How it was built, to describe it again.
+    builder: PluginBuilder,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -710,6 +829,50 @@ impl Plugin {
                 Err(error) => Err(error),
             };
         outcome.map_err(|error| inner.scrub(error))
+    }
+
+    /// A receiver that sees a new value each time the plugin says its tool
+    /// list changed (hyper-mcp's `notify_tool_list_changed`). The plugin's
+    /// [`tools`](Self::tools) stay those it was loaded with: read the new
+    /// list with [`redescribed`](Self::redescribed). A
+    /// [`Registry`](crate::Registry) does both by itself and tells its
+    /// subscribers.
+    pub fn tool_list_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Whether the plugin may say its tool list changed (it imports
+    /// `notify_tool_list_changed`). Such a plugin keeps its state in its
+    /// instance, so it has one instance: calls to it take turns.
+    pub fn has_dynamic_tools(&self) -> bool {
+        self.inner.module.dynamic_tools()
+    }
+
+    /// The plugin as it describes itself now: `describe` (`list_tools`)
+    /// run again on its instances, the output checked as at load, the
+    /// secrets of its tools looked up as at load. It shares this plugin's
+    /// compiled module and, when its grants come out the same, its
+    /// instances (so a plugin that keeps its tool list in memory keeps it).
+    pub async fn redescribed(&self) -> Result<Plugin, Error> {
+        let inner = &self.inner;
+        let raw = match inner.run(Job::Describe, None).await {
+            Ok(Ran::Describe(raw)) => raw,
+            Ok(Ran::Call(_)) => return Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+            Err(error) => return Err(inner.scrub(run_error(&inner.name, Operation::Describe, error))),
+        };
+        let base = Arc::new(HostEnv {
+            secrets: Default::default(),
+            keyring: Default::default(),
+            redactor: Arc::new(Redactor::new(&inner.builder.sensitive)),
+            ..HostEnv::clone(&inner.env)
+        });
+        let raw = redacted_describe(&inner.name, raw, &inner.env)?;
+        let reuse = Reuse::Pool(Arc::clone(&inner.env), Arc::clone(&inner.pool));
+        inner
+            .builder
+            .clone()
+            .assemble(inner.name.clone(), Arc::clone(&inner.module), inner.compiled.clone(), raw, base, reuse)
+            .await
     }
 
     /// The tool of that name, if the plugin describes one.
@@ -887,6 +1050,9 @@ impl Plugin {
             secrets: ToolSecrets::clone(&self.inner.tool_secrets[index]),
             deadline: context.deadline(),
             log: context.log_sink().cloned(),
+            client: context.client().cloned(),
+            progress_token: context.meta().and_then(|meta| meta.get("progressToken")).cloned(),
+            is_call: true,
         };
         let outcome = match self.inner.call_unchecked(name, &request, &run, meter).await {
             Ok(output) => self.checked_output(name, output).await,
@@ -1033,6 +1199,17 @@ impl Plugin {
                 meta: meta.as_ref().map(serde_json::to_string).transpose().map_err(encoding)?,
             },
             PluginKind::Builtin => Payload::Builtin { name: name.to_owned(), arguments, meta },
+            _ if self.inner.module.interface() == Some(Interface::V2) => {
+                // hyper-mcp v2: `{"request": params, "context": {"id", "_meta"}}`.
+                let mut params = CallToolRequest::new(name, Some(arguments)).params;
+                params.meta = meta.clone();
+                let context = serde_json::json!({
+                    "id": context.call_id().unwrap_or("toolhost-call"),
+                    "_meta": meta.map(Value::Object).unwrap_or_else(|| Value::Object(JsonObject::new())),
+                });
+                let input = serde_json::json!({"request": params, "context": context});
+                Payload::Extism(serde_json::to_vec(&input).map_err(encoding)?)
+            }
             _ => {
                 let mut request = CallToolRequest::new(name, Some(arguments));
                 request.params.meta = meta;

@@ -441,17 +441,25 @@ impl Registry {
                 let is_current = |map: &BTreeMap<String, Arc<LoadedToolset>>| {
                     map.get(&id).zip(current.upgrade()).is_some_and(|(there, ours)| Arc::ptr_eq(there, &ours))
                 };
-                let (config, owned_by_program) = {
+                let there = {
                     let map = set.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                     if !is_current(&map) {
                         return;
                     }
-                    (map[&id].config.clone(), map[&id].owned_by_program)
+                    Arc::clone(&map[&id])
                 };
-                let Ok((mut reloaded, _)) = prepare_logged(&runtime, config, Arc::clone(&secrets), &kinds, &log).await
-                else {
-                    continue;
+                let owned_by_program = there.owned_by_program;
+                // A plugin that changes its own list is asked again; a
+                // toolset whose list changes upstream is loaded again.
+                let reloaded = if there.plugin.has_dynamic_tools() {
+                    redescribe_logged(&there, &log).await
+                } else {
+                    prepare_logged(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds, &log)
+                        .await
+                        .map(|(reloaded, _)| reloaded)
                 };
+                drop(there);
+                let Ok(mut reloaded) = reloaded else { continue };
                 reloaded.owned_by_program = owned_by_program;
                 let mut map = set.write().unwrap_or_else(|poisoned| poisoned.into_inner());
                 if !is_current(&map) {
@@ -660,7 +668,6 @@ async fn prepare(
     secrets: Arc<dyn SecretProvider>,
     kinds: &Kinds,
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
-    let source = source_of(&config);
     let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
     let mut changes = None;
     let builder = match config.kind.as_str() {
@@ -709,11 +716,26 @@ async fn prepare(
         .with_validation(config.validation.clone())
         .with_secret_provider(secrets)
         .with_granted_secrets(config.secrets.iter().cloned())
+        .with_keyring_entries(config.keyring.iter().cloned())
         .with_sensitive_values(config.sensitive.clone())
         .with_secret_output(config.secret_output)
         .build()
         .await?;
+    if plugin.has_dynamic_tools() {
+        changes = Some(plugin.tool_list_changes());
+    }
+    Ok(settle(plugin, config, fingerprint, changes))
+}
 
+/// A toolset's tools from its loaded plugin and its configuration: names,
+/// filters, approvals; and the warnings of both.
+fn settle(
+    plugin: Plugin,
+    config: ToolsetConfig,
+    fingerprint: Option<std::time::SystemTime>,
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+) -> (LoadedToolset, Vec<String>) {
+    let source = source_of(&config);
     let mut warnings: Vec<String> = plugin.warnings().iter().map(|w| format!("{source}: {}", w.as_warning())).collect();
     for listed in config.tools.keys() {
         if plugin.tool(listed).is_none() {
@@ -748,5 +770,35 @@ async fn prepare(
             }
         })
         .collect();
-    Ok((LoadedToolset { plugin, tools, config, fingerprint, owned_by_program: false, changes }, warnings))
+    (LoadedToolset { plugin, tools, config, fingerprint, owned_by_program: false, changes }, warnings)
+}
+
+/// A toolset whose plugin said its tool list changed, described again on
+/// the same instances (a plugin that keeps its list in memory keeps it),
+/// with its sync events recorded.
+async fn redescribe_logged(loaded: &LoadedToolset, log: &SyncLog) -> Result<LoadedToolset, Error> {
+    let id = &loaded.config.id;
+    log.record(id, SyncEvent::SyncStarted { message: "the plugin said its tool list changed".to_owned() });
+    match loaded.plugin.redescribed().await {
+        Ok(plugin) => {
+            let changes = loaded.changes.clone();
+            let (reloaded, _) = settle(plugin, loaded.config.clone(), loaded.fingerprint, changes);
+            log.record(
+                id,
+                SyncEvent::SyncCompleted {
+                    message: format!(
+                        "{} tools, {} available",
+                        reloaded.tools.len(),
+                        reloaded.tools.iter().filter(|t| t.enabled).count()
+                    ),
+                    tools_synced: u32::try_from(reloaded.tools.len()).unwrap_or(u32::MAX),
+                },
+            );
+            Ok(reloaded)
+        }
+        Err(error) => {
+            log.record(id, SyncEvent::failed(&error));
+            Err(error)
+        }
+    }
 }

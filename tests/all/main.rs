@@ -31,6 +31,7 @@ mod component;
 mod conformance;
 mod embed;
 mod faults;
+mod hyper;
 mod lifecycle;
 mod plugins;
 mod properties;

@@ -22,8 +22,18 @@ pub const WASM_PROFILE: &str = "wasm-release";
 pub const EXAMPLE_PLUGINS: &[&str] = &["calculator", "clock", "doorbell", "text"];
 /// The test fixture plugins, by package name (`tests/fixtures/<name>`; the
 /// package is `fixture-<name>`).
-pub const TEST_FIXTURES: &[&str] =
-    &["conformance", "faults", "hostile", "nonconforming", "raw-servlet", "scripted", "sdk-secrets", "secret-thief"];
+pub const TEST_FIXTURES: &[&str] = &[
+    "conformance",
+    "faults",
+    "hostile",
+    "nonconforming",
+    "raw-servlet",
+    "scripted",
+    "sdk-secrets",
+    "secret-thief",
+    "hyper-v2",
+    "tool-list-changed",
+];
 /// The packages (examples and `fixture-*`) also built as components.
 pub const COMPONENTS: &[&str] =
     &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted", "fixture-sdk-secrets"];

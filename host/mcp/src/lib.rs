@@ -34,6 +34,7 @@ mod jsonrpc;
 mod server;
 #[cfg(feature = "stdio")]
 mod stdio;
+mod talkback;
 
 #[cfg(feature = "client")]
 pub use client::McpConnector;

@@ -336,7 +336,39 @@ impl rmcp::ServerHandler for McpServer {
         // The JSON-RPC request id names the call in spans and metrics; the
         // request's `_meta` (a progress token, trace context) reaches the
         // plugin.
-        let call_context = CallContext::new().with_call_id(context.id.to_string()).with_meta(context.meta.0.0.clone());
+        let client = crate::talkback::PeerClient {
+            peer: context.peer.clone(),
+            version: context.protocol_version(),
+            capabilities: context.client_capabilities(),
+        };
+        let mut call_context = CallContext::new()
+            .with_call_id(context.id.to_string())
+            .with_meta(context.meta.0.0.clone())
+            .with_client(Arc::new(client));
+        // The plugin's log lines reach a client that asked for them
+        // (`logging/setLevel`), in order, at its level or above.
+        let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(wanted) = wanted {
+            let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<(LogLevel, String, String)>();
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some((level, logger, text)) = queued.recv().await {
+                    #[allow(deprecated)]
+                    let notification = rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text))
+                        .with_logger(logger);
+                    #[allow(deprecated)]
+                    if peer.notify_logging_message(notification).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            call_context = call_context.with_log_sink(move |line| {
+                let level = crate::talkback::mcp_level(line.level);
+                if severity(level) >= severity(wanted) {
+                    let _ = lines.send((level, line.plugin.to_owned(), line.message.to_owned()));
+                }
+            });
+        }
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {

@@ -32,8 +32,8 @@ use crate::sandbox::format_size;
 /// The import module of Extism's host functions.
 pub(crate) const ENV: &str = "extism:host/env";
 /// The import module of host functions the embedding program supplies
-/// ([`HostFunction`]).
-const USER: &str = "extism:host/user";
+/// ([`HostFunction`]) and of hyper-mcp's ([`super::user`]).
+use super::user::USER;
 /// WASI preview 1.
 const WASI_P1: &str = "wasi_snapshot_preview1";
 
@@ -229,6 +229,9 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "log_debug", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Debug, h))?;
     linker.func_wrap(ENV, "log_trace", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Trace, h))?;
     linker.func_wrap(ENV, "get_log_level", |c: Caller<'_, State>| log_level(&c.data().core))?;
+
+    // hyper-mcp's host functions: talking back to the client.
+    super::user::define(&mut linker)?;
     Ok(linker)
 }
 
@@ -279,12 +282,41 @@ enum Init {
     },
 }
 
+/// Which published interface an Extism plugin speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interface {
+    /// `describe` and `call`: mcp.run's servlets, hyper-mcp's v1 plugins,
+    /// toolhost's SDK.
+    Servlet,
+    /// hyper-mcp's v2 (chosen, as hyper-mcp chooses, when a module does not
+    /// export both `describe` and `call`): `list_tools`, `call_tool` and
+    /// the rest, each optional, each taking `{"request", "context"}`.
+    V2,
+}
+
+/// hyper-mcp v2's exports.
+const V2_EXPORTS: &[&str] = &[
+    "list_tools",
+    "call_tool",
+    "list_prompts",
+    "get_prompt",
+    "list_resources",
+    "list_resource_templates",
+    "read_resource",
+    "complete",
+    "on_roots_list_changed",
+];
+
 /// A compiled Extism plugin with its imports resolved.
 pub(crate) struct ExtismModule {
     pre: InstancePre<State>,
-    describe: Shape,
-    call: Shape,
+    interface: Interface,
+    /// The entry points the module exports, by name.
+    entries: Vec<(&'static str, Shape)>,
     init: Init,
+    /// It imports `notify_tool_list_changed`: its tool list may change
+    /// while it runs.
+    dynamic_tools: bool,
 }
 
 /// Why a module cannot be an Extism plugin.
@@ -294,13 +326,15 @@ pub(crate) struct NotAPlugin(pub(crate) String);
 impl ExtismModule {
     /// Check a compiled module's imports and exports and resolve its imports.
     /// `functions`: the host functions the embedding program supplies (the
-    /// module may import any of them from `extism:host/user`).
+    /// module may import any of them from `extism:host/user`; one named as
+    /// a function of hyper-mcp's takes its place).
     pub(crate) fn new(
         linker: &Linker<State>,
         module: Module,
         functions: &[HostFunction],
     ) -> Result<ExtismModule, NotAPlugin> {
         let mut user = Vec::new();
+        let mut dynamic_tools = false;
         for import in module.imports() {
             let (namespace, name) = (import.module(), import.name());
             match namespace {
@@ -311,26 +345,24 @@ impl ExtismModule {
                              that built it may be newer than toolhost"
                         )));
                     };
-                    let ExternType::Func(ty) = import.ty() else {
-                        return Err(NotAPlugin(format!(
-                            "it imports `{ENV}::{name}` as something other than a function"
-                        )));
-                    };
-                    let same = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()))
-                        && ty.results().map(|t| t.to_string()).eq(results.iter().map(|t| t.to_string()));
-                    if !same {
-                        return Err(NotAPlugin(format!(
-                            "it imports `{ENV}::{name}` with the type {ty}, but the function has the type {}",
-                            describe_signature(params, results)
-                        )));
-                    }
+                    check_type(&import.ty(), ENV, name, params, results)?;
                 }
                 WASI_P1 => {}
                 USER => {
-                    let Some(function) = functions.iter().find(|f| f.name() == name) else {
+                    if let Some(function) = functions.iter().find(|f| f.name() == name) {
+                        let ExternType::Func(ty) = import.ty() else {
+                            return Err(NotAPlugin(format!(
+                                "it imports `{USER}::{name}` as something other than a function"
+                            )));
+                        };
+                        user.push(embedders(function, ty)?);
+                        continue;
+                    }
+                    let Some(&(_, takes, returns)) = super::user::FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
                         let supplied: Vec<&str> = functions.iter().map(HostFunction::name).collect();
                         return Err(NotAPlugin(format!(
-                            "it imports the host function `{USER}::{name}`, which the host does not supply{}",
+                            "it imports the host function `{USER}::{name}`, which is neither one of hyper-mcp's \
+                             that toolhost serves nor one the host supplies{}",
                             if supplied.is_empty() {
                                 " (it supplies none)".to_owned()
                             } else {
@@ -338,72 +370,76 @@ impl ExtismModule {
                             }
                         )));
                     };
-                    let ExternType::Func(ty) = import.ty() else {
-                        return Err(NotAPlugin(format!(
-                            "it imports `{USER}::{name}` as something other than a function"
-                        )));
-                    };
-                    let handles = match function.inputs() {
-                        1 => "1 memory handle (i64)".to_owned(),
-                        n => format!("{n} memory handles (i64)"),
-                    };
-                    let takes_handles =
-                        ty.params().len() == function.inputs() && ty.params().all(|t| matches!(t, ValType::I64));
-                    let results: Vec<ValType> = ty.results().collect();
-                    let returns = match results.as_slice() {
-                        [] => false,
-                        [ValType::I64] => true,
-                        _ => {
-                            return Err(NotAPlugin(format!(
-                                "it imports `{USER}::{name}` with the type {ty}; the host function takes {handles} and returns one or nothing"
-                            )));
-                        }
-                    };
-                    if !takes_handles {
-                        return Err(NotAPlugin(format!(
-                            "it imports `{USER}::{name}` with the type {ty}, but the host function takes {handles}"
-                        )));
-                    }
-                    user.push((function.clone(), ty, returns));
+                    let (params, results) = super::user::signature(takes, returns);
+                    check_type(&import.ty(), USER, name, &params, &results)?;
+                    dynamic_tools |= name == "notify_tool_list_changed";
                 }
                 other => {
                     return Err(NotAPlugin(format!(
-                        "it imports `{other}::{name}`, which toolhost does not provide (only `{ENV}` and `{WASI_P1}`)"
+                        "it imports `{other}::{name}`, which toolhost does not provide (only `{ENV}`, `{USER}` and `{WASI_P1}`)"
                     )));
                 }
             }
         }
-        let shape = |export: &str| -> Result<Shape, NotAPlugin> {
-            let missing = || {
-                NotAPlugin(format!("it does not export `{export}` (a toolhost plugin exports `describe` and `call`)"))
-            };
-            let ty = module.get_export(export).ok_or_else(missing)?;
+        let shape = |export: &str| -> Result<Option<Shape>, NotAPlugin> {
+            let Some(ty) = module.get_export(export) else { return Ok(None) };
             let ExternType::Func(ty) = ty else {
                 return Err(NotAPlugin(format!("its export `{export}` is not a function")));
             };
             let results: Vec<ValType> = ty.results().collect();
             match (ty.params().len(), results.as_slice()) {
-                (0, []) => Ok(Shape::ReturnsNothing),
-                (0, [ValType::I32]) => Ok(Shape::ReturnsCode),
+                (0, []) => Ok(Some(Shape::ReturnsNothing)),
+                (0, [ValType::I32]) => Ok(Some(Shape::ReturnsCode)),
                 _ => Err(NotAPlugin(format!(
                     "its export `{export}` has the type {ty}; an entry point takes nothing and returns an i32 or nothing"
                 ))),
             }
         };
-        let describe = shape(crate::protocol::exports::DESCRIBE)?;
-        let call = shape(crate::protocol::exports::CALL)?;
+        let (describe, call) = (crate::protocol::exports::DESCRIBE, crate::protocol::exports::CALL);
+        let servlet = [describe, call];
+        let has = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
+        let (interface, names): (Interface, &[&'static str]) = if servlet.iter().all(|n| has(n)) {
+            (Interface::Servlet, &servlet)
+        } else if V2_EXPORTS.iter().any(|n| has(n)) {
+            (Interface::V2, V2_EXPORTS)
+        } else {
+            let missing = if has(describe) { call } else { describe };
+            return Err(NotAPlugin(format!(
+                "it does not export `{missing}`: a plugin exports `describe` and `call` (a servlet), or \
+                 hyper-mcp v2's `list_tools` and `call_tool`"
+            )));
+        };
+        let mut entries = Vec::new();
+        for &name in names {
+            if let Some(shape) = shape(name)? {
+                entries.push((name, shape));
+            }
+        }
         let init = detect_init(&module);
         let cannot = |e: wasmtime::Error| NotAPlugin(format!("its imports cannot be satisfied ({e})"));
         let pre = if user.is_empty() {
             linker.instantiate_pre(&module).map_err(cannot)?
         } else {
             let mut linker = linker.clone();
+            // The embedder's function takes the place of hyper-mcp's of
+            // the same name.
+            linker.allow_shadowing(true);
             for (function, ty, returns) in user {
                 define_user(&mut linker, function, ty, returns).map_err(cannot)?;
             }
             linker.instantiate_pre(&module).map_err(cannot)?
         };
-        Ok(ExtismModule { pre, describe, call, init })
+        Ok(ExtismModule { pre, interface, entries, init, dynamic_tools })
+    }
+
+    /// The interface the plugin speaks.
+    pub(crate) fn interface(&self) -> Interface {
+        self.interface
+    }
+
+    /// Whether the plugin may say its tool list changed.
+    pub(crate) fn dynamic_tools(&self) -> bool {
+        self.dynamic_tools
     }
 
     /// A new instance, started (its language runtime initialised) under
@@ -454,17 +490,66 @@ impl ExtismModule {
                     .map_err(|e| store.data().core.fault(e))?;
             }
         }
-        let entry = |store: &mut Store<State>, name: &str, shape: Shape| -> Result<Entry, Fault> {
-            let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
-            Ok(match shape {
-                Shape::ReturnsCode => Entry::Code(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
-                Shape::ReturnsNothing => Entry::Unit(instance.get_typed_func(&mut *store, name).map_err(runtime)?),
-            })
-        };
-        let describe = entry(&mut store, crate::protocol::exports::DESCRIBE, self.describe)?;
-        let call = entry(&mut store, crate::protocol::exports::CALL, self.call)?;
-        Ok(ExtismInstance { store, describe, call })
+        let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for &(name, shape) in &self.entries {
+            let entry = match shape {
+                Shape::ReturnsCode => Entry::Code(instance.get_typed_func(&mut store, name).map_err(runtime)?),
+                Shape::ReturnsNothing => Entry::Unit(instance.get_typed_func(&mut store, name).map_err(runtime)?),
+            };
+            entries.push((name, entry));
+        }
+        Ok(ExtismInstance { store, interface: self.interface, entries })
     }
+}
+
+/// Check an import's type against a function's.
+fn check_type(
+    ty: &ExternType,
+    namespace: &str,
+    name: &str,
+    params: &[ValType],
+    results: &[ValType],
+) -> Result<(), NotAPlugin> {
+    let ExternType::Func(ty) = ty else {
+        return Err(NotAPlugin(format!("it imports `{namespace}::{name}` as something other than a function")));
+    };
+    let same = ty.params().map(|t| t.to_string()).eq(params.iter().map(|t| t.to_string()))
+        && ty.results().map(|t| t.to_string()).eq(results.iter().map(|t| t.to_string()));
+    if !same {
+        return Err(NotAPlugin(format!(
+            "it imports `{namespace}::{name}` with the type {ty}, but the function has the type {}",
+            describe_signature(params, results)
+        )));
+    }
+    Ok(())
+}
+
+/// An embedder's function as the plugin imports it: the function, the
+/// import's type, and whether it returns a handle.
+fn embedders(function: &HostFunction, ty: FuncType) -> Result<(HostFunction, FuncType, bool), NotAPlugin> {
+    let name = function.name();
+    let handles = match function.inputs() {
+        1 => "1 memory handle (i64)".to_owned(),
+        n => format!("{n} memory handles (i64)"),
+    };
+    let takes_handles = ty.params().len() == function.inputs() && ty.params().all(|t| matches!(t, ValType::I64));
+    let results: Vec<ValType> = ty.results().collect();
+    let returns = match results.as_slice() {
+        [] => false,
+        [ValType::I64] => true,
+        _ => {
+            return Err(NotAPlugin(format!(
+                "it imports `{USER}::{name}` with the type {ty}; the host function takes {handles} and returns one or nothing"
+            )));
+        }
+    };
+    if !takes_handles {
+        return Err(NotAPlugin(format!(
+            "it imports `{USER}::{name}` with the type {ty}, but the host function takes {handles}"
+        )));
+    }
+    Ok((function.clone(), ty, returns))
 }
 
 /// Define a host function of the embedding program's in `linker`: the
@@ -561,17 +646,32 @@ enum Entry {
 /// Which entry point to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Export {
-    /// `describe`.
+    /// `describe` (v2: `list_tools`).
     Describe,
-    /// `call`.
+    /// `call` (v2: `call_tool`).
     Call,
 }
+
+impl Export {
+    /// The export's name in `interface`.
+    fn name(self, interface: Interface) -> &'static str {
+        match (interface, self) {
+            (Interface::Servlet, Export::Describe) => crate::protocol::exports::DESCRIBE,
+            (Interface::Servlet, Export::Call) => crate::protocol::exports::CALL,
+            (Interface::V2, Export::Describe) => "list_tools",
+            (Interface::V2, Export::Call) => "call_tool",
+        }
+    }
+}
+
+/// The input of a v2 plugin's `list_tools`: its request context.
+const V2_LIST_TOOLS_INPUT: &[u8] = br#"{"context":{"id":"toolhost-list-tools","_meta":{}}}"#;
 
 /// One instance of an Extism plugin, with its store.
 pub(crate) struct ExtismInstance {
     store: Store<State>,
-    describe: Entry,
-    call: Entry,
+    interface: Interface,
+    entries: Vec<(&'static str, Entry)>,
 }
 
 impl ExtismInstance {
@@ -579,6 +679,20 @@ impl ExtismInstance {
     /// failed. An instance whose run failed must be dropped.
     /// `secrets`: the ids of the secrets this run may read.
     pub(crate) async fn run(&mut self, export: Export, input: &[u8], run: &RunOptions) -> Result<Vec<u8>, Fault> {
+        let name = export.name(self.interface);
+        let Some(index) = self.entries.iter().position(|(n, _)| *n == name) else {
+            // A v2 plugin exports what it offers: no `list_tools`, no tools.
+            return match export {
+                Export::Describe => Ok(br#"{"tools":[]}"#.to_vec()),
+                Export::Call => {
+                    Err(Fault::new(FaultKind::Error, format!("it lists tools but exports no `{name}` to call them")))
+                }
+            };
+        };
+        let input = match (self.interface, export) {
+            (Interface::V2, Export::Describe) => V2_LIST_TOOLS_INPUT,
+            _ => input,
+        };
         let state = self.store.data_mut();
         state.kernel.reset(&mut state.core.memory);
         state.http_status = 0;
@@ -587,10 +701,7 @@ impl ExtismInstance {
             return Err(state.core.memory_fault());
         }
         guest::prepare(&mut self.store, run);
-        let entry = match export {
-            Export::Describe => &self.describe,
-            Export::Call => &self.call,
-        };
+        let entry = &self.entries[index].1;
         let ticker = self.store.data().core.env.ticker.clone();
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;

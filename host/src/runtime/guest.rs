@@ -14,6 +14,7 @@ use super::outcome::Stop;
 use super::output::{LogBudget, LogLine};
 use super::stdio::Tail;
 use super::ticker::Ticker;
+use crate::client::CallClient;
 use crate::context::{LogLevel, LogSink};
 use crate::error::{Fault, FaultKind};
 use crate::sandbox::{Access, Limits, PathGrant, format_size};
@@ -37,6 +38,14 @@ pub(crate) struct GuestCore {
     pub(crate) logs: LogBudget,
     /// Where the running call's log lines go besides `tracing`.
     log_sink: Option<LogSink>,
+    /// The client of the running call, as the plugin may reach it.
+    pub(crate) client: Option<Arc<dyn CallClient>>,
+    /// The running call's progress token.
+    pub(crate) progress_token: Option<serde_json::Value>,
+    /// Whether a tool call is running (not `describe`).
+    pub(crate) is_call: bool,
+    /// Notices the running call has sent its client.
+    pub(crate) notices: u32,
     /// Bytes of output the last run returned.
     output_bytes: u64,
     /// Files the instance holds open (at most [`MAX_OPEN_FILES`]).
@@ -58,6 +67,10 @@ impl GuestCore {
             in_reach: ToolSecrets::default(),
             logs: LogBudget::default(),
             log_sink: None,
+            client: None,
+            progress_token: None,
+            is_call: false,
+            notices: 0,
             output_bytes: 0,
             files: OpenFiles::default(),
             stdout: Tail::default(),
@@ -232,6 +245,14 @@ pub(crate) struct RunOptions {
     pub(crate) deadline: Option<Instant>,
     /// Where its log lines go besides `tracing`.
     pub(crate) log: Option<LogSink>,
+    /// The client the call is made for, as the plugin may reach it.
+    pub(crate) client: Option<Arc<dyn CallClient>>,
+    /// The call's progress token (from its `_meta`): the only one the
+    /// plugin's progress notices may carry.
+    pub(crate) progress_token: Option<serde_json::Value>,
+    /// Whether the run is a tool call (keyring secrets are handed to calls
+    /// only, never to `describe`).
+    pub(crate) is_call: bool,
 }
 
 /// Before a run: forget what the guest printed last time, renew its log
@@ -243,6 +264,10 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
     core.logs.reset();
     core.in_reach = ToolSecrets::clone(&run.secrets);
     core.log_sink = run.log.clone();
+    core.client = run.client.clone();
+    core.progress_token = run.progress_token.clone();
+    core.is_call = run.is_call;
+    core.notices = 0;
     core.output_bytes = 0;
     core.memory.peak = core.memory.used;
     arm(store, run.deadline);
@@ -410,6 +435,11 @@ pub(crate) struct HostEnv {
     pub(crate) limits: Limits,
     /// The ticker of the plugin's runtime: it keeps the deadlines.
     pub(crate) ticker: Ticker,
+    /// Keyring entries (hyper-mcp's `get_keyring_secret`) the person
+    /// running toolhost granted, by (service, user): their secret values.
+    pub(crate) keyring: BTreeMap<(String, String), String>,
+    /// Where the plugin says its tool list changed.
+    pub(crate) changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// The memory an instance holds: its linear memories and its kernel memory,

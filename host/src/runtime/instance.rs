@@ -9,7 +9,7 @@ use toolhost_protocol::JsonObject;
 use super::builtin::{BuiltinInstance, BuiltinModule};
 #[cfg(feature = "component")]
 use super::component::{ComponentInstance, ComponentModule};
-use super::extism::{Export, ExtismInstance, ExtismModule};
+use super::extism::{Export, ExtismInstance, ExtismModule, Interface};
 use super::guest::{HostEnv, RunOptions};
 use super::outcome::{CallOutput, RunError, Usage};
 use super::output;
@@ -107,6 +107,23 @@ impl Module {
             Module::Builtin(_) => PluginKind::Builtin,
             #[cfg(feature = "component")]
             Module::Component(_) => PluginKind::Component,
+        }
+    }
+
+    /// Whether the plugin may say its tool list changed (it imports
+    /// hyper-mcp's `notify_tool_list_changed`).
+    pub(crate) fn dynamic_tools(&self) -> bool {
+        match self {
+            Module::Extism(module) => module.dynamic_tools(),
+            _ => false,
+        }
+    }
+
+    /// The interface an Extism plugin speaks (`None` for the others).
+    pub(crate) fn interface(&self) -> Option<Interface> {
+        match self {
+            Module::Extism(module) => Some(module.interface()),
+            _ => None,
         }
     }
 

@@ -67,6 +67,7 @@ pub(crate) mod outcome;
 mod output;
 mod stdio;
 pub(crate) mod ticker;
+mod user;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

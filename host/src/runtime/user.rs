@@ -1,0 +1,376 @@
+//! hyper-mcp's host functions (`extism:host/user`), which its plugins (v1
+//! and v2) import: elicitation, sampling, roots, logging, progress, list
+//! changes, keyring secrets and OAuth tokens.
+//!
+//! Everything a plugin passes is hostile input: it is parsed as JSON,
+//! rebuilt with only the fields the protocol defines, its strings redacted
+//! of the plugin's secrets, and a progress notice carries the call's own
+//! token (a plugin cannot speak for another call). Requests reach the
+//! call's [`CallClient`](crate::CallClient) within the call's deadline (and
+//! the plugin's own timeout for an elicitation); without a client the
+//! plugin gets a refusal in the answer's shape, as hyper-mcp answers when
+//! its client lacks the capability. Notices are at most
+//! [`MAX_NOTICES_PER_RUN`] per run. A keyring secret is handed only when
+//! the person running toolhost granted that entry, and only to tool calls.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use wasmtime::{Caller, Linker, ValType};
+
+use super::extism::State;
+use super::guest;
+use super::outcome::Stop;
+use crate::client::{CallClient, ClientNotice, ClientRequest};
+use crate::context::LogLevel;
+
+/// The import module of hyper-mcp's host functions.
+pub(crate) const USER: &str = "extism:host/user";
+
+/// Notices (progress, list changes, resource updates) a run may send; past
+/// this they are dropped.
+pub(crate) const MAX_NOTICES_PER_RUN: u32 = 1024;
+
+/// Every function toolhost serves in `extism:host/user`: its name, and
+/// whether it takes a memory handle and returns one.
+pub(crate) const FUNCTIONS: &[(&str, bool, bool)] = &[
+    ("create_elicitation", true, true),
+    ("create_message", true, true),
+    ("get_access_token", true, true),
+    ("get_keyring_secret", true, true),
+    ("list_roots", false, true),
+    ("notify_logging_message", true, false),
+    ("notify_progress", true, false),
+    ("notify_prompt_list_changed", false, false),
+    ("notify_resource_list_changed", false, false),
+    ("notify_resource_updated", true, false),
+    ("notify_tool_list_changed", false, false),
+    ("notify_url_elicitation_completed", true, false),
+];
+
+/// The Wasm type of a served function, `(param i64?) (result i64?)`.
+pub(crate) fn signature(takes: bool, returns: bool) -> (Vec<ValType>, Vec<ValType>) {
+    (if takes { vec![ValType::I64] } else { vec![] }, if returns { vec![ValType::I64] } else { vec![] })
+}
+
+/// Define every function of [`FUNCTIONS`] in `linker`.
+pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    linker.func_wrap_async(USER, "create_elicitation", |mut c: Caller<'_, State>, (h,): (u64,)| {
+        Box::new(async move {
+            let mut params = c.data_mut().json_argument(h, "create_elicitation")?;
+            // hyper-mcp's `timeout`, in seconds, bounds the wait (within the
+            // call's deadline, which bounds it anyway).
+            let timeout = params
+                .remove("timeout")
+                .and_then(|t| t.as_f64())
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(|t| Duration::from_secs_f64(t.min(86_400.0)));
+            let params = elicitation_params(params).map_err(|m| host_error("create_elicitation", m))?;
+            let params = c.data_mut().redacted(params);
+            let answer = match ask(&mut c, ClientRequest::Elicitation, params, timeout).await {
+                Ok(answer) => answer,
+                Err(why) => json!({"action": "decline", "content": {"error": why}}),
+            };
+            c.data_mut().write_json(&answer)
+        })
+    })?;
+    linker.func_wrap_async(USER, "create_message", |mut c: Caller<'_, State>, (h,): (u64,)| {
+        Box::new(async move {
+            let params = c.data_mut().json_argument(h, "create_message")?;
+            let params = sampling_params(params).map_err(|m| host_error("create_message", m))?;
+            let params = c.data_mut().redacted(params);
+            let answer = match ask(&mut c, ClientRequest::Sampling, params, None).await {
+                Ok(answer) => answer,
+                Err(why) => json!({
+                    "role": "assistant",
+                    "content": {"type": "text", "text": why},
+                    "model": "",
+                    "stopReason": "error",
+                }),
+            };
+            c.data_mut().write_json(&answer)
+        })
+    })?;
+    linker.func_wrap_async(USER, "list_roots", |mut c: Caller<'_, State>, (): ()| {
+        Box::new(async move {
+            let answer = match ask(&mut c, ClientRequest::Roots, Map::new(), None).await {
+                Ok(answer) => answer,
+                Err(why) => {
+                    c.data_mut().core.log(LogLevel::Warn, format!("list_roots: {why}; answered no roots").as_bytes());
+                    json!({"roots": []})
+                }
+            };
+            c.data_mut().write_json(&answer)
+        })
+    })?;
+    linker.func_wrap(USER, "notify_logging_message", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<()> {
+        let state = c.data_mut();
+        let params = state.json_argument(h, "notify_logging_message")?;
+        let level = match params.get("level").and_then(Value::as_str) {
+            Some("debug") => LogLevel::Debug,
+            Some("info" | "notice") => LogLevel::Info,
+            Some("warning") => LogLevel::Warn,
+            Some("error" | "critical" | "alert" | "emergency") => LogLevel::Error,
+            _ => {
+                return Err(host_error(
+                    "notify_logging_message",
+                    "its `level` is not one of debug, info, notice, warning, error, critical, alert, emergency".into(),
+                ));
+            }
+        };
+        if !state.core.wants_log(level) {
+            return Ok(());
+        }
+        let text = match params.get("data") {
+            Some(Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        let line = match params.get("logger").and_then(Value::as_str) {
+            Some(logger) => format!("{logger}: {text}"),
+            None => text,
+        };
+        state.core.log(level, line.as_bytes());
+        Ok(())
+    })?;
+    linker.func_wrap_async(USER, "notify_progress", |mut c: Caller<'_, State>, (h,): (u64,)| {
+        Box::new(async move {
+            let state = c.data_mut();
+            let params = state.json_argument(h, "notify_progress")?;
+            let Some(progress) = params.get("progress").filter(|p| p.is_number()).cloned() else {
+                return Err(host_error("notify_progress", "its `progress` is not a number".into()));
+            };
+            // The call's own token, whatever the plugin wrote: without one,
+            // the client asked for no progress.
+            let Some(token) = state.core.progress_token.clone() else { return Ok(()) };
+            let mut notice = Map::new();
+            notice.insert("progressToken".into(), token);
+            notice.insert("progress".into(), progress);
+            if let Some(total) = params.get("total").filter(|t| t.is_number()) {
+                notice.insert("total".into(), total.clone());
+            }
+            if let Some(message) = params.get("message").filter(|m| m.is_string()) {
+                notice.insert("message".into(), message.clone());
+            }
+            let notice = state.redacted(notice);
+            tell(&mut c, ClientNotice::Progress(notice)).await;
+            Ok(())
+        })
+    })?;
+    linker.func_wrap_async(USER, "notify_prompt_list_changed", |mut c: Caller<'_, State>, (): ()| {
+        Box::new(async move {
+            tell(&mut c, ClientNotice::PromptListChanged).await;
+            Ok(())
+        })
+    })?;
+    linker.func_wrap_async(USER, "notify_resource_list_changed", |mut c: Caller<'_, State>, (): ()| {
+        Box::new(async move {
+            tell(&mut c, ClientNotice::ResourceListChanged).await;
+            Ok(())
+        })
+    })?;
+    linker.func_wrap_async(USER, "notify_resource_updated", |mut c: Caller<'_, State>, (h,): (u64,)| {
+        Box::new(async move {
+            let params = c.data_mut().json_argument(h, "notify_resource_updated")?;
+            let notice = only_string(&params, "uri").map_err(|m| host_error("notify_resource_updated", m))?;
+            let notice = c.data_mut().redacted(notice);
+            tell(&mut c, ClientNotice::ResourceUpdated(notice)).await;
+            Ok(())
+        })
+    })?;
+    linker.func_wrap_async(USER, "notify_url_elicitation_completed", |mut c: Caller<'_, State>, (h,): (u64,)| {
+        Box::new(async move {
+            let params = c.data_mut().json_argument(h, "notify_url_elicitation_completed")?;
+            let notice =
+                only_string(&params, "elicitationId").map_err(|m| host_error("notify_url_elicitation_completed", m))?;
+            let notice = c.data_mut().redacted(notice);
+            tell(&mut c, ClientNotice::ElicitationComplete(notice)).await;
+            Ok(())
+        })
+    })?;
+    linker.func_wrap(USER, "notify_tool_list_changed", |c: Caller<'_, State>| {
+        // The plugin's tool list is read again by whoever follows it (a
+        // registry), which then tells its own clients.
+        c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
+    })?;
+    linker.func_wrap(USER, "get_keyring_secret", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        let params = state.json_argument(h, "get_keyring_secret")?;
+        let (Some(service), Some(user)) =
+            (params.get("service").and_then(Value::as_str), params.get("user").and_then(Value::as_str))
+        else {
+            return Err(host_error("get_keyring_secret", "it needs `service` and `user` strings".into()));
+        };
+        let key = (service.to_owned(), user.to_owned());
+        let value = match state.core.env.keyring.get(&key) {
+            Some(value) if state.core.is_call => value.clone(),
+            Some(_) => {
+                state.core.log(LogLevel::Warn, b"get_keyring_secret: secrets are handed to tool calls only, not to listing tools; answered empty");
+                String::new()
+            }
+            None => {
+                // Names only: what the plugin asked for, never a value.
+                let line = format!(
+                    "get_keyring_secret: the keyring entry (service {service:?}, user {user:?}) is not granted to this plugin; answered empty"
+                );
+                state.core.log(LogLevel::Warn, line.as_bytes());
+                String::new()
+            }
+        };
+        state.write_new(value.as_bytes())
+    })?;
+    linker.func_wrap(USER, "get_access_token", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
+        let state = c.data_mut();
+        state.json_argument(h, "get_access_token")?;
+        state.core.log(
+            LogLevel::Warn,
+            b"get_access_token: toolhost has no OAuth client configured for plugins; answered no token",
+        );
+        state.write_json(&Value::Null)
+    })?;
+    Ok(())
+}
+
+fn host_error(function: &str, message: String) -> wasmtime::Error {
+    wasmtime::Error::new(Stop::Host(format!("bad argument to the host function `{function}`: {message}")))
+}
+
+/// Ask the call's client, within `timeout` (and the call's deadline).
+async fn ask(
+    c: &mut Caller<'_, State>,
+    request: ClientRequest,
+    params: Map<String, Value>,
+    timeout: Option<Duration>,
+) -> Result<Value, String> {
+    let Some(client) = c.data().core.client.clone() else {
+        return Err(format!("{request} refused: this call was made without a client to ask"));
+    };
+    let asked = async move { Ok(CallClient::request(&*client, request, params).await) };
+    let answer = match timeout {
+        Some(timeout) => {
+            let ticker = c.data().core.env.ticker.clone();
+            match guest::bounded(&ticker, Instant::now().checked_add(timeout), asked).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!("no answer within {timeout:?}")),
+            }
+        }
+        None => asked.await.unwrap_or_else(|e: wasmtime::Error| Err(e.to_string())),
+    };
+    answer.map_err(|why| format!("{request} failed: {why}"))
+}
+
+/// Send the call's client `notice`, within the run's notice budget.
+async fn tell(c: &mut Caller<'_, State>, notice: ClientNotice) {
+    let core = &mut c.data_mut().core;
+    let Some(client) = core.client.clone() else { return };
+    core.notices += 1;
+    if core.notices > MAX_NOTICES_PER_RUN {
+        if core.notices == MAX_NOTICES_PER_RUN + 1 {
+            let line = format!("more than {MAX_NOTICES_PER_RUN} notices in one call; the rest are dropped");
+            core.log(LogLevel::Warn, line.as_bytes());
+        }
+        return;
+    }
+    client.notify(notice).await;
+}
+
+/// An object with only the string field `key`.
+fn only_string(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
+    match params.get(key) {
+        Some(Value::String(value)) => Ok(Map::from_iter([(key.to_owned(), Value::String(value.clone()))])),
+        _ => Err(format!("its `{key}` is not a string")),
+    }
+}
+
+/// Copy the fields in `keys` that are present.
+fn pick(params: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    keys.iter().filter_map(|&k| params.get(k).map(|v| (k.to_owned(), v.clone()))).collect()
+}
+
+/// An elicitation's parameters, as the protocol has them: a form
+/// (`message`, `requestedSchema`) or a URL (`message`, `url`,
+/// `elicitationId`).
+fn elicitation_params(params: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    if !params.get("message").is_some_and(Value::is_string) {
+        return Err("its `message` is not a string".into());
+    }
+    match params.get("mode").and_then(Value::as_str).unwrap_or("form") {
+        "form" => {
+            if !params.get("requestedSchema").is_some_and(Value::is_object) {
+                return Err("a form elicitation needs a `requestedSchema` object".into());
+            }
+            Ok(pick(&params, &["mode", "message", "requestedSchema"]))
+        }
+        "url" => {
+            if !params.get("url").is_some_and(Value::is_string)
+                || !params.get("elicitationId").is_some_and(Value::is_string)
+            {
+                return Err("a URL elicitation needs `url` and `elicitationId` strings".into());
+            }
+            Ok(pick(&params, &["mode", "message", "url", "elicitationId"]))
+        }
+        other => Err(format!("its `mode` {other:?} is neither \"form\" nor \"url\"")),
+    }
+}
+
+/// A sampling request's parameters, as the protocol has them.
+fn sampling_params(params: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    if !params.get("messages").is_some_and(Value::is_array) {
+        return Err("its `messages` is not an array".into());
+    }
+    if !params.get("maxTokens").is_some_and(Value::is_u64) {
+        return Err("its `maxTokens` is not a non-negative integer".into());
+    }
+    Ok(pick(
+        &params,
+        &[
+            "messages",
+            "modelPreferences",
+            "systemPrompt",
+            "includeContext",
+            "temperature",
+            "maxTokens",
+            "stopSequences",
+            "metadata",
+            "tools",
+            "toolChoice",
+        ],
+    ))
+}
+
+impl State {
+    /// The JSON object a plugin passed to `function` (the block is read,
+    /// not freed: the guest owns it).
+    pub(crate) fn json_argument(&mut self, handle: u64, function: &str) -> wasmtime::Result<Map<String, Value>> {
+        let bytes = self
+            .kernel
+            .block_bytes(handle)
+            .ok_or_else(|| host_error(function, format!("invalid memory handle {handle}")))?;
+        match serde_json::from_slice(bytes) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(_) => Err(host_error(function, "it is not a JSON object".into())),
+            Err(e) => Err(host_error(function, format!("it is not JSON ({e})"))),
+        }
+    }
+
+    /// `params` with every secret value the plugin holds replaced.
+    fn redacted(&self, params: Map<String, Value>) -> Map<String, Value> {
+        let mut value = Value::Object(params);
+        // Room for the markers: a request is no result, but is kept small.
+        let room = self.core.env.limits.max_output_bytes;
+        if self.core.env.redactor.redact_json(&mut value, room).is_err() {
+            // Redaction would blow the bound: send nothing of it.
+            return Map::new();
+        }
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// `value` as a new block of JSON.
+    fn write_json(&mut self, value: &Value) -> wasmtime::Result<u64> {
+        let bytes = serde_json::to_vec(value).map_err(|e| wasmtime::Error::new(Stop::Host(e.to_string())))?;
+        self.write_new(&bytes)
+    }
+}

@@ -1,0 +1,325 @@
+//! hyper-mcp's plugin interfaces run unchanged: its "v2" exports
+//! (`list_tools`, `call_tool`, ... taking `{"request", "context"}`) and its
+//! host functions in `extism:host/user`, which let a plugin talk back to
+//! the client of a call. Against `hyper-v2` (every export and host
+//! function) and `tool-list-changed` (a servlet whose tool list grows, as
+//! the published plugin of that name does).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolhost::{
+    BoxFuture, CallClient, CallContext, ClientNotice, ClientRequest, Error, FaultKind, LogLevel, Plugin, Registry,
+    SecretError, SecretProvider, parse_toolsets,
+};
+use toolhost_tests::fixture;
+
+fn text(result: &toolhost::CallToolResult) -> String {
+    result.texts().next().unwrap_or_default().to_owned()
+}
+
+async fn v2() -> Plugin {
+    Plugin::load(fixture("hyper-v2")).await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Secrets from a map.
+struct Secrets(Vec<(&'static str, &'static str)>);
+
+impl SecretProvider for Secrets {
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>> {
+        let value = self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        Box::pin(async move { Ok(value) })
+    }
+
+    fn describe(&self) -> String {
+        "a test map".to_owned()
+    }
+}
+
+/// A client that records what it is asked and told, and answers each
+/// request with `answer` (or never, when `None`).
+#[derive(Default)]
+struct Recorder {
+    asked: Mutex<Vec<(ClientRequest, Map<String, Value>)>>,
+    told: Mutex<Vec<ClientNotice>>,
+    answer: Option<Value>,
+}
+
+impl CallClient for Recorder {
+    fn request(&self, request: ClientRequest, params: Map<String, Value>) -> BoxFuture<'_, Result<Value, String>> {
+        self.asked.lock().unwrap().push((request, params));
+        let answer = self.answer.clone();
+        Box::pin(async move {
+            match answer {
+                Some(answer) => Ok(answer),
+                None => std::future::pending().await,
+            }
+        })
+    }
+
+    fn notify(&self, notice: ClientNotice) -> BoxFuture<'_, ()> {
+        self.told.lock().unwrap().push(notice);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_v2_plugin_lists_and_calls_its_tools_validated_as_any() {
+    let plugin = v2().await;
+    let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+    for name in
+        ["echo", "context", "elicit", "elicit_url", "sample", "roots", "log", "progress", "changed", "keyring", "token"]
+    {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let echoed = plugin.call_tool("echo", json!({"text": "hi"})).await.expect("echo");
+    assert_eq!(text(&echoed), "hi");
+    // Arguments are checked against the tool's schema before the plugin runs.
+    let refused = plugin.call_tool("echo", json!({"text": 7})).await.expect_err("a number is no text");
+    assert!(matches!(refused, Error::InvalidArguments { .. }), "{refused}");
+    // `call_tool` gets the request and a context with the call's id and `_meta`.
+    let mut meta = Map::new();
+    meta.insert("trace".into(), json!("t-1"));
+    let context = CallContext::new().with_call_id("req-9").with_meta(meta);
+    let seen = plugin.call_tool_with("context", json!({}), &context).await.expect("context");
+    let seen: Value = serde_json::from_str(&text(&seen)).expect("JSON");
+    assert_eq!(seen, json!({"id": "req-9", "_meta": {"trace": "t-1"}}));
+    // Without a call id or `_meta`, the context is still there.
+    let bare = plugin.call_tool("context", json!({})).await.expect("context");
+    let bare: Value = serde_json::from_str(&text(&bare)).expect("JSON");
+    assert_eq!(bare["_meta"], json!({}), "{bare}");
+    assert!(bare["id"].is_string(), "{bare}");
+}
+
+#[tokio::test]
+async fn without_a_client_a_plugin_that_asks_is_refused_in_the_answers_shape() {
+    let plugin = v2().await;
+    let elicited = plugin.call_tool("elicit", json!({"message": "Who?"})).await.expect("elicit");
+    let elicited: Value = serde_json::from_str(&text(&elicited)).expect("JSON");
+    assert_eq!(elicited["action"], "decline", "{elicited}");
+    assert!(elicited["content"]["error"].as_str().unwrap().contains("without a client"), "{elicited}");
+    let sampled = plugin.call_tool("sample", json!({"prompt": "2+2?"})).await.expect("sample");
+    let sampled: Value = serde_json::from_str(&text(&sampled)).expect("JSON");
+    assert_eq!(sampled["stopReason"], "error", "{sampled}");
+    assert!(sampled["content"]["text"].as_str().unwrap().contains("sampling/createMessage"), "{sampled}");
+    let roots = plugin.call_tool("roots", json!({})).await.expect("roots");
+    assert_eq!(serde_json::from_str::<Value>(&text(&roots)).unwrap(), json!({"roots": []}));
+    // Notices go nowhere, and the calls go on.
+    assert_eq!(text(&plugin.call_tool("progress", json!({"steps": 3})).await.expect("progress")), "3 steps");
+    assert_eq!(text(&plugin.call_tool("changed", json!({})).await.expect("changed")), "announced");
+    // No OAuth here: no token, said plainly to the plugin.
+    assert_eq!(text(&plugin.call_tool("token", json!({})).await.expect("token")), "null");
+}
+
+#[tokio::test]
+async fn a_client_gets_what_the_plugin_asks_and_tells_checked() {
+    let plugin = v2().await;
+    let client = Arc::new(Recorder {
+        answer: Some(json!({"action": "accept", "content": {"name": "Ada"}})),
+        ..Recorder::default()
+    });
+    let mut meta = Map::new();
+    meta.insert("progressToken".into(), json!("tok-1"));
+    let context = CallContext::new().with_client(client.clone()).with_meta(meta);
+
+    let elicited = plugin.call_tool_with("elicit", json!({"message": "Who?"}), &context).await.expect("elicit");
+    assert_eq!(serde_json::from_str::<Value>(&text(&elicited)).unwrap()["content"]["name"], "Ada");
+    let (request, params) = client.asked.lock().unwrap().pop().expect("asked");
+    assert_eq!(request, ClientRequest::Elicitation);
+    assert_eq!(params["message"], "Who?");
+    assert!(params["requestedSchema"].is_object(), "{params:?}");
+    // The plugin's own `timeout` bounds the wait; it is not the protocol's.
+    assert!(!params.contains_key("timeout"), "{params:?}");
+
+    plugin.call_tool_with("elicit_url", json!({"url": "https://auth.example/x"}), &context).await.expect("url");
+    let (_, params) = client.asked.lock().unwrap().pop().expect("asked");
+    assert_eq!((params["mode"].as_str(), params["url"].as_str()), (Some("url"), Some("https://auth.example/x")));
+    let completed = client.told.lock().unwrap().pop().expect("told");
+    assert_eq!(
+        completed,
+        ClientNotice::ElicitationComplete(json!({"elicitationId": "fixture-elicitation"}).as_object().unwrap().clone())
+    );
+
+    plugin.call_tool_with("sample", json!({"prompt": "2+2?"}), &context).await.expect("sample");
+    let (request, params) = client.asked.lock().unwrap().pop().expect("asked");
+    assert_eq!(request, ClientRequest::Sampling);
+    assert_eq!(params["maxTokens"], 64);
+    plugin.call_tool_with("roots", json!({}), &context).await.expect("roots");
+    assert_eq!(client.asked.lock().unwrap().pop().expect("asked").0, ClientRequest::Roots);
+
+    // Progress carries the call's own token, never the one the plugin wrote.
+    client.told.lock().unwrap().clear();
+    plugin.call_tool_with("progress", json!({"steps": 3}), &context).await.expect("progress");
+    let told = std::mem::take(&mut *client.told.lock().unwrap());
+    assert_eq!(told.len(), 3, "{told:?}");
+    for (i, notice) in told.iter().enumerate() {
+        let ClientNotice::Progress(params) = notice else { panic!("{notice:?}") };
+        assert_eq!(params["progressToken"], "tok-1");
+        assert_eq!(params["progress"], i + 1);
+        assert_eq!(params["total"], 3);
+    }
+    // Without a progress token, the client asked for no progress.
+    let no_token = CallContext::new().with_client(client.clone());
+    plugin.call_tool_with("progress", json!({"steps": 2}), &no_token).await.expect("progress");
+    assert!(client.told.lock().unwrap().is_empty());
+
+    plugin.call_tool_with("changed", json!({}), &context).await.expect("changed");
+    let told = std::mem::take(&mut *client.told.lock().unwrap());
+    assert_eq!(
+        told,
+        vec![
+            ClientNotice::PromptListChanged,
+            ClientNotice::ResourceListChanged,
+            ClientNotice::ResourceUpdated(json!({"uri": "memo://one"}).as_object().unwrap().clone()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_answers_is_stopped_with_the_call() {
+    let plugin = v2().await;
+    let silent = Arc::new(Recorder::default());
+    let context = CallContext::new().with_client(silent.clone()).with_timeout(Duration::from_millis(500));
+    let error = plugin.call_tool_with("sample", json!({"prompt": "?"}), &context).await.expect_err("no answer");
+    let Error::PluginFailed { fault, .. } = &error else { panic!("{error}") };
+    assert_eq!(fault.kind, FaultKind::Timeout, "{error}");
+    assert_eq!(silent.asked.lock().unwrap().len(), 1);
+    // The plugin goes on.
+    assert_eq!(text(&plugin.call_tool("echo", json!({"text": "again"})).await.expect("echo")), "again");
+}
+
+#[tokio::test]
+async fn log_messages_reach_the_calls_log_sink() {
+    let plugin = v2().await;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let context = CallContext::new().with_log_sink(move |line| {
+        sink.lock().unwrap().push((line.plugin.to_owned(), line.level, line.message.to_owned()))
+    });
+    plugin
+        .call_tool_with("log", json!({"message": "disk almost full", "level": "warning"}), &context)
+        .await
+        .expect("log");
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines, vec![("hyper-v2".to_owned(), LogLevel::Warn, "hyper-v2: disk almost full".to_owned())]);
+    // A level the protocol does not have is the plugin's error.
+    let error = plugin.call_tool("log", json!({"message": "x", "level": "loud"})).await.expect_err("bad level");
+    assert!(error.to_string().contains("notify_logging_message"), "{error}");
+}
+
+#[tokio::test]
+async fn a_keyring_secret_is_handed_only_when_granted_and_never_leaves() {
+    const VALUE: &str = "kr-5ecret-value";
+    let secrets = Arc::new(Secrets(vec![("CONTEXT7_KEY", VALUE), ("OTHER", "other-value")]));
+    let plugin = Plugin::builder_from_file(fixture("hyper-v2"))
+        .with_secret_provider(secrets.clone())
+        .grant_keyring_entry("context7", "api_key", "CONTEXT7_KEY")
+        .build()
+        .await
+        .expect("load");
+    let granted =
+        plugin.call_tool("keyring", json!({"service": "context7", "user": "api_key"})).await.expect("keyring");
+    // Handed (its length is right), and redacted from the result.
+    let shown = text(&granted);
+    assert!(shown.starts_with(&format!("{} bytes: ", VALUE.len())), "{shown}");
+    assert!(!shown.contains(VALUE), "{shown}");
+    // An entry not granted is answered empty: the provider has `OTHER`,
+    // but nothing grants it.
+    let other = plugin.call_tool("keyring", json!({"service": "context7", "user": "OTHER"})).await.expect("keyring");
+    assert_eq!(text(&other), "empty");
+    // What the plugin sends the client is redacted too.
+    let client = Arc::new(Recorder { answer: Some(json!({"action": "decline"})), ..Recorder::default() });
+    let context = CallContext::new().with_client(client.clone());
+    plugin.call_tool_with("elicit", json!({"message": format!("my key is {VALUE}")}), &context).await.expect("elicit");
+    let (_, params) = client.asked.lock().unwrap().pop().expect("asked");
+    assert!(!params["message"].as_str().unwrap().contains(VALUE), "{params:?}");
+}
+
+#[tokio::test]
+async fn keyring_entries_are_granted_in_a_toolsets_file() {
+    let secrets = Arc::new(Secrets(vec![("CONTEXT7_KEY", "kr-value-2")]));
+    let doc = json!({"schema": "s", "toolsets": [{
+        "id": "v2", "kind": "uri", "server": {"url": fixture("hyper-v2").display().to_string()},
+        "keyring": [{"service": "context7", "user": "api_key", "secret": "CONTEXT7_KEY"}]
+    }]});
+    let file = parse_toolsets(std::path::Path::new("toolsets.json"), &doc, secrets.as_ref()).await.expect("parse");
+    let registry = Registry::new(secrets);
+    let report = registry.load_all(file.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let result = registry
+        .call_tool("v2__keyring", json!({"service": "context7", "user": "api_key"}), &toolhost::ApproveAll)
+        .await
+        .expect("keyring");
+    assert!(text(&result).starts_with("10 bytes: "), "{}", text(&result));
+    // A malformed entry is refused where it is.
+    let bad = json!({"schema": "s", "toolsets": [{
+        "id": "v2", "kind": "uri", "server": {"url": fixture("hyper-v2").display().to_string()},
+        "keyring": [{"service": "context7"}]
+    }]});
+    let error = parse_toolsets(std::path::Path::new("t.json"), &bad, &toolhost::NoSecrets).await.expect_err("bad");
+    assert!(error.to_string().contains("/toolsets/0/keyring/0"), "{error}");
+}
+
+#[tokio::test]
+async fn a_plugin_whose_tool_list_grows_is_followed_on_the_same_instance() {
+    let plugin = Plugin::load(fixture("tool-list-changed")).await.expect("load");
+    assert!(plugin.has_dynamic_tools());
+    assert_eq!(plugin.pool_stats().size, 1, "a plugin that keeps its list in memory has one instance");
+    let mut changes = plugin.tool_list_changes();
+    let added = plugin.call_tool("add_tool", json!({})).await.expect("add");
+    assert_eq!(text(&added), "added tool_1");
+    tokio::time::timeout(Duration::from_secs(30), changes.changed()).await.expect("a change").expect("open");
+    // The plugin's own list stays what it was loaded with; described again,
+    // on the same instance, it has the new tool.
+    assert!(plugin.tool("tool_1").is_none());
+    let now = plugin.redescribed().await.expect("described again");
+    assert!(now.tool("tool_1").is_some(), "{:?}", now.tools());
+    assert_eq!(text(&now.call_tool("tool_1", json!({})).await.expect("tool_1")), "tool 1 called");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_follows_a_plugins_tool_list_and_tells_its_subscribers() {
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "grow", "kind": "uri", "server": {"url": fixture("tool-list-changed").display().to_string()}}
+    ]});
+    let file = parse_toolsets(std::path::Path::new("toolsets.json"), &doc, &toolhost::NoSecrets).await.expect("parse");
+    let registry = Registry::new(Arc::new(toolhost::NoSecrets));
+    let report = registry.load_all(file.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let mut changes = registry.subscribe();
+    changes.borrow_and_update();
+    for n in 1..=2 {
+        let added = registry.call_tool("grow__add_tool", json!({}), &toolhost::ApproveAll).await.expect("add");
+        assert_eq!(text(&added), format!("added tool_{n}"));
+        let name = format!("grow__tool_{n}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while registry.tool(&name).is_none() {
+            tokio::time::timeout_at(deadline, changes.changed()).await.expect("a change in time").expect("open");
+        }
+        let called = registry.call_tool(&name, json!({}), &toolhost::ApproveAll).await.expect("call the new tool");
+        assert_eq!(text(&called), format!("tool {n} called"));
+    }
+    let syncs: Vec<_> = registry.sync_events().into_iter().filter(|e| e.tool_set_id == "grow").collect();
+    assert!(syncs.len() >= 4, "a sync per change: {syncs:?}");
+}
+
+#[tokio::test]
+async fn an_unknown_user_import_is_refused_naming_what_is_served() {
+    let wat = r#"(module
+        (import "extism:host/user" "steal_everything" (func (param i64) (result i64)))
+        (func (export "list_tools") (result i32) i32.const 0))"#;
+    let error = Plugin::builder_from_bytes(wat.as_bytes().to_vec()).build().await.expect_err("refused");
+    let message = error.to_string();
+    assert!(message.contains("steal_everything") && message.contains("hyper-mcp"), "{message}");
+    // A served function imported with the wrong type is refused too.
+    let wat = r#"(module
+        (import "extism:host/user" "notify_progress" (func (param i32)))
+        (func (export "call_tool") (result i32) i32.const 0))"#;
+    let error = Plugin::builder_from_bytes(wat.as_bytes().to_vec()).build().await.expect_err("refused");
+    assert!(error.to_string().contains("notify_progress"), "{error}");
+    // A module with neither interface says what a plugin exports.
+    let wat = r#"(module (func (export "hello") (result i32) i32.const 0))"#;
+    let error = Plugin::builder_from_bytes(wat.as_bytes().to_vec()).build().await.expect_err("refused");
+    assert!(error.to_string().contains("list_tools"), "{error}");
+}
