@@ -323,3 +323,66 @@ async fn an_unknown_user_import_is_refused_naming_what_is_served() {
     let error = Plugin::builder_from_bytes(wat.as_bytes().to_vec()).build().await.expect_err("refused");
     assert!(error.to_string().contains("list_tools"), "{error}");
 }
+
+#[test]
+fn serve_relays_what_plugins_ask_and_tell_to_a_real_mcp_client() {
+    let dir = std::env::temp_dir().join(format!("toolhost-talkback-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join("toolsets.json");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "v2", "kind": "uri", "server": {"url": fixture("hyper-v2").display().to_string()}},
+        {"id": "grow", "kind": "uri", "server": {"url": fixture("tool-list-changed").display().to_string()}}
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("write");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("talkback.py");
+    let output = std::process::Command::new(toolhost_tests::mcp_python())
+        .arg(script)
+        .arg(toolhost_tests::toolhost())
+        .arg(&path)
+        .output()
+        .expect("run the MCP Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["protocol"], "2025-11-25", "{report}");
+    // Elicitation: the user's answer reaches the plugin.
+    assert_eq!(report["elicit"], json!({"action": "accept", "content": {"name": "Ada"}}), "{report}");
+    assert_eq!(report["elicited"][0]["message"], "Who?", "{report}");
+    assert_eq!(report["elicit_url"]["action"], "accept", "{report}");
+    assert_eq!(report["elicited"][1]["mode"], "url", "{report}");
+    // Sampling and roots.
+    assert_eq!(report["sample"]["content"]["text"], "4", "{report}");
+    assert_eq!(report["sample"]["model"], "test-model", "{report}");
+    assert_eq!(report["sampled"][0], json!({"max_tokens": 64, "text": "2+2?"}), "{report}");
+    assert_eq!(report["roots"]["roots"][0]["uri"], "file:///work", "{report}");
+    // A log message, from the plugin, under its toolset's name.
+    let logs = report["logs"].as_array().expect("logs");
+    assert!(
+        logs.iter()
+            .any(|l| l["logger"] == "v2" && l["level"] == "warning" && l["data"] == "hyper-v2: disk almost full"),
+        "{report}"
+    );
+    // Progress for this call's token, in order.
+    assert_eq!(report["steps"], "3 steps");
+    let progress: Vec<f64> =
+        report["progress"].as_array().expect("progress").iter().filter_map(|p| p["progress"].as_f64()).collect();
+    assert_eq!(progress, vec![1.0, 2.0, 3.0], "{report}");
+    assert_eq!(report["progress"][2]["message"], "step 3", "{report}");
+    // List changes and a resource update; the URL elicitation's completion.
+    let notices: Vec<&str> = report["notices"].as_array().expect("notices").iter().filter_map(Value::as_str).collect();
+    for method in [
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/elicitation/complete",
+    ] {
+        assert!(notices.contains(&method), "{method} missing from {notices:?}");
+    }
+    // A plugin whose tool list grows: the client is told, and the new tool
+    // is listed and callable.
+    assert_eq!(report["before"], json!(["grow__add_tool"]), "{report}");
+    assert_eq!(report["add"], "added tool_1");
+    assert_eq!(report["after"], json!(["grow__add_tool", "grow__tool_1"]), "{report}");
+    assert_eq!(report["tool_1"], "tool 1 called");
+    std::fs::remove_dir_all(dir).ok();
+}
