@@ -63,6 +63,8 @@ pub use toolhost_protocol::{
     self as protocol, CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolAnnotations,
 };
 
+pub mod client;
+
 /// Everything a plugin usually needs: `use toolhost_plugin_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::{

@@ -45,6 +45,12 @@ fn the_official_conformance_suite_passes_but_for_its_baseline() {
         "tools-call-embedded-resource",
         "tools-call-mixed-content",
         "tools-call-error",
+        "tools-call-with-logging",
+        "tools-call-with-progress",
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
         "server-sse-multiple-streams",
         "dns-rebinding-protection",
     ] {

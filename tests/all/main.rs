@@ -42,6 +42,7 @@ mod scaffold;
 mod secrets;
 mod serve;
 mod sources;
+mod talkback;
 mod telemetry;
 mod toolsets;
 mod validation;

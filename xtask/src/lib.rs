@@ -33,10 +33,20 @@ pub const TEST_FIXTURES: &[&str] = &[
     "secret-thief",
     "hyper-v2",
     "tool-list-changed",
+    "component-0-1-0",
 ];
 /// The packages (examples and `fixture-*`) also built as components.
-pub const COMPONENTS: &[&str] =
-    &["calculator", "clock", "doorbell", "text", "fixture-faults", "fixture-scripted", "fixture-sdk-secrets"];
+pub const COMPONENTS: &[&str] = &[
+    "calculator",
+    "clock",
+    "doorbell",
+    "text",
+    "fixture-component-0-1-0",
+    "fixture-conformance",
+    "fixture-faults",
+    "fixture-scripted",
+    "fixture-sdk-secrets",
+];
 
 /// The workspace root (the directory above this crate).
 pub fn workspace_root() -> PathBuf {

@@ -20,6 +20,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
 use super::outcome::{CallOutput, RunError, Usage};
 use super::output;
+use super::user;
+use crate::client::{ClientNotice, ClientRequest};
 use crate::context::LogLevel as Level;
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
@@ -29,6 +31,11 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "plugin",
+        imports: {
+            "toolhost:plugin/client.request": async,
+            "toolhost:plugin/client.progress": async,
+            "toolhost:plugin/client.notify": async,
+        },
         exports: { default: async },
     });
 }
@@ -79,6 +86,68 @@ impl bindings::toolhost::plugin::host::Host for ComponentState {
 
 impl bindings::toolhost::plugin::types::Host for ComponentState {}
 
+/// Talking back to the call's client: the same checks, redaction, budget
+/// and bounds as hyper-mcp's host functions for Extism plugins.
+impl bindings::toolhost::plugin::client::Host for ComponentState {
+    async fn request(&mut self, method: String, params: String) -> Result<String, String> {
+        let request = match method.as_str() {
+            "elicitation/create" => ClientRequest::Elicitation,
+            "sampling/createMessage" => ClientRequest::Sampling,
+            "roots/list" => ClientRequest::Roots,
+            other => {
+                return Err(format!(
+                    "`{other}` is not a request a plugin may make of the client (elicitation/create, \
+                     sampling/createMessage, roots/list)"
+                ));
+            }
+        };
+        let params = match serde_json::from_str(&params) {
+            Ok(Value::Object(params)) => params,
+            _ => return Err(format!("the parameters of {request} are not a JSON object")),
+        };
+        let params = user::request_params(request, params).map_err(|why| format!("{request}: {why}"))?;
+        let params = self.core.redacted(params);
+        let (client, ticker) = (self.core.client.clone(), self.core.env.ticker.clone());
+        let answer = user::ask_client(client, &ticker, request, params, None).await?;
+        Ok(answer.to_string())
+    }
+
+    async fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if !progress.is_finite() {
+            return;
+        }
+        let total = total.filter(|t| t.is_finite()).map(|t| json!(t));
+        let Some(notice) = self.core.progress_notice(json!(progress), total, message) else { return };
+        if let Some(client) = self.core.admit_notice() {
+            client.notify(notice).await;
+        }
+    }
+
+    async fn notify(&mut self, method: String, params: Option<String>) -> Result<(), String> {
+        let params = || -> Result<Map<String, Value>, String> {
+            match params.as_deref().map(serde_json::from_str) {
+                Some(Ok(Value::Object(params))) => Ok(params),
+                _ => Err(format!("the parameters of {method} are not a JSON object")),
+            }
+        };
+        let notice = match method.as_str() {
+            "notifications/prompts/list_changed" => ClientNotice::PromptListChanged,
+            "notifications/resources/list_changed" => ClientNotice::ResourceListChanged,
+            "notifications/resources/updated" => {
+                ClientNotice::ResourceUpdated(self.core.redacted(user::only_string(&params()?, "uri")?))
+            }
+            "notifications/elicitation/complete" => {
+                ClientNotice::ElicitationComplete(self.core.redacted(user::only_string(&params()?, "elicitationId")?))
+            }
+            other => return Err(format!("`{other}` is not a notification the host relays for a plugin")),
+        };
+        if let Some(client) = self.core.admit_notice() {
+            client.notify(notice).await;
+        }
+        Ok(())
+    }
+}
+
 /// The component linker of an engine: WASI 0.2 and the `host` interface
 /// (a runtime makes it once per engine).
 pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>, String> {
@@ -100,7 +169,7 @@ impl ComponentModule {
     /// imports.
     pub(crate) fn new(linker: &Linker<ComponentState>, component: Component) -> Result<ComponentModule, String> {
         let pre = linker.instantiate_pre(&component).map_err(|e| {
-            format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host` and WASI 0.2)")
+            format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host`, `toolhost:plugin/client` and WASI 0.2)")
         })?;
         let pre = bindings::PluginPre::new(pre).map_err(|e| {
             format!(

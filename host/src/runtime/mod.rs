@@ -67,7 +67,7 @@ pub(crate) mod outcome;
 mod output;
 mod stdio;
 pub(crate) mod ticker;
-mod user;
+pub(crate) mod user;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -18,9 +18,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use wasmtime::{Caller, Linker, ValType};
 
+use std::sync::Arc;
+
 use super::extism::State;
-use super::guest;
+use super::guest::{self, GuestCore};
 use super::outcome::Stop;
+use super::ticker::Ticker;
 use crate::client::{CallClient, ClientNotice, ClientRequest};
 use crate::context::LogLevel;
 
@@ -65,8 +68,9 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 .and_then(|t| t.as_f64())
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .map(|t| Duration::from_secs_f64(t.min(86_400.0)));
-            let params = elicitation_params(params).map_err(|m| host_error("create_elicitation", m))?;
-            let params = c.data_mut().redacted(params);
+            let params =
+                request_params(ClientRequest::Elicitation, params).map_err(|m| host_error("create_elicitation", m))?;
+            let params = c.data().core.redacted(params);
             let answer = match ask(&mut c, ClientRequest::Elicitation, params, timeout).await {
                 Ok(answer) => answer,
                 Err(why) => json!({"action": "decline", "content": {"error": why}}),
@@ -77,8 +81,9 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap_async(USER, "create_message", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let params = c.data_mut().json_argument(h, "create_message")?;
-            let params = sampling_params(params).map_err(|m| host_error("create_message", m))?;
-            let params = c.data_mut().redacted(params);
+            let params =
+                request_params(ClientRequest::Sampling, params).map_err(|m| host_error("create_message", m))?;
+            let params = c.data().core.redacted(params);
             let answer = match ask(&mut c, ClientRequest::Sampling, params, None).await {
                 Ok(answer) => answer,
                 Err(why) => json!({
@@ -140,20 +145,10 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             let Some(progress) = params.get("progress").filter(|p| p.is_number()).cloned() else {
                 return Err(host_error("notify_progress", "its `progress` is not a number".into()));
             };
-            // The call's own token, whatever the plugin wrote: without one,
-            // the client asked for no progress.
-            let Some(token) = state.core.progress_token.clone() else { return Ok(()) };
-            let mut notice = Map::new();
-            notice.insert("progressToken".into(), token);
-            notice.insert("progress".into(), progress);
-            if let Some(total) = params.get("total").filter(|t| t.is_number()) {
-                notice.insert("total".into(), total.clone());
-            }
-            if let Some(message) = params.get("message").filter(|m| m.is_string()) {
-                notice.insert("message".into(), message.clone());
-            }
-            let notice = state.redacted(notice);
-            tell(&mut c, ClientNotice::Progress(notice)).await;
+            let total = params.get("total").filter(|t| t.is_number()).cloned();
+            let message = params.get("message").and_then(Value::as_str).map(str::to_owned);
+            let Some(notice) = state.core.progress_notice(progress, total, message) else { return Ok(()) };
+            tell(&mut c, notice).await;
             Ok(())
         })
     })?;
@@ -173,7 +168,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         Box::new(async move {
             let params = c.data_mut().json_argument(h, "notify_resource_updated")?;
             let notice = only_string(&params, "uri").map_err(|m| host_error("notify_resource_updated", m))?;
-            let notice = c.data_mut().redacted(notice);
+            let notice = c.data().core.redacted(notice);
             tell(&mut c, ClientNotice::ResourceUpdated(notice)).await;
             Ok(())
         })
@@ -183,7 +178,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             let params = c.data_mut().json_argument(h, "notify_url_elicitation_completed")?;
             let notice =
                 only_string(&params, "elicitationId").map_err(|m| host_error("notify_url_elicitation_completed", m))?;
-            let notice = c.data_mut().redacted(notice);
+            let notice = c.data().core.redacted(notice);
             tell(&mut c, ClientNotice::ElicitationComplete(notice)).await;
             Ok(())
         })
@@ -242,18 +237,28 @@ async fn ask(
     params: Map<String, Value>,
     timeout: Option<Duration>,
 ) -> Result<Value, String> {
-    let Some(client) = c.data().core.client.clone() else {
+    let core = &c.data().core;
+    ask_client(core.client.clone(), &core.env.ticker.clone(), request, params, timeout).await
+}
+
+/// Ask `client` (none: refused), within `timeout`; the answer, or why
+/// there is none, as the plugin is told.
+pub(crate) async fn ask_client(
+    client: Option<Arc<dyn CallClient>>,
+    ticker: &Ticker,
+    request: ClientRequest,
+    params: Map<String, Value>,
+    timeout: Option<Duration>,
+) -> Result<Value, String> {
+    let Some(client) = client else {
         return Err(format!("{request} refused: this call was made without a client to ask"));
     };
     let asked = async move { Ok(CallClient::request(&*client, request, params).await) };
     let answer = match timeout {
-        Some(timeout) => {
-            let ticker = c.data().core.env.ticker.clone();
-            match guest::bounded(&ticker, Instant::now().checked_add(timeout), asked).await {
-                Ok(answer) => answer,
-                Err(_) => Err(format!("no answer within {timeout:?}")),
-            }
-        }
+        Some(timeout) => match guest::bounded(ticker, Instant::now().checked_add(timeout), asked).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        },
         None => asked.await.unwrap_or_else(|e: wasmtime::Error| Err(e.to_string())),
     };
     answer.map_err(|why| format!("{request} failed: {why}"))
@@ -261,21 +266,22 @@ async fn ask(
 
 /// Send the call's client `notice`, within the run's notice budget.
 async fn tell(c: &mut Caller<'_, State>, notice: ClientNotice) {
-    let core = &mut c.data_mut().core;
-    let Some(client) = core.client.clone() else { return };
-    core.notices += 1;
-    if core.notices > MAX_NOTICES_PER_RUN {
-        if core.notices == MAX_NOTICES_PER_RUN + 1 {
-            let line = format!("more than {MAX_NOTICES_PER_RUN} notices in one call; the rest are dropped");
-            core.log(LogLevel::Warn, line.as_bytes());
-        }
-        return;
+    if let Some(client) = c.data_mut().core.admit_notice() {
+        client.notify(notice).await;
     }
-    client.notify(notice).await;
+}
+
+/// A request's parameters as the protocol has them, or what is wrong.
+pub(crate) fn request_params(request: ClientRequest, params: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    match request {
+        ClientRequest::Elicitation => elicitation_params(params),
+        ClientRequest::Sampling => sampling_params(params),
+        _ => Ok(Map::new()),
+    }
 }
 
 /// An object with only the string field `key`.
-fn only_string(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
+pub(crate) fn only_string(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
     match params.get(key) {
         Some(Value::String(value)) => Ok(Map::from_iter([(key.to_owned(), Value::String(value.clone()))])),
         _ => Err(format!("its `{key}` is not a string")),
@@ -353,13 +359,19 @@ impl State {
         }
     }
 
-    /// `params` with every secret value the plugin holds replaced.
-    fn redacted(&self, params: Map<String, Value>) -> Map<String, Value> {
+    /// `value` as a new block of JSON.
+    fn write_json(&mut self, value: &Value) -> wasmtime::Result<u64> {
+        let bytes = serde_json::to_vec(value).map_err(|e| wasmtime::Error::new(Stop::Host(e.to_string())))?;
+        self.write_new(&bytes)
+    }
+}
+
+impl GuestCore {
+    /// `params` with every secret value the plugin holds replaced (nothing,
+    /// if redacting would blow the bound).
+    pub(crate) fn redacted(&self, params: Map<String, Value>) -> Map<String, Value> {
         let mut value = Value::Object(params);
-        // Room for the markers: a request is no result, but is kept small.
-        let room = self.core.env.limits.max_output_bytes;
-        if self.core.env.redactor.redact_json(&mut value, room).is_err() {
-            // Redaction would blow the bound: send nothing of it.
+        if self.env.redactor.redact_json(&mut value, self.env.limits.max_output_bytes).is_err() {
             return Map::new();
         }
         match value {
@@ -368,9 +380,40 @@ impl State {
         }
     }
 
-    /// `value` as a new block of JSON.
-    fn write_json(&mut self, value: &Value) -> wasmtime::Result<u64> {
-        let bytes = serde_json::to_vec(value).map_err(|e| wasmtime::Error::new(Stop::Host(e.to_string())))?;
-        self.write_new(&bytes)
+    /// A progress notice of the running call: the call's own token,
+    /// whatever the plugin wrote (`None` when the caller asked for no
+    /// progress), the message redacted.
+    pub(crate) fn progress_notice(
+        &self,
+        progress: Value,
+        total: Option<Value>,
+        message: Option<String>,
+    ) -> Option<ClientNotice> {
+        let token = self.progress_token.clone()?;
+        let mut notice = Map::new();
+        notice.insert("progressToken".into(), token);
+        notice.insert("progress".into(), progress);
+        if let Some(total) = total {
+            notice.insert("total".into(), total);
+        }
+        if let Some(message) = message {
+            notice.insert("message".into(), Value::String(message));
+        }
+        Some(ClientNotice::Progress(self.redacted(notice)))
+    }
+
+    /// The client to send a notice to, if there is one and the run's
+    /// notice budget allows.
+    pub(crate) fn admit_notice(&mut self) -> Option<Arc<dyn CallClient>> {
+        let client = self.client.clone()?;
+        self.notices += 1;
+        if self.notices > MAX_NOTICES_PER_RUN {
+            if self.notices == MAX_NOTICES_PER_RUN + 1 {
+                let line = format!("more than {MAX_NOTICES_PER_RUN} notices in one call; the rest are dropped");
+                self.log(LogLevel::Warn, line.as_bytes());
+            }
+            return None;
+        }
+        Some(client)
     }
 }

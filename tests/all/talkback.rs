@@ -1,0 +1,110 @@
+//! Plugins written with the SDK talk back to the client of a call (the
+//! SDK's `client` module: log messages, progress, sampling, elicitation),
+//! in both flavours: hyper-mcp's host functions for an Extism module, the
+//! `client` interface of `toolhost:plugin@0.1.1` for a component. And a
+//! component of 0.1.0, built before that interface, still loads.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use toolhost::{BoxFuture, CallClient, CallContext, ClientNotice, ClientRequest, LogLevel, Plugin, PluginKind};
+use toolhost_tests::{Flavour, fixture};
+
+fn text(result: &toolhost::CallToolResult) -> String {
+    result.texts().next().unwrap_or_default().to_owned()
+}
+
+/// A client that answers every request with `answer` and records it all.
+struct Client {
+    answer: Value,
+    asked: Mutex<Vec<(ClientRequest, Map<String, Value>)>>,
+    told: Mutex<Vec<ClientNotice>>,
+}
+
+impl Client {
+    fn answering(answer: Value) -> Arc<Client> {
+        Arc::new(Client { answer, asked: Mutex::default(), told: Mutex::default() })
+    }
+}
+
+impl CallClient for Client {
+    fn request(&self, request: ClientRequest, params: Map<String, Value>) -> BoxFuture<'_, Result<Value, String>> {
+        self.asked.lock().unwrap().push((request, params));
+        let answer = self.answer.clone();
+        Box::pin(async move { Ok(answer) })
+    }
+
+    fn notify(&self, notice: ClientNotice) -> BoxFuture<'_, ()> {
+        self.told.lock().unwrap().push(notice);
+        Box::pin(async {})
+    }
+}
+
+async fn sdk_plugins_sample_and_elicit(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.fixture("conformance")).await.unwrap_or_else(|e| panic!("{e}"));
+    let model = Client::answering(json!({"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}));
+    let context = CallContext::new().with_client(model.clone());
+    let sampled = plugin.call_tool_with("test_sampling", json!({"prompt": "2+2?"}), &context).await.expect("sample");
+    assert_eq!(text(&sampled), "LLM response: 4");
+    let (request, params) = model.asked.lock().unwrap().pop().expect("asked");
+    assert_eq!(request, ClientRequest::Sampling);
+    assert_eq!(params["messages"][0]["content"]["text"], "2+2?");
+    assert_eq!(params["maxTokens"], 100);
+
+    let user = Client::answering(json!({"action": "accept", "content": {"username": "ada", "email": "a@b.c"}}));
+    let context = CallContext::new().with_client(user.clone());
+    let elicited =
+        plugin.call_tool_with("test_elicitation", json!({"message": "Who are you?"}), &context).await.expect("elicit");
+    assert!(text(&elicited).contains(r#""username":"ada""#), "{}", text(&elicited));
+    let (request, params) = user.asked.lock().unwrap().pop().expect("asked");
+    assert_eq!(request, ClientRequest::Elicitation);
+    assert_eq!(params["message"], "Who are you?");
+    assert_eq!(params["requestedSchema"]["required"], json!(["username", "email"]));
+
+    // Without a client the tool fails as a tool, saying why.
+    let refused = plugin.call_tool("test_sampling", json!({"prompt": "2+2?"})).await.expect("a result");
+    assert!(refused.is_error(), "{refused:?}");
+    assert!(text(&refused).contains("without a client"), "{}", text(&refused));
+}
+
+async fn sdk_plugins_report_progress_and_log(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.fixture("conformance")).await.unwrap_or_else(|e| panic!("{e}"));
+    let client = Client::answering(Value::Null);
+    let mut meta = Map::new();
+    meta.insert("progressToken".into(), json!(7));
+    let context = CallContext::new().with_client(client.clone()).with_meta(meta);
+    plugin.call_tool_with("test_tool_with_progress", json!({}), &context).await.expect("progress");
+    let told = std::mem::take(&mut *client.told.lock().unwrap());
+    let steps: Vec<(Value, Value)> = told
+        .iter()
+        .map(|notice| match notice {
+            ClientNotice::Progress(p) => (p["progressToken"].clone(), p["progress"].clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(steps, vec![(json!(7), json!(0.0)), (json!(7), json!(50.0)), (json!(7), json!(100.0))]);
+
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let context =
+        CallContext::new().with_log_sink(move |line| sink.lock().unwrap().push((line.level, line.message.to_owned())));
+    plugin.call_tool_with("test_tool_with_logging", json!({}), &context).await.expect("logging");
+    assert_eq!(
+        *lines.lock().unwrap(),
+        vec![
+            (LogLevel::Info, "Tool execution started".to_owned()),
+            (LogLevel::Info, "Tool processing data".to_owned()),
+            (LogLevel::Info, "Tool execution completed".to_owned()),
+        ]
+    );
+}
+
+both_flavours!(sdk_plugins_sample_and_elicit, sdk_plugins_report_progress_and_log);
+
+#[tokio::test]
+async fn a_component_built_against_the_0_1_0_wit_still_loads() {
+    let path = fixture("component-0-1-0").with_file_name("component-0-1-0.component.wasm");
+    let plugin = Plugin::builder_from_file(&path).with_config("greeting", "hello").build().await.expect("load");
+    assert_eq!(plugin.kind(), PluginKind::Component);
+    assert_eq!(text(&plugin.call_tool("ping", json!({})).await.expect("ping")), "pong (hello)");
+}
