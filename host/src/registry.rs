@@ -434,8 +434,9 @@ impl Registry {
             Arc::downgrade(&self.changes),
         );
         let id = loaded.config.id.clone();
+        // The receiver has seen what there was when the toolset was loaded:
+        // a change since (before this task first runs) is one to follow.
         handle.spawn(async move {
-            signal.borrow_and_update();
             while signal.changed().await.is_ok() {
                 let Some(set) = toolsets.upgrade() else { return };
                 let is_current = |map: &BTreeMap<String, Arc<LoadedToolset>>| {
