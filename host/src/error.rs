@@ -385,6 +385,10 @@ pub enum Operation {
     Instantiate,
     /// The `call` export, for this tool.
     Tool(String),
+    /// One of the exports of what a plugin offers besides tools (its
+    /// prompts, resources and completions): what was asked, as a phrase
+    /// (`prompt `greeting``, `the resource list`).
+    Offer(String),
 }
 
 impl fmt::Display for Operation {
@@ -393,6 +397,7 @@ impl fmt::Display for Operation {
             Operation::Describe => f.write_str("`describe`"),
             Operation::Instantiate => f.write_str("instantiation"),
             Operation::Tool(name) => write!(f, "tool `{name}`"),
+            Operation::Offer(what) => f.write_str(what),
         }
     }
 }

@@ -85,7 +85,7 @@ pub use error::{
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use host_fn::{HostCall, HostFunction};
 pub use model::{AnthropicTool, ModelTool, OpenAiTool};
-pub use plugin::{Plugin, PluginBuilder, PoolStats};
+pub use plugin::{Offers, Plugin, PluginBuilder, PoolStats};
 pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 #[cfg(feature = "cache")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]

@@ -33,6 +33,9 @@ use crate::telemetry::{CallTrace, Meter};
 use crate::tool::RegisteredTool;
 use crate::validate::{self, CheckedTool, ValidationOptions};
 
+mod offers;
+pub use offers::Offers;
+
 /// Where a plugin's Wasm comes from.
 #[derive(Debug, Clone)]
 enum Source {
@@ -825,7 +828,7 @@ impl Plugin {
                         }),
                     }
                 }
-                Ok(Ran::Call(_)) => Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+                Ok(_) => Err(Error::Host("another export ran instead of `describe`".to_owned())),
                 Err(error) => Err(error),
             };
         outcome.map_err(|error| inner.scrub(error))
@@ -857,7 +860,7 @@ impl Plugin {
         let inner = &self.inner;
         let raw = match inner.run(Job::Describe, None).await {
             Ok(Ran::Describe(raw)) => raw,
-            Ok(Ran::Call(_)) => return Err(Error::Host("`call` ran instead of `describe`".to_owned())),
+            Ok(_) => return Err(Error::Host("another export ran instead of `describe`".to_owned())),
             Err(error) => return Err(inner.scrub(run_error(&inner.name, Operation::Describe, error))),
         };
         let base = Arc::new(HostEnv {
@@ -1293,13 +1296,13 @@ impl Asking<'_> {
 /// first: then it is dropped (its guest stopped where it is, its instance
 /// discarded) and the call is [`Error::Cancelled`]. Checked only while the
 /// call waits: a call that finishes in one poll never looks at a token.
-async fn cancellable(
-    work: impl Future<Output = Result<CallToolResult, Error>>,
+async fn cancellable<T>(
+    work: impl Future<Output = Result<T, Error>>,
     caller: Option<&CancellationToken>,
     runtime: &CancellationToken,
     plugin: &str,
     tool: &str,
-) -> Result<CallToolResult, Error> {
+) -> Result<T, Error> {
     let cancelled =
         |reason: &str| Error::Cancelled { plugin: plugin.to_owned(), tool: tool.to_owned(), reason: reason.to_owned() };
     // A call whose token was cancelled before it began does not start.
@@ -1394,7 +1397,7 @@ impl Inner {
         let output = output.map_err(|e| run_error(&self.name, Operation::Tool(tool.to_owned()), e))?;
         match output {
             Ran::Call(output) => Ok(output),
-            Ran::Describe(_) => Err(Error::Host("`describe` ran instead of `call`".to_owned())),
+            _ => Err(Error::Host("another export ran instead of `call`".to_owned())),
         }
     }
 
@@ -1464,6 +1467,7 @@ impl Inner {
         let output = match job {
             Job::Describe => instance.describe().await.map(Ran::Describe),
             Job::Call(payload, run) => instance.call(payload, run).await.map(Ran::Call),
+            Job::Offer(name, input, run) => instance.offer(name, input, run).await.map(Ran::Offer),
         };
         if let Some(meter) = meter {
             meter.record(instance.usage());
@@ -1538,12 +1542,15 @@ enum Job<'a> {
     Describe,
     /// A call, with the secrets its tool may read, its deadline and log sink.
     Call(&'a Payload, &'a RunOptions),
+    /// One of the exports of what the plugin offers besides tools.
+    Offer(&'static str, &'a [u8], &'a RunOptions),
 }
 
 /// What it returned.
 enum Ran {
     Describe(Value),
     Call(CallOutput),
+    Offer(Value),
 }
 
 /// A snapshot of a plugin's instance pool.

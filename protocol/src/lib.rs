@@ -24,6 +24,12 @@
 use serde::{Deserialize, Serialize};
 pub use serde_json::{Map, Value};
 
+mod offers;
+pub use offers::{
+    CompleteResult, Completion, CompletionReference, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, Prompt, PromptArgument, PromptMessage, ReadResourceResult, Resource, ResourceTemplate,
+};
+
 /// A JSON object: the type of schemas, arguments and `_meta` maps.
 pub type JsonObject = Map<String, Value>;
 

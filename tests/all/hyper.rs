@@ -386,3 +386,108 @@ fn serve_relays_what_plugins_ask_and_tell_to_a_real_mcp_client() {
     assert_eq!(report["tool_1"], "tool 1 called");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test]
+async fn a_v2_plugins_prompts_resources_and_completions_are_checked_and_served() {
+    use toolhost::protocol::CompletionReference;
+    let plugin = v2().await;
+    let offers = plugin.offers();
+    assert!(offers.prompts && offers.resources && offers.resource_templates && offers.completions, "{offers:?}");
+    let context = CallContext::new();
+
+    let prompts = plugin.list_prompts(&context).await.expect("prompts");
+    assert_eq!(prompts.prompts.len(), 1);
+    assert_eq!(prompts.prompts[0].name, "greeting");
+    assert_eq!(prompts.prompts[0].arguments.as_ref().unwrap()[0].required, Some(true));
+    let mut arguments = Map::new();
+    arguments.insert("name".into(), json!("Ada"));
+    let prompt = plugin.get_prompt("greeting", Some(arguments), &context).await.expect("prompt");
+    assert_eq!(serde_json::to_value(&prompt.messages[0]).unwrap()["content"]["text"], "Hello, Ada!");
+    // A prompt the plugin does not have: its error, typed.
+    let error = plugin.get_prompt("farewell", None, &context).await.expect_err("no such prompt");
+    assert!(matches!(error, Error::PluginFailed { .. }), "{error}");
+    assert!(error.to_string().contains("prompt `farewell`"), "{error}");
+
+    let resources = plugin.list_resources(&context).await.expect("resources");
+    assert_eq!(resources.resources[0].uri, "memo://one");
+    let templates = plugin.list_resource_templates(&context).await.expect("templates");
+    assert_eq!(templates.resource_templates[0].uri_template, "memo://{id}");
+    let read = plugin.read_resource("memo://seven", &context).await.expect("read");
+    assert_eq!(read.contents[0].text.as_deref(), Some("memo seven"));
+
+    let reference = CompletionReference::Prompt { name: "greeting".into() };
+    let completed = plugin.complete(&reference, ("name", "a"), None, &context).await.expect("complete");
+    assert_eq!(completed.completion.values, vec!["alice"]);
+    plugin.roots_list_changed(&context).await.expect("roots changed");
+
+    // A plugin that offers nothing besides tools lists nothing, and
+    // refuses to read.
+    let servlet = Plugin::load(fixture("raw-servlet")).await.expect("load");
+    assert!(!servlet.offers().any());
+    assert!(servlet.list_prompts(&context).await.expect("none").prompts.is_empty());
+    let error = servlet.read_resource("memo://one", &context).await.expect_err("no resources");
+    assert!(error.to_string().contains("read_resource"), "{error}");
+}
+
+/// A v2 plugin in WAT whose every export in `outputs` returns that JSON.
+fn v2_wat(outputs: &[(&str, &str)]) -> String {
+    let mut data = String::new();
+    let mut exports = String::new();
+    let mut at = 0usize;
+    for (export, json) in outputs {
+        data.push_str(&format!("  (data (i32.const {at}) \"{}\")\n", json.replace('\\', "\\\\").replace('"', "\\\"")));
+        exports.push_str(&format!(
+            "  (func (export \"{export}\") (result i32)\n    (call $output_set (call $emit (i32.const {at}) (i32.const {len})) (i64.const {len}))\n    (i32.const 0))\n",
+            len = json.len()
+        ));
+        at += json.len().next_multiple_of(16) + 16;
+    }
+    format!(
+        r#"(module
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  (memory (export "memory") 1)
+{data}
+  (func $emit (param $ptr i32) (param $len i32) (result i64)
+    (local $h i64) (local $i i32)
+    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
+                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (local.get $h))
+{exports})"#
+    )
+}
+
+#[tokio::test]
+async fn what_a_plugin_offers_besides_tools_is_checked_against_the_protocol() {
+    let context = CallContext::new();
+    let wat = v2_wat(&[
+        ("list_tools", r#"{"tools":[]}"#),
+        ("list_prompts", r#"{"prompts":[{"title":"no name"}]}"#),
+        ("get_prompt", r#"{"messages":[{"role":"narrator","content":{"type":"text","text":"x"}}]}"#),
+        ("list_resources", r#"{"resources":[{"uri":"a://b","name":"b"}]}"#),
+        ("read_resource", r#"{"contents":[{"uri":"a://b","text":"t","blob":"AAAA"}]}"#),
+        ("complete", &format!(r#"{{"completion":{{"values":[{}]}}}}"#, vec!["\"v\""; 101].join(","))),
+    ]);
+    let plugin = Plugin::builder_from_bytes(wat.into_bytes()).with_name("liar").build().await.expect("load");
+    let invalid = |error: Error| match error {
+        Error::InvalidOutput { problem: toolhost::OutputProblem::Invalid { violations, .. }, .. } => violations,
+        other => panic!("{other}"),
+    };
+    let violations = invalid(plugin.list_prompts(&context).await.expect_err("no name"));
+    assert!(violations[0].message.contains("name"), "{violations:?}");
+    let violations = invalid(plugin.get_prompt("p", None, &context).await.expect_err("bad role"));
+    assert!(violations[0].message.contains("narrator"), "{violations:?}");
+    let violations = invalid(plugin.read_resource("a://b", &context).await.expect_err("text and blob"));
+    assert_eq!(violations[0].instance_path, "/contents/0/text");
+    let reference = toolhost::protocol::CompletionReference::Prompt { name: "p".into() };
+    let violations = invalid(plugin.complete(&reference, ("a", ""), None, &context).await.expect_err("101 values"));
+    assert_eq!(violations[0].instance_path, "/completion/values");
+    // What is right still reads.
+    assert_eq!(plugin.list_resources(&context).await.expect("resources").resources[0].uri, "a://b");
+}

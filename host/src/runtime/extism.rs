@@ -307,6 +307,18 @@ const V2_EXPORTS: &[&str] = &[
     "on_roots_list_changed",
 ];
 
+/// The exports of what a plugin offers besides tools, each optional, with
+/// hyper-mcp v2's inputs; a servlet may export them too.
+pub(crate) const OFFER_EXPORTS: &[&str] = &[
+    "list_prompts",
+    "get_prompt",
+    "list_resources",
+    "list_resource_templates",
+    "read_resource",
+    "complete",
+    "on_roots_list_changed",
+];
+
 /// A compiled Extism plugin with its imports resolved.
 pub(crate) struct ExtismModule {
     pre: InstancePre<State>,
@@ -398,8 +410,9 @@ impl ExtismModule {
         let (describe, call) = (crate::protocol::exports::DESCRIBE, crate::protocol::exports::CALL);
         let servlet = [describe, call];
         let has = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
+        let servlet_and_offers: Vec<&'static str> = servlet.iter().chain(OFFER_EXPORTS).copied().collect();
         let (interface, names): (Interface, &[&'static str]) = if servlet.iter().all(|n| has(n)) {
-            (Interface::Servlet, &servlet)
+            (Interface::Servlet, &servlet_and_offers)
         } else if V2_EXPORTS.iter().any(|n| has(n)) {
             (Interface::V2, V2_EXPORTS)
         } else {
@@ -435,6 +448,11 @@ impl ExtismModule {
     /// The interface the plugin speaks.
     pub(crate) fn interface(&self) -> Interface {
         self.interface
+    }
+
+    /// Whether the module exports `name`.
+    pub(crate) fn exports(&self, name: &str) -> bool {
+        self.entries.iter().any(|(n, _)| *n == name)
     }
 
     /// Whether the plugin may say its tool list changed.
@@ -650,6 +668,8 @@ pub(crate) enum Export {
     Describe,
     /// `call` (v2: `call_tool`).
     Call,
+    /// One of [`OFFER_EXPORTS`].
+    Offer(&'static str),
 }
 
 impl Export {
@@ -660,6 +680,7 @@ impl Export {
             (Interface::Servlet, Export::Call) => crate::protocol::exports::CALL,
             (Interface::V2, Export::Describe) => "list_tools",
             (Interface::V2, Export::Call) => "call_tool",
+            (_, Export::Offer(name)) => name,
         }
     }
 }
@@ -687,6 +708,7 @@ impl ExtismInstance {
                 Export::Call => {
                     Err(Fault::new(FaultKind::Error, format!("it lists tools but exports no `{name}` to call them")))
                 }
+                Export::Offer(_) => Err(Fault::new(FaultKind::Error, format!("it exports no `{name}`"))),
             };
         };
         let input = match (self.interface, export) {

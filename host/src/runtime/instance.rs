@@ -119,6 +119,15 @@ impl Module {
         }
     }
 
+    /// Whether the plugin exports `name` (one of the optional exports of
+    /// what it offers besides tools; only Extism plugins have them).
+    pub(crate) fn exports(&self, name: &str) -> bool {
+        match self {
+            Module::Extism(module) => module.exports(name),
+            _ => false,
+        }
+    }
+
     /// The interface an Extism plugin speaks (`None` for the others).
     pub(crate) fn interface(&self) -> Option<Interface> {
         match self {
@@ -176,6 +185,29 @@ impl Instance {
             ))),
         };
         called.map_err(output::short_error)
+    }
+
+    /// Run one of the optional exports (`get_prompt`, `read_resource`...)
+    /// with `input`: its output as JSON (not yet checked), or JSON `null`
+    /// for an export that returns nothing.
+    pub(crate) async fn offer(
+        &mut self,
+        name: &'static str,
+        input: &[u8],
+        run: &RunOptions,
+    ) -> Result<Value, RunError> {
+        let ran = match self {
+            Instance::Extism(instance) => match instance.run(Export::Offer(name), input, run).await {
+                Ok(output) if output.is_empty() => Ok(Value::Null),
+                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
+                Err(fault) => Err(RunError::Fault(fault)),
+            },
+            _ => Err(RunError::Fault(Fault::new(
+                crate::error::FaultKind::Error,
+                format!("only Extism plugins export `{name}`"),
+            ))),
+        };
+        ran.map_err(output::short_error)
     }
 
     /// Bytes held against the memory limit.
