@@ -94,6 +94,15 @@ pub enum Error {
         available: Vec<String>,
     },
 
+    /// No plugin (of a registry) offers the prompt, resource or template
+    /// asked for.
+    #[error("nothing here offers {what}")]
+    #[non_exhaustive]
+    NotOffered {
+        /// What was asked for (`prompt `x``, `resource `a://b``).
+        what: String,
+    },
+
     /// The arguments were refused before the plugin ran.
     #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {}", join_violations(violations))]
     #[non_exhaustive]
@@ -241,8 +250,8 @@ impl Error {
             Error::InvalidArguments { violations: found, .. } => violations(found, visit),
             Error::PluginFailed { fault, operation, .. } => {
                 fault.texts_mut(visit);
-                if let Operation::Tool(tool) = operation {
-                    visit(tool);
+                if let Operation::Tool(text) | Operation::Offer(text) = operation {
+                    visit(text);
                 }
             }
             Error::InvalidOutput { problem, operation, .. } => {
@@ -251,11 +260,12 @@ impl Error {
                     OutputProblem::Invalid { violations: found } => violations(found, visit),
                     OutputProblem::NotUtf8 { .. } | OutputProblem::SecretLeak { .. } => {}
                 }
-                if let Operation::Tool(tool) = operation {
-                    visit(tool);
+                if let Operation::Tool(text) | Operation::Offer(text) = operation {
+                    visit(text);
                 }
             }
             Error::Host(message) => visit(message),
+            Error::NotOffered { what } => visit(what),
             Error::Cancelled { tool, .. } | Error::MissingUserId { tool, .. } => visit(tool),
             Error::Read { .. }
             | Error::Policy { .. }

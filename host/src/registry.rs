@@ -103,6 +103,8 @@ fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
     }
 }
 
+mod offers;
+
 /// Toolsets and their tools, under namespaced names.
 pub struct Registry {
     /// Shared with the tasks that follow toolsets whose tools change

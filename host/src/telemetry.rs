@@ -38,6 +38,7 @@ pub(crate) fn call_outcome(outcome: &Result<CallToolResult, Error>) -> &'static 
 pub(crate) fn error_outcome(error: &Error) -> &'static str {
     match error {
         Error::UnknownTool { .. } | Error::NoSuchTool { .. } => "unknown_tool",
+        Error::NotOffered { .. } => "not_offered",
         Error::InvalidArguments { .. } => "invalid_arguments",
         Error::MissingSecret { .. } => "missing_secret",
         Error::MissingUserId { .. } => "missing_user_id",

@@ -384,6 +384,16 @@ fn serve_relays_what_plugins_ask_and_tell_to_a_real_mcp_client() {
     assert_eq!(report["add"], "added tool_1");
     assert_eq!(report["after"], json!(["grow__add_tool", "grow__tool_1"]), "{report}");
     assert_eq!(report["tool_1"], "tool 1 called");
+    // Prompts (namespaced), resources and templates (their own URIs), reads
+    // routed to the toolset that lists the URI or matches it, completions.
+    assert_eq!(report["prompts"], json!(["v2__greeting"]), "{report}");
+    assert_eq!(report["prompt"], "Hello, Ada!", "{report}");
+    assert_eq!(report["resources"], json!(["memo://one"]), "{report}");
+    assert_eq!(report["templates"], json!(["memo://{id}"]), "{report}");
+    assert_eq!(report["read"], "memo one", "{report}");
+    assert_eq!(report["read_template"], "memo seven", "{report}");
+    assert_eq!(report["read_missing"]["code"], -32002, "{report}");
+    assert_eq!(report["completion"], json!(["bob"]), "{report}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -8,7 +8,9 @@ Usage:
 The configuration has the `hyper-v2` fixture as toolset `v2` and the
 `tool-list-changed` fixture as `grow`. The client answers elicitation,
 sampling and roots, asks for log messages at debug, follows progress, and
-records every notification. Prints one JSON object of what it saw.
+records every notification; then it lists and reads what the plugins offer
+besides tools (prompts, resources, templates, completions). Prints one
+JSON object of what it saw.
 """
 
 import json
@@ -85,6 +87,8 @@ async def main():
             report["steps"] = text_of(
                 await session.call_tool("v2__progress", {"steps": 3}, progress_callback=progress)
             )
+            # A resource update reaches a session that subscribed to it.
+            await session.subscribe_resource("memo://one")
             report["changed"] = text_of(await session.call_tool("v2__changed", {}))
             with anyio.fail_after(60):
                 await notices_seen.wait()
@@ -94,6 +98,23 @@ async def main():
                 await tools_changed.wait()
             report["after"] = sorted(tool.name for tool in (await session.list_tools()).tools if tool.name.startswith("grow__"))
             report["tool_1"] = text_of(await session.call_tool("grow__tool_1", {}))
+
+            # What the plugins offer besides tools.
+            prompts = await session.list_prompts()
+            report["prompts"] = [p.name for p in prompts.prompts]
+            prompt = await session.get_prompt("v2__greeting", {"name": "Ada"})
+            report["prompt"] = prompt.messages[0].content.text
+            report["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
+            report["templates"] = [t.uri_template for t in (await session.list_resource_templates()).resource_templates]
+            report["read"] = (await session.read_resource("memo://one")).contents[0].text
+            report["read_template"] = (await session.read_resource("memo://seven")).contents[0].text
+            try:
+                await session.read_resource("nope://x")
+                report["read_missing"] = "no error"
+            except Exception as error:
+                report["read_missing"] = {"code": getattr(getattr(error, "error", None), "code", None), "message": str(error)}
+            completion = await session.complete(types.PromptReference(type="ref/prompt", name="v2__greeting"), {"name": "name", "value": "b"})
+            report["completion"] = completion.completion.values
     print(json.dumps(report))
 
 

@@ -56,6 +56,9 @@ pub struct McpServer {
     /// The level the client asked for with `logging/setLevel` (per
     /// session; `None`: it did not ask, and gets no log messages).
     log_level: Arc<std::sync::Mutex<Option<LogLevel>>>,
+    /// The resource URIs this session subscribed to (`resources/subscribe`):
+    /// a plugin's update of one reaches it, of others does not.
+    subscriptions: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 #[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
@@ -93,13 +96,13 @@ impl McpServer {
     /// The same server for another session (connection): same tools and
     /// approvals, its own session state (the logging level).
     pub fn for_session(&self) -> McpServer {
-        McpServer { log_level: Default::default(), ..self.clone() }
+        McpServer { log_level: Default::default(), subscriptions: Default::default(), ..self.clone() }
     }
 
     /// A server for these tools whose approvals come from `approvals`
     /// (e.g. [`Approvals::AskTheUser`]).
     pub fn with_approvals(source: ToolSource, approvals: Approvals) -> Self {
-        McpServer { source, approvals, log_level: Default::default() }
+        McpServer { source, approvals, log_level: Default::default(), subscriptions: Default::default() }
     }
 
     /// Send `message` to the client as a log notification at `level`, if
@@ -262,6 +265,56 @@ mod wire {
     }
 }
 
+/// The context of a prompt, resource or completion request: its id and
+/// `_meta`, and its client (a plugin may talk back while it answers).
+fn offer_context(context: &RequestContext<RoleServer>) -> CallContext {
+    let client = crate::talkback::PeerClient {
+        peer: context.peer.clone(),
+        version: context.protocol_version(),
+        capabilities: context.client_capabilities(),
+        subscriptions: Default::default(),
+    };
+    CallContext::new()
+        .with_call_id(context.id.to_string())
+        .with_meta(context.meta.0.0.clone())
+        .with_client(Arc::new(client))
+}
+
+/// A failed prompt, resource or completion request as the protocol's error:
+/// a resource nothing offers is `resource not found`, a prompt nothing
+/// offers invalid parameters, a plugin's own refusal invalid parameters
+/// (its message says why), the rest internal errors.
+fn offer_error(error: Error) -> McpError {
+    match &error {
+        Error::NotOffered { what, .. } if what.starts_with("resource") => {
+            McpError::resource_not_found(error.to_string(), None)
+        }
+        Error::NotOffered { .. } => McpError::invalid_params(error.to_string(), None),
+        Error::PluginFailed { fault, .. } if fault.kind == toolhost::FaultKind::Error => {
+            McpError::invalid_params(error.model_text(), None)
+        }
+        _ => {
+            tracing::warn!("request failed: {error}");
+            McpError::internal_error(error.model_text(), None)
+        }
+    }
+}
+
+/// One of our protocol values as rmcp's type of it (through JSON: these
+/// are not hot paths). A value rmcp refuses is the server's error.
+fn to_rmcp<T: serde::Serialize, R: serde::de::DeserializeOwned>(value: T) -> Result<R, McpError> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| McpError::internal_error(format!("a plugin's answer does not fit the protocol: {e}"), None))
+}
+
+/// One of rmcp's values as ours.
+fn from_rmcp<T: serde::Serialize, R: serde::de::DeserializeOwned>(value: &T) -> Result<R, McpError> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| McpError::invalid_params(format!("{e}"), None))
+}
+
 /// A tool execution error: `isError: true` with one text item.
 fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
     Ok(CallToolResponse::from(wire::call_tool_result(toolhost_protocol::CallToolResult::error(message))))
@@ -270,14 +323,19 @@ fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
 impl rmcp::ServerHandler for McpServer {
     fn get_info(&self) -> InitializeResult {
         // Logging: `logging/setLevel` opts a session in to log messages
-        // (calls that failed). Completions: toolhost serves no prompts or
-        // resource templates yet, so every completion is empty.
+        // (plugins' log lines, calls that failed). Prompts, resources and
+        // completions: what the plugins offer (none, for most).
         #[allow(deprecated)]
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_completions()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .build();
         let mut info = InitializeResult::new(capabilities);
         info.server_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
@@ -340,6 +398,7 @@ impl rmcp::ServerHandler for McpServer {
             peer: context.peer.clone(),
             version: context.protocol_version(),
             capabilities: context.client_capabilities(),
+            subscriptions: Arc::clone(&self.subscriptions),
         };
         let mut call_context = CallContext::new()
             .with_call_id(context.id.to_string())
@@ -395,6 +454,123 @@ impl rmcp::ServerHandler for McpServer {
                     .await;
                 tool_error(text)
             }
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        let call = offer_context(&context);
+        let prompts = match &self.source {
+            ToolSource::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
+            ToolSource::Registry(registry) => registry.list_prompts(&call).await,
+        };
+        Ok(rmcp::model::ListPromptsResult::with_all_items(to_rmcp(prompts)?))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        let call = offer_context(&context);
+        let result = match &self.source {
+            ToolSource::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
+            ToolSource::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
+        };
+        let result: rmcp::model::GetPromptResult = to_rmcp(result.map_err(offer_error)?)?;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let call = offer_context(&context);
+        let resources = match &self.source {
+            ToolSource::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
+            ToolSource::Registry(registry) => registry.list_resources(&call).await,
+        };
+        Ok(rmcp::model::ListResourcesResult::with_all_items(to_rmcp(resources)?))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        let call = offer_context(&context);
+        let templates = match &self.source {
+            ToolSource::Plugin(plugin) => {
+                plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
+            }
+            ToolSource::Registry(registry) => registry.list_resource_templates(&call).await,
+        };
+        Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(to_rmcp(templates)?))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let call = offer_context(&context);
+        let result = match &self.source {
+            ToolSource::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
+            ToolSource::Registry(registry) => registry.read_resource(&request.uri, &call).await,
+        };
+        let result: rmcp::model::ReadResourceResult = to_rmcp(result.map_err(offer_error)?)?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let call = offer_context(&context);
+        let reference: toolhost::protocol::CompletionReference = from_rmcp(&request.r#ref)?;
+        let argument = (request.argument.name.as_str(), request.argument.value.as_str());
+        let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
+            arguments.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<toolhost::protocol::JsonObject>()
+        });
+        let result = match &self.source {
+            ToolSource::Plugin(plugin) => plugin.complete(&reference, argument, arguments, &call).await,
+            ToolSource::Registry(registry) => registry.complete(&reference, argument, arguments, &call).await,
+        };
+        to_rmcp(result.map_err(offer_error)?)
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(&request.uri);
+        Ok(())
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        let call = CallContext::new();
+        match &self.source {
+            ToolSource::Plugin(plugin) => {
+                if let Err(error) = plugin.roots_list_changed(&call).await {
+                    tracing::warn!("the plugin could not be told the roots changed: {error}");
+                }
+            }
+            ToolSource::Registry(registry) => registry.roots_list_changed(&call).await,
         }
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct PeerClient {
     pub(crate) peer: Peer<RoleServer>,
     pub(crate) version: Option<ProtocolVersion>,
     pub(crate) capabilities: Option<ClientCapabilities>,
+    /// The resource URIs the session subscribed to.
+    pub(crate) subscriptions: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl PeerClient {
@@ -85,6 +87,11 @@ impl PeerClient {
             ClientNotice::PromptListChanged => self.peer.notify_prompt_list_changed().await,
             ClientNotice::ResourceListChanged => self.peer.notify_resource_list_changed().await,
             ClientNotice::ResourceUpdated(params) => {
+                // Only for a resource the client subscribed to.
+                let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+                if !self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).contains(uri) {
+                    return;
+                }
                 match serde_json::from_value::<ResourceUpdatedNotificationParam>(params.into()) {
                     Ok(params) => self.peer.notify_resource_updated(params).await,
                     Err(e) => {

@@ -205,13 +205,8 @@ impl Plugin {
     ) -> Result<Value, Error> {
         let inner = &self.inner;
         if !inner.module.exports(export) {
-            return Err(Error::PluginFailed {
-                plugin: inner.name.clone(),
-                operation: Operation::Offer(what.to_owned()),
-                fault: crate::error::Fault::new(
-                    crate::error::FaultKind::Error,
-                    format!("it does not export `{export}`"),
-                ),
+            return Err(Error::NotOffered {
+                what: format!("{what} (plugin `{}` does not export `{export}`)", inner.name),
             });
         }
         let _counted = inner.runtime.enter(&inner.name)?;
