@@ -183,7 +183,6 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
                 let min = usize::from(!optional);
                 let ends: Vec<usize> = uri
                     .char_indices()
-                    .map(|(i, c)| (i, c))
                     .take_while(|&(_, c)| *reserved || !matches!(c, '/' | '?' | '#'))
                     .map(|(i, c)| i + c.len_utf8())
                     .collect();
