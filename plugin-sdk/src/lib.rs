@@ -55,21 +55,24 @@ use std::fmt::Display;
 use base64::Engine as _;
 use serde::de::DeserializeOwned;
 
+pub use offers::{PromptDef, PromptOutput, ResourceDef, ResourceOutput};
 pub use schemars::{self, JsonSchema};
 pub use serde::{self, Deserialize, Serialize};
 pub use serde_json::{self, Value, json};
-pub use toolhost_plugin_sdk_macros::{plugin, tool};
+pub use toolhost_plugin_sdk_macros::{plugin, prompt, resource, tool};
 pub use toolhost_protocol::{
     self as protocol, CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolAnnotations,
 };
 
 pub mod client;
+pub mod offers;
 
 /// Everything a plugin usually needs: `use toolhost_plugin_sdk::prelude::*;`.
 pub mod prelude {
+    pub use crate::offers::{assistant, user};
     pub use crate::{
         CallToolResult, Content, Deserialize, JsonSchema, Serialize, Structured, ToolError, audio, config, image,
-        plugin, resource_blob, resource_text, secret, text, tool, user_id,
+        plugin, prompt, resource, resource_blob, resource_text, secret, text, tool, user_id,
     };
 }
 
@@ -420,6 +423,83 @@ pub mod __private {
         }
     }
 
+    /// The description of a prompt taking `A` (its properties are the
+    /// prompt's arguments).
+    pub fn prompt_with_args<A: JsonSchema>(
+        name: &str,
+        title: Option<&str>,
+        description: &str,
+    ) -> toolhost_protocol::Prompt {
+        let mut prompt = prompt_without_args(name, title, description);
+        prompt.arguments = Some(crate::offers::prompt_arguments::<A>());
+        prompt
+    }
+
+    /// The description of a prompt with no arguments.
+    pub fn prompt_without_args(name: &str, title: Option<&str>, description: &str) -> toolhost_protocol::Prompt {
+        toolhost_protocol::Prompt {
+            name: name.to_owned(),
+            title: title.map(str::to_owned),
+            description: Some(description.to_owned()),
+            arguments: None,
+            meta: None,
+        }
+    }
+
+    /// Deserialize a prompt's or a template's arguments (strings), or say
+    /// why not.
+    pub fn parse_strings<A: DeserializeOwned>(what: &str, arguments: JsonObject) -> Result<A, String> {
+        serde_json::from_value(Value::Object(arguments)).map_err(|e| format!("invalid arguments for {what}: {e}"))
+    }
+
+    /// The description of a resource (`template`: of a resource template).
+    pub fn resource_definition(
+        uri: &str,
+        template: bool,
+        name: &str,
+        title: Option<&str>,
+        description: &str,
+        mime_type: Option<&str>,
+    ) -> Value {
+        let mut definition = JsonObject::new();
+        definition.insert((if template { "uriTemplate" } else { "uri" }).to_owned(), json!(uri));
+        definition.insert("name".to_owned(), json!(name));
+        if let Some(title) = title {
+            definition.insert("title".to_owned(), json!(title));
+        }
+        if !description.is_empty() {
+            definition.insert("description".to_owned(), json!(description));
+        }
+        if let Some(mime_type) = mime_type {
+            definition.insert("mimeType".to_owned(), json!(mime_type));
+        }
+        Value::Object(definition)
+    }
+
+    /// A resource read's result from a `#[resource]` function's output.
+    pub fn read_result<R: crate::ResourceOutput>(
+        output: R,
+        uri: &str,
+        mime_type: Option<&str>,
+    ) -> Result<toolhost_protocol::ReadResourceResult, String> {
+        Ok(toolhost_protocol::ReadResourceResult { contents: output.into_contents(uri, mime_type)?, meta: None })
+    }
+
+    /// An export of what the plugin offers besides tools (Extism flavour):
+    /// the `{"request", "context"}` input to `answer`, its JSON output or
+    /// its error.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    pub fn offer<T: Serialize>(answer: impl FnOnce(&Value) -> Result<T, String>) -> i32 {
+        let input: Value = match serde_json::from_slice(&extism_pdk::input_bytes()) {
+            Ok(input) => input,
+            Err(error) => return fail(&format!("the input is not JSON: {error}")),
+        };
+        match answer(&input["request"]) {
+            Ok(output) => output_json(&output),
+            Err(message) => fail(&message),
+        }
+    }
+
     /// The `describe` export.
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn describe(tools: &[ToolDef]) -> i32 {
@@ -481,7 +561,7 @@ pub mod __component {
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "plugin",
+            world: "plugin-with-offers",
             pub_export_macro: true,
             export_macro_name: "__toolhost_export_component",
             default_bindings_module: "::toolhost_plugin_sdk::__component::bindings",
@@ -525,6 +605,25 @@ pub mod __component {
             }),
             meta: tool.meta.as_ref().map(json_text),
         }
+    }
+
+    /// A value as JSON text (the `offers` interface's answers).
+    pub fn json<T: serde::Serialize>(value: &T) -> String {
+        json_text(value)
+    }
+
+    /// The `offers` interface's `get-prompt`.
+    pub fn get_prompt(prompts: &[crate::PromptDef], name: String, arguments: String) -> Result<String, String> {
+        let arguments = match serde_json::from_str(&arguments) {
+            Ok(Value::Object(arguments)) => arguments,
+            _ => return Err("the prompt's arguments are not a JSON object".to_owned()),
+        };
+        crate::offers::get_prompt(prompts, &name, arguments).map(|result| json_text(&result))
+    }
+
+    /// The `offers` interface's `read-resource`.
+    pub fn read_resource(resources: &[crate::ResourceDef], uri: String) -> Result<String, String> {
+        crate::offers::read_resource(resources, &uri).map(|result| json_text(&result))
     }
 
     /// The `describe` export.

@@ -99,7 +99,48 @@ async fn sdk_plugins_report_progress_and_log(flavour: Flavour) {
     );
 }
 
-both_flavours!(sdk_plugins_sample_and_elicit, sdk_plugins_report_progress_and_log);
+async fn sdk_plugins_offer_prompts_and_resources(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.fixture("conformance")).await.unwrap_or_else(|e| panic!("{e}"));
+    let offers = plugin.offers();
+    assert!(offers.prompts && offers.resources && offers.resource_templates, "{offers:?}");
+    let context = CallContext::new();
+    let prompts = plugin.list_prompts(&context).await.expect("prompts");
+    let with_args = prompts.prompts.iter().find(|p| p.name == "test_prompt_with_arguments").expect("listed");
+    let arguments = with_args.arguments.as_ref().expect("arguments");
+    assert_eq!(
+        arguments.iter().map(|a| (a.name.as_str(), a.required)).collect::<Vec<_>>(),
+        [("arg1", Some(true)), ("arg2", Some(true))]
+    );
+    assert_eq!(arguments[0].description.as_deref(), Some("First test argument."));
+    let mut given = Map::new();
+    given.insert("arg1".into(), json!("hello"));
+    given.insert("arg2".into(), json!("world"));
+    let prompt = plugin.get_prompt("test_prompt_with_arguments", Some(given), &context).await.expect("prompt");
+    assert_eq!(
+        serde_json::to_value(&prompt.messages[0].content).unwrap()["text"],
+        "Prompt with arguments: arg1='hello', arg2='world'"
+    );
+    // A missing argument is the plugin's refusal, saying which.
+    let error = plugin.get_prompt("test_prompt_with_arguments", None, &context).await.expect_err("no arguments");
+    assert!(error.to_string().contains("arg1"), "{error}");
+
+    let resources = plugin.list_resources(&context).await.expect("resources");
+    assert!(resources.resources.iter().any(|r| r.uri == "test://static-binary"), "{resources:?}");
+    let binary = plugin.read_resource("test://static-binary", &context).await.expect("binary");
+    assert_eq!(binary.contents[0].mime_type.as_deref(), Some("image/png"));
+    assert!(binary.contents[0].blob.as_deref().is_some_and(|b| b.starts_with("iVBOR")), "{binary:?}");
+    let templated = plugin.read_resource("test://template/42/data", &context).await.expect("template");
+    let data: Value = serde_json::from_str(templated.contents[0].text.as_deref().unwrap()).unwrap();
+    assert_eq!(data["id"], "42");
+    let error = plugin.read_resource("test://nothing", &context).await.expect_err("no such resource");
+    assert!(error.to_string().contains("test://nothing"), "{error}");
+}
+
+both_flavours!(
+    sdk_plugins_sample_and_elicit,
+    sdk_plugins_report_progress_and_log,
+    sdk_plugins_offer_prompts_and_resources
+);
 
 #[tokio::test]
 async fn a_component_built_against_the_0_1_0_wit_still_loads() {

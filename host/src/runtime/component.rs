@@ -159,9 +159,25 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>
     Ok(linker)
 }
 
+/// The interface of what a plugin offers besides tools (`plugin-with-offers`).
+const OFFERS: &str = "toolhost:plugin/offers@0.1.1";
+
+/// The functions of [`OFFERS`], by the name of the Extism export that does
+/// the same.
+const OFFER_FUNCTIONS: &[(&str, &str)] = &[
+    ("list_prompts", "list-prompts"),
+    ("get_prompt", "get-prompt"),
+    ("list_resources", "list-resources"),
+    ("list_resource_templates", "list-resource-templates"),
+    ("read_resource", "read-resource"),
+];
+
 /// A compiled component with its imports resolved.
 pub(crate) struct ComponentModule {
     pre: bindings::PluginPre<ComponentState>,
+    indices: bindings::PluginIndices,
+    /// The functions of the `offers` interface it exports, if it does.
+    offers: Vec<(&'static str, wasmtime::component::ComponentExportIndex)>,
 }
 
 impl ComponentModule {
@@ -171,12 +187,29 @@ impl ComponentModule {
         let pre = linker.instantiate_pre(&component).map_err(|e| {
             format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host`, `toolhost:plugin/client` and WASI 0.2)")
         })?;
-        let pre = bindings::PluginPre::new(pre).map_err(|e| {
+        let not_a_plugin = |e: wasmtime::Error| {
             format!(
                 "it is not a `toolhost:plugin` component ({e}); it must export `describe` and `call` as `wit/plugin.wit` says"
             )
-        })?;
-        Ok(ComponentModule { pre })
+        };
+        let indices = bindings::PluginIndices::new(&pre).map_err(not_a_plugin)?;
+        let pre = bindings::PluginPre::new(pre).map_err(not_a_plugin)?;
+        let mut offers = Vec::new();
+        if let Some(interface) = component.get_export_index(None, OFFERS) {
+            for &(export, function) in OFFER_FUNCTIONS {
+                let index = component
+                    .get_export_index(Some(&interface), function)
+                    .ok_or_else(|| format!("it exports `{OFFERS}` without its function `{function}`"))?;
+                offers.push((export, index));
+            }
+        }
+        Ok(ComponentModule { pre, indices, offers })
+    }
+
+    /// Whether it exports the function of the Extism export `name` (one of
+    /// what it offers besides tools).
+    pub(crate) fn exports(&self, name: &str) -> bool {
+        self.offers.iter().any(|(export, _)| *export == name)
     }
 
     /// A new instance under the plugin's limits.
@@ -187,10 +220,12 @@ impl ComponentModule {
         let ticker = env.ticker.clone();
         let _running = ticker.running();
         let deadline = store.data().core.deadline;
-        let plugin = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
+        let instance = guest::bounded(&ticker, deadline, self.pre.instance_pre().instantiate_async(&mut store))
             .await
             .map_err(|e| store.data().core.fault(e))?;
-        Ok(ComponentInstance { store, plugin })
+        let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
+        let plugin = self.indices.load(&mut store, &instance).map_err(runtime)?;
+        Ok(ComponentInstance { store, plugin, instance, offers: self.offers.clone() })
     }
 }
 
@@ -208,9 +243,76 @@ impl Guest for ComponentState {
 pub(crate) struct ComponentInstance {
     store: Store<ComponentState>,
     plugin: bindings::Plugin,
+    instance: wasmtime::component::Instance,
+    offers: Vec<(&'static str, wasmtime::component::ComponentExportIndex)>,
 }
 
 impl ComponentInstance {
+    /// Run the `offers` function of the Extism export `export` with the
+    /// same `{"request", "context"}` input an Extism plugin gets: its
+    /// answer as JSON (not yet checked).
+    pub(crate) async fn offer(&mut self, export: &str, input: &[u8], run: &RunOptions) -> Result<Value, RunError> {
+        let Some(index) = self.offers.iter().find(|(e, _)| *e == export).map(|(_, i)| *i) else {
+            return Err(RunError::Fault(Fault::new(FaultKind::Error, format!("it does not offer `{export}`"))));
+        };
+        let input: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
+        let request = &input["request"];
+        self.store.data_mut().call_meta =
+            input["context"]["_meta"].as_object().map(|meta| Value::Object(meta.clone()).to_string());
+        guest::prepare(&mut self.store, run);
+        let ticker = self.store.data().core.env.ticker.clone();
+        let _running = ticker.running();
+        let deadline = self.store.data().core.deadline;
+        let fault = |store: &Store<ComponentState>, e: wasmtime::Error| RunError::Fault(store.data().core.fault(e));
+        let runtime = |e: wasmtime::Error| RunError::Fault(Fault::new(FaultKind::Runtime, e.to_string()));
+        let answer: Result<String, String> = match export {
+            "list_prompts" | "list_resources" | "list_resource_templates" => {
+                let func = self.instance.get_typed_func::<(), (String,)>(&mut self.store, index).map_err(runtime)?;
+                let (answer,) = guest::bounded(&ticker, deadline, func.call_async(&mut self.store, ()))
+                    .await
+                    .map_err(|e| fault(&self.store, e))?;
+                Ok(answer)
+            }
+            "get_prompt" => {
+                let func = self
+                    .instance
+                    .get_typed_func::<(&str, &str), (Result<String, String>,)>(&mut self.store, index)
+                    .map_err(runtime)?;
+                let name = request["name"].as_str().unwrap_or_default();
+                let arguments = request.get("arguments").map_or_else(|| "{}".to_owned(), Value::to_string);
+                let (answer,) =
+                    guest::bounded(&ticker, deadline, func.call_async(&mut self.store, (name, arguments.as_str())))
+                        .await
+                        .map_err(|e| fault(&self.store, e))?;
+                answer
+            }
+            "read_resource" => {
+                let func = self
+                    .instance
+                    .get_typed_func::<(&str,), (Result<String, String>,)>(&mut self.store, index)
+                    .map_err(runtime)?;
+                let uri = request["uri"].as_str().unwrap_or_default();
+                let (answer,) = guest::bounded(&ticker, deadline, func.call_async(&mut self.store, (uri,)))
+                    .await
+                    .map_err(|e| fault(&self.store, e))?;
+                answer
+            }
+            other => return Err(RunError::Fault(Fault::new(FaultKind::Error, format!("it does not offer `{other}`")))),
+        };
+        self.store.data_mut().call_meta = None;
+        match answer {
+            Ok(text) => {
+                self.store.data_mut().core.check_output_size(text.len() as u64).map_err(RunError::Fault)?;
+                let max = self.store.data().core.env.limits.max_output_bytes;
+                output::parse_json(text.as_bytes(), max, false)
+            }
+            Err(message) => Err(RunError::Fault(Fault::new(
+                FaultKind::Error,
+                output::shorten(message, &self.store.data().core.env.redactor),
+            ))),
+        }
+    }
+
     /// Run `describe`: the tool list as the protocol's JSON.
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         guest::prepare(&mut self.store, &RunOptions::default());

@@ -124,7 +124,9 @@ impl Module {
     pub(crate) fn exports(&self, name: &str) -> bool {
         match self {
             Module::Extism(module) => module.exports(name),
-            _ => false,
+            #[cfg(feature = "component")]
+            Module::Component(module) => module.exports(name),
+            Module::Builtin(_) => false,
         }
     }
 
@@ -202,9 +204,11 @@ impl Instance {
                 Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
                 Err(fault) => Err(RunError::Fault(fault)),
             },
-            _ => Err(RunError::Fault(Fault::new(
+            #[cfg(feature = "component")]
+            Instance::Component(instance) => instance.offer(name, input, run).await,
+            Instance::Builtin(_) => Err(RunError::Fault(Fault::new(
                 crate::error::FaultKind::Error,
-                format!("only Extism plugins export `{name}`"),
+                format!("built-in tools offer no `{name}`"),
             ))),
         };
         ran.map_err(output::short_error)

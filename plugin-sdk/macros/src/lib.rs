@@ -48,6 +48,60 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// Make a function a prompt.
+///
+/// The function takes one argument whose type implements
+/// `serde::Deserialize + schemars::JsonSchema` (its properties are the
+/// prompt's arguments, which are strings), or none, and returns any
+/// `toolhost_plugin_sdk::PromptOutput` (a `String` is one user message).
+/// Its doc comment becomes the prompt's description. Options: `name`,
+/// `title`, `description`.
+///
+/// ```ignore
+/// /// A greeting for someone.
+/// #[prompt]
+/// fn greeting(Greeting { name }: Greeting) -> String { format!("Greet {name}.") }
+/// ```
+#[proc_macro_attribute]
+pub fn prompt(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as ItemFn);
+    match expand_prompt(attr.into(), &function) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => {
+            let error = error.to_compile_error();
+            quote!(#function #error).into()
+        }
+    }
+}
+
+/// Make a function a resource (`uri = "..."`) or a resource template
+/// (`template = "memo://{id}"`).
+///
+/// A resource's function takes nothing; a template's takes nothing or one
+/// argument deserialized from the template's variables (strings). It
+/// returns any `toolhost_plugin_sdk::ResourceOutput`: a `String` (text),
+/// `Vec<u8>` (bytes), `ResourceContents`, or a `Result` of one. Its doc
+/// comment becomes the description. Options: `uri` or `template` (one of
+/// them), `name` (default: the function's), `title`, `description`,
+/// `mime_type`.
+///
+/// ```ignore
+/// /// Today's motto.
+/// #[resource(uri = "motto://today", mime_type = "text/plain")]
+/// fn motto() -> String { "Measure twice, cut once.".into() }
+/// ```
+#[proc_macro_attribute]
+pub fn resource(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as ItemFn);
+    match expand_resource(attr.into(), &function) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => {
+            let error = error.to_compile_error();
+            quote!(#function #error).into()
+        }
+    }
+}
+
 /// Export the plugin's tools: generates the `describe` and `call` exports.
 ///
 /// ```ignore
@@ -256,22 +310,308 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
     })
 }
 
-fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::TokenStream> {
-    let paths = Punctuated::<Path, Token![,]>::parse_terminated.parse2(input)?;
-    if paths.is_empty() {
-        return Err(syn::Error::new(Span::call_site(), "list the plugin's tools: `plugin!(tool_a, tool_b)`"));
-    }
-    let registrations = paths.iter().map(|path| {
-        let mut path = path.clone();
-        if let Some(last) = path.segments.last_mut() {
-            last.ident = format_ident!("__toolhost_tool_{}", last.ident);
+/// Options of `#[prompt]` and `#[resource]`.
+#[derive(Default)]
+struct OfferOptions {
+    name: Option<LitStr>,
+    title: Option<LitStr>,
+    description: Option<LitStr>,
+    uri: Option<LitStr>,
+    template: Option<LitStr>,
+    mime_type: Option<LitStr>,
+}
+
+fn parse_offer_options(attr: proc_macro2::TokenStream, resource: bool) -> syn::Result<OfferOptions> {
+    let mut options = OfferOptions::default();
+    let parser = syn::meta::parser(|meta| {
+        let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+        let value = || -> syn::Result<LitStr> { meta.value()?.parse() };
+        match key.as_str() {
+            "name" => options.name = Some(value()?),
+            "title" => options.title = Some(value()?),
+            "description" => options.description = Some(value()?),
+            "uri" if resource => options.uri = Some(value()?),
+            "template" if resource => options.template = Some(value()?),
+            "mime_type" if resource => options.mime_type = Some(value()?),
+            _ if resource => {
+                return Err(meta.error(
+                    "unknown resource option; expected one of: uri, template, name, title, description, mime_type",
+                ));
+            }
+            _ => return Err(meta.error("unknown prompt option; expected one of: name, title, description")),
         }
-        path
+        Ok(())
     });
+    parser.parse2(attr)?;
+    Ok(options)
+}
+
+/// The checks every offer function passes: a free, synchronous,
+/// non-generic function with at most one argument (its type returned).
+fn offer_argument<'a>(function: &'a ItemFn, what: &str) -> syn::Result<Option<&'a syn::Type>> {
+    let sig = &function.sig;
+    if let Some(asyncness) = &sig.asyncness {
+        return Err(syn::Error::new(asyncness.span(), format!("a {what} function cannot be `async`")));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(syn::Error::new(sig.generics.span(), format!("a {what} function cannot be generic")));
+    }
+    match sig.inputs.len() {
+        0 => Ok(None),
+        1 => match &sig.inputs[0] {
+            FnArg::Typed(pat_type) => Ok(Some(&pat_type.ty)),
+            FnArg::Receiver(receiver) => {
+                Err(syn::Error::new(receiver.span(), format!("a {what} is a free function, not a method")))
+            }
+        },
+        _ => Err(syn::Error::new(
+            sig.inputs.span(),
+            format!("a {what} takes at most one argument: a struct deriving `Deserialize` (put every parameter in it)"),
+        )),
+    }
+}
+
+fn option_str(value: &Option<LitStr>) -> proc_macro2::TokenStream {
+    match value {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn expand_prompt(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+    let options = parse_offer_options(attr, false)?;
+    let argument = offer_argument(function, "prompt")?;
+    let ident = &function.sig.ident;
+    let name = options.name.clone().unwrap_or_else(|| LitStr::new(&ident.to_string(), ident.span()));
+    let description = options.description.as_ref().map_or_else(|| doc_comment(function), LitStr::value);
+    if description.is_empty() {
+        return Err(syn::Error::new(
+            ident.span(),
+            "a prompt needs a description: write a doc comment on the function or give `#[prompt(description = \"...\")]`",
+        ));
+    }
+    let title = option_str(&options.title);
     let sdk = quote!(::toolhost_plugin_sdk);
+    let private = quote!(#sdk::__private);
+    let (definition, body) = match argument {
+        None => (
+            quote!(#private::prompt_without_args(#name, #title, #description)),
+            quote! {
+                if !arguments.is_empty() {
+                    return ::core::result::Result::Err(::std::format!("the prompt `{}` takes no arguments", #name));
+                }
+                #sdk::PromptOutput::into_prompt_result(#ident())
+            },
+        ),
+        Some(ty) => (
+            quote!(#private::prompt_with_args::<#ty>(#name, #title, #description)),
+            quote! {
+                let args: #ty = #private::parse_strings(&::std::format!("the prompt `{}`", #name), arguments)?;
+                #sdk::PromptOutput::into_prompt_result(#ident(args))
+            },
+        ),
+    };
+    let registration = format_ident!("__toolhost_prompt_{}", ident);
+    let vis = &function.vis;
+    Ok(quote! {
+        #function
+
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        #vis const #registration: #sdk::PromptDef = {
+            fn __toolhost_definition() -> #sdk::protocol::Prompt {
+                #definition
+            }
+            fn __toolhost_handler(
+                arguments: #sdk::JsonObject,
+            ) -> ::core::result::Result<#sdk::protocol::GetPromptResult, ::std::string::String> {
+                #body
+            }
+            #sdk::PromptDef { name: #name, definition: __toolhost_definition, handler: __toolhost_handler }
+        };
+    })
+}
+
+fn expand_resource(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+    let options = parse_offer_options(attr, true)?;
+    let argument = offer_argument(function, "resource")?;
+    let ident = &function.sig.ident;
+    let (uri, template) = match (&options.uri, &options.template) {
+        (Some(uri), None) => (uri.clone(), false),
+        (None, Some(template)) => (template.clone(), true),
+        _ => {
+            return Err(syn::Error::new(
+                ident.span(),
+                "a resource has a `uri = \"...\"` or, for a family of resources, a `template = \"scheme://{var}\"` (one of them)",
+            ));
+        }
+    };
+    if argument.is_some() && !template {
+        return Err(syn::Error::new(
+            function.sig.inputs.span(),
+            "a resource with a fixed `uri` takes no argument; a `template`'s function may take its variables",
+        ));
+    }
+    let name = options.name.clone().unwrap_or_else(|| LitStr::new(&ident.to_string(), ident.span()));
+    let description = options.description.as_ref().map_or_else(|| doc_comment(function), LitStr::value);
+    let (title, mime_type) = (option_str(&options.title), option_str(&options.mime_type));
+    let sdk = quote!(::toolhost_plugin_sdk);
+    let private = quote!(#sdk::__private);
+    let call = match argument {
+        None => quote!(#ident()),
+        Some(ty) => quote! {{
+            let args: #ty = #private::parse_strings(&::std::format!("the resource template `{}`", #uri), variables)?;
+            #ident(args)
+        }},
+    };
+    let registration = format_ident!("__toolhost_resource_{}", ident);
+    let vis = &function.vis;
+    Ok(quote! {
+        #function
+
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        #vis const #registration: #sdk::ResourceDef = {
+            fn __toolhost_definition() -> #sdk::Value {
+                #private::resource_definition(#uri, #template, #name, #title, #description, #mime_type)
+            }
+            #[allow(unused_variables)]
+            fn __toolhost_handler(
+                uri: &str,
+                variables: #sdk::JsonObject,
+            ) -> ::core::result::Result<#sdk::protocol::ReadResourceResult, ::std::string::String> {
+                #private::read_result(#call, uri, #mime_type)
+            }
+            #sdk::ResourceDef {
+                uri: #uri,
+                template: #template,
+                definition: __toolhost_definition,
+                handler: __toolhost_handler,
+            }
+        };
+    })
+}
+
+/// `plugin!`'s input: tools alone (`a, b`), or sections
+/// (`tools: [a, b], prompts: [p], resources: [r]`).
+struct PluginItems {
+    tools: Vec<Path>,
+    prompts: Vec<Path>,
+    resources: Vec<Path>,
+}
+
+impl syn::parse::Parse for PluginItems {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let mut items = PluginItems { tools: Vec::new(), prompts: Vec::new(), resources: Vec::new() };
+        let sectioned = input.peek(syn::Ident) && input.peek2(Token![:]) && !input.peek2(Token![::]);
+        if !sectioned {
+            items.tools = Punctuated::<Path, Token![,]>::parse_terminated(input)?.into_iter().collect();
+            return Ok(items);
+        }
+        while !input.is_empty() {
+            let key: syn::Ident = input.parse()?;
+            input.parse::<Token![:]>()?;
+            let content;
+            syn::bracketed!(content in input);
+            let paths: Vec<Path> = Punctuated::<Path, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+            match key.to_string().as_str() {
+                "tools" => items.tools.extend(paths),
+                "prompts" => items.prompts.extend(paths),
+                "resources" => items.resources.extend(paths),
+                _ => return Err(syn::Error::new(key.span(), "expected `tools`, `prompts` or `resources`")),
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(items)
+    }
+}
+
+/// `path` with its last segment's ident prefixed.
+fn registration_path(path: &Path, prefix: &str) -> Path {
+    let mut path = path.clone();
+    if let Some(last) = path.segments.last_mut() {
+        last.ident = format_ident!("{}{}", prefix, last.ident);
+    }
+    path
+}
+
+fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::TokenStream> {
+    let items: PluginItems = syn::parse2(input)?;
+    if items.tools.is_empty() && items.prompts.is_empty() && items.resources.is_empty() {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            "list the plugin's tools: `plugin!(tool_a, tool_b)`, or with prompts and resources \
+             `plugin! { tools: [...], prompts: [...], resources: [...] }`",
+        ));
+    }
+    let registrations = items.tools.iter().map(|path| registration_path(path, "__toolhost_tool_"));
+    let prompts = items.prompts.iter().map(|path| registration_path(path, "__toolhost_prompt_"));
+    let resources = items.resources.iter().map(|path| registration_path(path, "__toolhost_resource_"));
+    let sdk = quote!(::toolhost_plugin_sdk);
+    // The Extism exports of prompts and resources, when there are some.
+    let prompt_exports = (!items.prompts.is_empty()).then(|| {
+        quote! {
+            /// The `list_prompts` export (Extism flavour).
+            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn list_prompts() -> i32 {
+                #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_prompts(__TOOLHOST_PROMPTS)))
+            }
+
+            /// The `get_prompt` export (Extism flavour).
+            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn get_prompt() -> i32 {
+                #sdk::__private::offer(|request| {
+                    let name = request["name"].as_str().unwrap_or_default();
+                    let arguments = request["arguments"].as_object().cloned().unwrap_or_default();
+                    #sdk::offers::get_prompt(__TOOLHOST_PROMPTS, name, arguments)
+                })
+            }
+        }
+    });
+    let resource_exports = (!items.resources.is_empty()).then(|| {
+        quote! {
+            /// The `list_resources` export (Extism flavour).
+            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn list_resources() -> i32 {
+                #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_resources(__TOOLHOST_RESOURCES)))
+            }
+
+            /// The `list_resource_templates` export (Extism flavour).
+            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn list_resource_templates() -> i32 {
+                #sdk::__private::offer(|_| {
+                    ::core::result::Result::Ok(#sdk::offers::list_resource_templates(__TOOLHOST_RESOURCES))
+                })
+            }
+
+            /// The `read_resource` export (Extism flavour).
+            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+            #[unsafe(no_mangle)]
+            pub extern "C" fn read_resource() -> i32 {
+                #sdk::__private::offer(|request| {
+                    #sdk::offers::read_resource(__TOOLHOST_RESOURCES, request["uri"].as_str().unwrap_or_default())
+                })
+            }
+        }
+    });
     Ok(quote! {
         #[doc(hidden)]
         static __TOOLHOST_TOOLS: &[#sdk::ToolDef] = &[#(#registrations),*];
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        static __TOOLHOST_PROMPTS: &[#sdk::PromptDef] = &[#(#prompts),*];
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        static __TOOLHOST_RESOURCES: &[#sdk::ResourceDef] = &[#(#resources),*];
+
+        #prompt_exports
+        #resource_exports
 
         /// The `describe` export (Extism flavour): this plugin's tools.
         #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
@@ -304,6 +644,36 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
                 arguments: ::std::string::String,
             ) -> ::std::result::Result<#sdk::__component::bindings::CallToolResult, #sdk::__component::bindings::CallError> {
                 #sdk::__component::call(__TOOLHOST_TOOLS, name, arguments)
+            }
+        }
+
+        /// What the plugin offers besides tools (component flavour; its
+        /// lists may be empty).
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        impl #sdk::__component::bindings::exports::toolhost::plugin::offers::Guest for __ToolhostComponent {
+            fn list_prompts() -> ::std::string::String {
+                #sdk::__component::json(&#sdk::offers::list_prompts(__TOOLHOST_PROMPTS))
+            }
+
+            fn get_prompt(
+                name: ::std::string::String,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                #sdk::__component::get_prompt(__TOOLHOST_PROMPTS, name, arguments)
+            }
+
+            fn list_resources() -> ::std::string::String {
+                #sdk::__component::json(&#sdk::offers::list_resources(__TOOLHOST_RESOURCES))
+            }
+
+            fn list_resource_templates() -> ::std::string::String {
+                #sdk::__component::json(&#sdk::offers::list_resource_templates(__TOOLHOST_RESOURCES))
+            }
+
+            fn read_resource(
+                uri: ::std::string::String,
+            ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                #sdk::__component::read_resource(__TOOLHOST_RESOURCES, uri)
             }
         }
 
