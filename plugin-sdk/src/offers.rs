@@ -48,7 +48,7 @@
 use std::fmt::Display;
 
 use base64::Engine as _;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toolhost_protocol::{
     Content, GetPromptResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
     PromptArgument, PromptMessage, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
@@ -181,41 +181,6 @@ impl<T: ResourceOutput, E: Display> ResourceOutput for Result<T, E> {
     }
 }
 
-/// The variables of `uri` in `template` (RFC 6570 `{var}` and `{+var}`
-/// expressions), or `None` when it does not match.
-pub fn match_template(template: &str, uri: &str) -> Option<JsonObject> {
-    fn go(template: &str, uri: &str, vars: &mut JsonObject, budget: &mut u32) -> bool {
-        *budget = budget.saturating_sub(1);
-        if *budget == 0 {
-            return false;
-        }
-        let Some(open) = template.find('{') else { return template == uri };
-        let Some(uri_rest) = uri.strip_prefix(&template[..open]) else { return false };
-        let Some(close) = template[open..].find('}') else { return false };
-        let expression = &template[open + 1..open + close];
-        let (reserved, name) = match expression.strip_prefix('+') {
-            Some(name) => (true, name),
-            None => (false, expression),
-        };
-        let rest = &template[open + close + 1..];
-        let ends: Vec<usize> = uri_rest
-            .char_indices()
-            .take_while(|&(_, c)| reserved || !matches!(c, '/' | '?' | '#'))
-            .map(|(i, c)| i + c.len_utf8())
-            .collect();
-        for end in ends.into_iter().rev() {
-            if go(rest, &uri_rest[end..], vars, budget) {
-                vars.insert(name.to_owned(), Value::String(uri_rest[..end].to_owned()));
-                return true;
-            }
-        }
-        false
-    }
-    let mut vars = Map::new();
-    let mut budget = 10_000;
-    go(template, uri, &mut vars, &mut budget).then_some(vars)
-}
-
 /// The arguments of a prompt taking `A`, from `A`'s JSON Schema: every
 /// property, required as the schema says. Prompt arguments are strings.
 pub fn prompt_arguments<A: schemars::JsonSchema>() -> Vec<PromptArgument> {
@@ -277,7 +242,7 @@ pub fn read_resource(resources: &[ResourceDef], uri: &str) -> Result<ReadResourc
         return (resource.handler)(uri, JsonObject::new());
     }
     for template in resources.iter().filter(|r| r.template) {
-        if let Some(vars) = match_template(template.uri, uri) {
+        if let Some(vars) = toolhost_protocol::match_uri_template(template.uri, uri) {
             return (template.handler)(uri, vars);
         }
     }
@@ -287,23 +252,6 @@ pub fn read_resource(resources: &[ResourceDef], uri: &str) -> Result<ReadResourc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn templates_give_their_variables() {
-        assert_eq!(match_template("memo://{id}", "memo://7"), Some(json!({"id": "7"}).as_object().unwrap().clone()));
-        assert_eq!(
-            match_template("test://template/{id}/data", "test://template/a-b/data"),
-            Some(json!({"id": "a-b"}).as_object().unwrap().clone())
-        );
-        assert_eq!(match_template("memo://{id}", "memo://a/b"), None);
-        assert_eq!(match_template("memo://{id}", "memo://"), None);
-        assert_eq!(
-            match_template("file:///{+path}", "file:///a/b.txt"),
-            Some(json!({"path": "a/b.txt"}).as_object().unwrap().clone())
-        );
-        assert_eq!(match_template("exact://x", "exact://x"), Some(JsonObject::new()));
-    }
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[allow(dead_code)]

@@ -28,6 +28,7 @@ mod offers;
 pub use offers::{
     CompleteResult, Completion, CompletionReference, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, Prompt, PromptArgument, PromptMessage, ReadResourceResult, Resource, ResourceTemplate,
+    match_uri_template,
 };
 
 /// A JSON object: the type of schemas, arguments and `_meta` maps.

@@ -71,6 +71,9 @@ impl Closed {
 async fn loads_and_calls_are_spans_with_their_outcome_and_duration() {
     let closed = Closed::default();
     let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(closed.clone()));
+    // Callsites other tests' threads registered before this subscriber
+    // existed are asked again (tracing caches each callsite's interest).
+    tracing::callsite::rebuild_interest_cache();
 
     let plugin = Plugin::load(toolhost_tests::example("calculator")).await.expect("load");
     let loads = closed.named("toolhost.load");

@@ -93,7 +93,10 @@ impl Registry {
         }
         for toolset in self.offering(|o| o.resource_templates) {
             if let Ok(listed) = toolset.plugin.list_resource_templates(context).await
-                && listed.resource_templates.iter().any(|t| template_matches(&t.uri_template, uri))
+                && listed
+                    .resource_templates
+                    .iter()
+                    .any(|t| toolhost_protocol::match_uri_template(&t.uri_template, uri).is_some())
             {
                 return toolset.plugin.read_resource(uri, context).await;
             }
@@ -140,78 +143,5 @@ impl Registry {
                 tracing::warn!(toolset = %toolset.config.id, "could not be told the roots changed: {error}");
             }
         }
-    }
-}
-
-/// Whether `uri` is one of the URIs of an RFC 6570 template: literal text
-/// matched exactly; `{var}` (and `{var,other}`) one or more characters
-/// other than `/`, `?` and `#`; `{+var}`, `{#var}` any; `{/var}`, `{?var}`
-/// and `{&var}` an optional path segment or query part.
-pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
-    enum Part<'a> {
-        Literal(&'a str),
-        Var { reserved: bool, optional: bool },
-    }
-    let mut parts = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            parts.push(Part::Literal(&rest[..open]));
-        }
-        let Some(close) = rest[open..].find('}') else { return false };
-        let expression = &rest[open + 1..open + close];
-        let operator = expression.chars().next();
-        parts.push(match operator {
-            Some('+' | '#') => Part::Var { reserved: true, optional: false },
-            Some('/' | '?' | '&' | ';' | '.') => Part::Var { reserved: true, optional: true },
-            _ => Part::Var { reserved: false, optional: false },
-        });
-        rest = &rest[open + close + 1..];
-    }
-    if !rest.is_empty() {
-        parts.push(Part::Literal(rest));
-    }
-    fn matches(parts: &[Part<'_>], uri: &str, budget: &mut u32) -> bool {
-        *budget = budget.saturating_sub(1);
-        if *budget == 0 {
-            return false;
-        }
-        match parts.split_first() {
-            None => uri.is_empty(),
-            Some((Part::Literal(text), rest)) => uri.strip_prefix(text).is_some_and(|uri| matches(rest, uri, budget)),
-            Some((Part::Var { reserved, optional }, rest)) => {
-                let min = usize::from(!optional);
-                let ends: Vec<usize> = uri
-                    .char_indices()
-                    .take_while(|&(_, c)| *reserved || !matches!(c, '/' | '?' | '#'))
-                    .map(|(i, c)| i + c.len_utf8())
-                    .collect();
-                let candidates = std::iter::once(0).chain(ends).filter(|&end| end >= min);
-                candidates.rev().any(|end| matches(rest, &uri[end..], budget))
-            }
-        }
-    }
-    // Backtracking is bounded: a pathological template is no match.
-    let mut budget = 10_000;
-    matches(&parts, uri, &mut budget)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::template_matches;
-
-    #[test]
-    fn templates_match_their_uris_only() {
-        assert!(template_matches("memo://{id}", "memo://seven"));
-        assert!(!template_matches("memo://{id}", "memo://"));
-        assert!(!template_matches("memo://{id}", "memo://a/b"));
-        assert!(template_matches("test://template/{id}/data", "test://template/42/data"));
-        assert!(!template_matches("test://template/{id}/data", "test://template/42/other"));
-        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
-        assert!(template_matches("api://items{?page}", "api://items"));
-        assert!(template_matches("a://{x}{y}", "a://xy"));
-        assert!(!template_matches("a://{x", "a://x"));
-        assert!(template_matches("exact://thing", "exact://thing"));
-        assert!(!template_matches("exact://thing", "exact://thing2"));
     }
 }

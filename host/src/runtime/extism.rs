@@ -294,18 +294,9 @@ pub(crate) enum Interface {
     V2,
 }
 
-/// hyper-mcp v2's exports.
-const V2_EXPORTS: &[&str] = &[
-    "list_tools",
-    "call_tool",
-    "list_prompts",
-    "get_prompt",
-    "list_resources",
-    "list_resource_templates",
-    "read_resource",
-    "complete",
-    "on_roots_list_changed",
-];
+/// hyper-mcp v2's exports of tools; the rest of its exports are
+/// [`OFFER_EXPORTS`].
+const V2_TOOL_EXPORTS: &[&str] = &["list_tools", "call_tool"];
 
 /// The exports of what a plugin offers besides tools, each optional, with
 /// hyper-mcp v2's inputs; a servlet may export them too.
@@ -411,10 +402,11 @@ impl ExtismModule {
         let servlet = [describe, call];
         let has = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
         let servlet_and_offers: Vec<&'static str> = servlet.iter().chain(OFFER_EXPORTS).copied().collect();
+        let v2_exports: Vec<&'static str> = V2_TOOL_EXPORTS.iter().chain(OFFER_EXPORTS).copied().collect();
         let (interface, names): (Interface, &[&'static str]) = if servlet.iter().all(|n| has(n)) {
             (Interface::Servlet, &servlet_and_offers)
-        } else if V2_EXPORTS.iter().any(|n| has(n)) {
-            (Interface::V2, V2_EXPORTS)
+        } else if v2_exports.iter().any(|n| has(n)) {
+            (Interface::V2, &v2_exports)
         } else {
             let missing = if has(describe) { call } else { describe };
             return Err(NotAPlugin(format!(
