@@ -65,6 +65,7 @@ pub use toolhost_protocol::{
 };
 
 pub mod client;
+pub mod http;
 pub mod offers;
 
 /// Everything a plugin usually needs: `use toolhost_plugin_sdk::prelude::*;`.

@@ -33,6 +33,7 @@ mod embed;
 mod faults;
 mod hyper;
 mod lifecycle;
+mod outbound;
 mod plugins;
 mod properties;
 mod remote;

@@ -34,6 +34,7 @@ pub const TEST_FIXTURES: &[&str] = &[
     "hyper-v2",
     "tool-list-changed",
     "component-0-1-0",
+    "fetcher",
 ];
 /// The packages (examples and `fixture-*`) also built as components.
 pub const COMPONENTS: &[&str] = &[
@@ -44,6 +45,7 @@ pub const COMPONENTS: &[&str] = &[
     "fixture-component-0-1-0",
     "fixture-conformance",
     "fixture-faults",
+    "fixture-fetcher",
     "fixture-scripted",
     "fixture-sdk-secrets",
 ];

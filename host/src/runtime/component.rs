@@ -53,6 +53,20 @@ pub(crate) struct ComponentState {
     table: ResourceTable,
     /// The running call's `_meta` (JSON text), for `call-meta`.
     call_meta: Option<String>,
+    /// `wasi:http`'s state, and how its requests are sent.
+    #[cfg(feature = "http")]
+    http: wasmtime_wasi_http::WasiHttpCtx,
+    #[cfg(feature = "http")]
+    http_hooks: super::wasi_http::Hooks,
+}
+
+#[cfg(feature = "http")]
+impl wasmtime_wasi_http::WasiHttpView for ComponentState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        // A request is sent within the running call's deadline.
+        self.http_hooks.deadline = self.core.deadline;
+        wasmtime_wasi_http::WasiHttpCtxView { hooks: &mut self.http_hooks, table: &mut self.table, ctx: &mut self.http }
+    }
 }
 
 impl WasiView for ComponentState {
@@ -154,6 +168,8 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
+    #[cfg(feature = "http")]
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
         .map_err(|e| e.to_string())?;
     Ok(linker)
@@ -185,7 +201,7 @@ impl ComponentModule {
     /// imports.
     pub(crate) fn new(linker: &Linker<ComponentState>, component: Component) -> Result<ComponentModule, String> {
         let pre = linker.instantiate_pre(&component).map_err(|e| {
-            format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host`, `toolhost:plugin/client` and WASI 0.2)")
+            format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host`, `toolhost:plugin/client`, WASI 0.2 and `wasi:http/outgoing-handler`)")
         })?;
         let not_a_plugin = |e: wasmtime::Error| {
             format!(
@@ -215,7 +231,16 @@ impl ComponentModule {
     /// A new instance under the plugin's limits.
     pub(crate) async fn instantiate(&self, env: &Arc<HostEnv>) -> Result<ComponentInstance, Fault> {
         let (core, mut wasi) = GuestCore::new(env)?;
-        let state = ComponentState { core, wasi: wasi.build(), table: super::files::resource_table(), call_meta: None };
+        let state = ComponentState {
+            core,
+            wasi: wasi.build(),
+            table: super::files::resource_table(),
+            call_meta: None,
+            #[cfg(feature = "http")]
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            #[cfg(feature = "http")]
+            http_hooks: super::wasi_http::Hooks { allowed: env.allowed_hosts.clone(), deadline: None },
+        };
         let mut store = guest::new_store(self.pre.engine(), state);
         let ticker = env.ticker.clone();
         let _running = ticker.running();

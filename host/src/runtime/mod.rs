@@ -68,6 +68,8 @@ mod output;
 mod stdio;
 pub(crate) mod ticker;
 pub(crate) mod user;
+#[cfg(all(feature = "component", feature = "http"))]
+mod wasi_http;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

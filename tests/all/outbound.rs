@@ -1,0 +1,70 @@
+//! HTTP from plugins written with the SDK's portable `http` module, the
+//! same code in both flavours: Extism's `http_request` in a module,
+//! `wasi:http/outgoing-handler` in a component, under the same grants
+//! (every redirect hop checked) and deadline. Against `fetcher` and a
+//! server on loopback.
+
+use serde_json::json;
+use toolhost::{Error, FaultKind, Plugin};
+use toolhost_tests::{Flavour, serve_http_recording};
+
+fn text(result: &toolhost::CallToolResult) -> String {
+    result.texts().next().unwrap_or_default().to_owned()
+}
+
+/// A refused request: the module's host function stops the call (as
+/// Extism does); a component's request gets `http-request-denied`, which
+/// the SDK reports as the tool's error.
+fn assert_refused(flavour: Flavour, outcome: Result<toolhost::CallToolResult, Error>) {
+    match (flavour, outcome) {
+        (Flavour::Extism, Err(Error::PluginFailed { fault, .. })) => {
+            assert_eq!(fault.kind, FaultKind::Denied, "{fault}")
+        }
+        (Flavour::Component, Ok(result)) => {
+            assert!(result.is_error(), "{result:?}");
+            assert!(text(&result).contains("HttpRequestDenied"), "{}", text(&result));
+        }
+        (_, other) => panic!("{flavour:?}: {other:?}"),
+    }
+}
+
+async fn the_sdk_fetches_from_granted_hosts_only(flavour: Flavour) {
+    let (port, server) = serve_http_recording(vec![
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned(),
+        "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nsent".to_owned(),
+        "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.2:{port}/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            .to_owned(),
+    ]);
+    let plugin = Plugin::builder_from_file(flavour.fixture("fetcher"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got = plugin.call_tool("fetch", json!({"url": format!("http://127.0.0.1:{port}/data")})).await.expect("fetch");
+    assert_eq!(text(&got), "200 hello");
+    let posted = plugin
+        .call_tool("fetch", json!({"url": format!("http://127.0.0.1:{port}/post"), "body": "payload"}))
+        .await
+        .expect("post");
+    assert_eq!(text(&posted), "200 sent");
+    // A redirect to a host that is not granted is not followed.
+    let redirected = plugin.call_tool("fetch", json!({"url": format!("http://127.0.0.1:{port}/moved")})).await;
+    assert_refused(flavour, redirected);
+    // A host that is not granted is refused before anything is sent.
+    let other = plugin.call_tool("fetch", json!({"url": format!("http://127.0.0.2:{port}/secret")})).await;
+    assert_refused(flavour, other);
+    let requests = server.join().expect("the server");
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(requests[0].starts_with("GET /data"), "{requests:?}");
+    assert!(requests[0].to_ascii_lowercase().contains("x-fixture: fetcher"), "{requests:?}");
+    assert!(requests[1].starts_with("POST /post"), "{requests:?}");
+}
+
+both_flavours!(the_sdk_fetches_from_granted_hosts_only);
+
+#[tokio::test]
+async fn a_component_with_no_grant_reaches_nothing() {
+    let plugin = Plugin::load(Flavour::Component.fixture("fetcher")).await.expect("load");
+    let refused = plugin.call_tool("fetch", json!({"url": "http://127.0.0.1:9/"})).await;
+    assert_refused(Flavour::Component, refused);
+}
