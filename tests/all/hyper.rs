@@ -501,3 +501,21 @@ async fn what_a_plugin_offers_besides_tools_is_checked_against_the_protocol() {
     // What is right still reads.
     assert_eq!(plugin.list_resources(&context).await.expect("resources").resources[0].uri, "a://b");
 }
+
+#[test]
+fn the_cli_describes_and_calls_hyper_mcp_plugins() {
+    use toolhost_tests::{json_stdout, run_toolhost};
+    let v2 = fixture("hyper-v2").display().to_string();
+    let described = run_toolhost(&["describe", &v2], None);
+    assert!(described.status.success(), "{}", String::from_utf8_lossy(&described.stderr));
+    let names: Vec<String> =
+        json_stdout(&described)["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    assert!(names.contains(&"echo".to_owned()) && names.contains(&"keyring".to_owned()), "{names:?}");
+    let called = run_toolhost(&["call", &v2, "echo", r#"{"text":"hi"}"#], None);
+    assert!(called.status.success(), "{}", String::from_utf8_lossy(&called.stderr));
+    assert_eq!(json_stdout(&called)["content"][0]["text"], "hi");
+    let grow = fixture("tool-list-changed").display().to_string();
+    let added = run_toolhost(&["call", &grow, "add_tool", "{}"], None);
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    assert_eq!(json_stdout(&added)["content"][0]["text"], "added tool_1");
+}
