@@ -508,8 +508,12 @@ fn the_cli_describes_and_calls_hyper_mcp_plugins() {
     let v2 = fixture("hyper-v2").display().to_string();
     let described = run_toolhost(&["describe", &v2], None);
     assert!(described.status.success(), "{}", String::from_utf8_lossy(&described.stderr));
-    let names: Vec<String> =
-        json_stdout(&described)["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = json_stdout(&described)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
     assert!(names.contains(&"echo".to_owned()) && names.contains(&"keyring".to_owned()), "{names:?}");
     let called = run_toolhost(&["call", &v2, "echo", r#"{"text":"hi"}"#], None);
     assert!(called.status.success(), "{}", String::from_utf8_lossy(&called.stderr));
