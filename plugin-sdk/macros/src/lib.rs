@@ -274,14 +274,14 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
         }
     };
 
-    let registration = format_ident!("__toolhost_tool_{}", ident);
-    let vis = &function.vis;
-    Ok(quote! {
-        #function
-
+    // Crate-visible, never public: one `plugin!` does not list is dead
+    // code, and the compiler says so (`toolhost_tool_<name>` is never
+    // used) rather than the tool silently missing from the plugin.
+    let registration = format_ident!("toolhost_tool_{}", ident, span = ident.span());
+    let registration_item = quote! {
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        #vis const #registration: #sdk::ToolDef = {
+        pub(crate) const #registration: #sdk::ToolDef = {
             const __TOOLHOST_ATTRS: #private::Attributes = #private::Attributes {
                 name: #name,
                 title: #title,
@@ -307,6 +307,12 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
                 handler: __toolhost_handler,
             }
         };
+    };
+    let registration_item = user_spanned(registration_item, ident.span());
+    Ok(quote! {
+        #function
+
+        #registration_item
     })
 }
 
@@ -411,14 +417,11 @@ fn expand_prompt(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Resu
             },
         ),
     };
-    let registration = format_ident!("__toolhost_prompt_{}", ident);
-    let vis = &function.vis;
-    Ok(quote! {
-        #function
-
+    let registration = format_ident!("toolhost_prompt_{}", ident, span = ident.span());
+    let registration_item = quote! {
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        #vis const #registration: #sdk::PromptDef = {
+        pub(crate) const #registration: #sdk::PromptDef = {
             fn __toolhost_definition() -> #sdk::protocol::Prompt {
                 #definition
             }
@@ -429,6 +432,12 @@ fn expand_prompt(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Resu
             }
             #sdk::PromptDef { name: #name, definition: __toolhost_definition, handler: __toolhost_handler }
         };
+    };
+    let registration_item = user_spanned(registration_item, ident.span());
+    Ok(quote! {
+        #function
+
+        #registration_item
     })
 }
 
@@ -464,14 +473,11 @@ fn expand_resource(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Re
             #ident(args)
         }},
     };
-    let registration = format_ident!("__toolhost_resource_{}", ident);
-    let vis = &function.vis;
-    Ok(quote! {
-        #function
-
+    let registration = format_ident!("toolhost_resource_{}", ident, span = ident.span());
+    let registration_item = quote! {
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        #vis const #registration: #sdk::ResourceDef = {
+        pub(crate) const #registration: #sdk::ResourceDef = {
             fn __toolhost_definition() -> #sdk::Value {
                 #private::resource_definition(#uri, #template, #name, #title, #description, #mime_type)
             }
@@ -489,7 +495,26 @@ fn expand_resource(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Re
                 handler: __toolhost_handler,
             }
         };
+    };
+    let registration_item = user_spanned(registration_item, ident.span());
+    Ok(quote! {
+        #function
+
+        #registration_item
     })
+}
+
+/// The item's own tokens (not those inside its brackets) spanned as the
+/// user's function name: the compiler then treats the item as the user's
+/// code, and reports it as dead code when `plugin!` does not list it (it
+/// does not for items spanned as a macro's expansion).
+fn user_spanned(item: proc_macro2::TokenStream, span: Span) -> proc_macro2::TokenStream {
+    item.into_iter()
+        .map(|mut token| {
+            token.set_span(span);
+            token
+        })
+        .collect()
 }
 
 /// `plugin!`'s input: tools alone (`a, b`), or sections
@@ -546,9 +571,9 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
              `plugin! { tools: [...], prompts: [...], resources: [...] }`",
         ));
     }
-    let registrations = items.tools.iter().map(|path| registration_path(path, "__toolhost_tool_"));
-    let prompts = items.prompts.iter().map(|path| registration_path(path, "__toolhost_prompt_"));
-    let resources = items.resources.iter().map(|path| registration_path(path, "__toolhost_resource_"));
+    let registrations = items.tools.iter().map(|path| registration_path(path, "toolhost_tool_"));
+    let prompts = items.prompts.iter().map(|path| registration_path(path, "toolhost_prompt_"));
+    let resources = items.resources.iter().map(|path| registration_path(path, "toolhost_resource_"));
     let sdk = quote!(::toolhost_plugin_sdk);
     // The Extism exports of prompts and resources, when there are some.
     let prompt_exports = (!items.prompts.is_empty()).then(|| {
