@@ -37,7 +37,8 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `component` | yes | component plugins (`wit/plugin.wit`); without it a component is refused at load, saying why |
-//! | `http` | yes | the HTTP host function and, for components, `wasi:http`, to granted hosts; without it every module's request is refused and a component importing `wasi:http` is refused at load |
+//! | `http` | yes | the HTTP host function, to granted hosts; without it every request is refused |
+//! | `wasi-http` | no | `wasi:http/outgoing-handler` for components, through the same client and grants; without it a component importing `wasi:http` is refused at load |
 //! | `https` | yes | plugins from `https://` URLs pinned by a `sha256:` digest, kept in a `DownloadCache` |
 //! | `oci` | no | plugins from OCI registries (`oci://registry/repository:tag@sha256:...`) |
 //! | `yaml`, `toml` | yes | toolsets files in YAML and TOML (JSON always) |

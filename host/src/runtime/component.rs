@@ -54,13 +54,13 @@ pub(crate) struct ComponentState {
     /// The running call's `_meta` (JSON text), for `call-meta`.
     call_meta: Option<String>,
     /// `wasi:http`'s state, and how its requests are sent.
-    #[cfg(feature = "http")]
+    #[cfg(feature = "wasi-http")]
     http: wasmtime_wasi_http::WasiHttpCtx,
-    #[cfg(feature = "http")]
+    #[cfg(feature = "wasi-http")]
     http_hooks: super::wasi_http::Hooks,
 }
 
-#[cfg(feature = "http")]
+#[cfg(feature = "wasi-http")]
 impl wasmtime_wasi_http::WasiHttpView for ComponentState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         // A request is sent within the running call's deadline.
@@ -168,7 +168,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
-    #[cfg(feature = "http")]
+    #[cfg(feature = "wasi-http")]
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)
         .map_err(|e| e.to_string())?;
@@ -201,6 +201,10 @@ impl ComponentModule {
     /// imports.
     pub(crate) fn new(linker: &Linker<ComponentState>, component: Component) -> Result<ComponentModule, String> {
         let pre = linker.instantiate_pre(&component).map_err(|e| {
+            let wasi_http = component.component_type().imports(linker.engine()).any(|(name, _)| name.starts_with("wasi:http/"));
+            if cfg!(not(feature = "wasi-http")) && wasi_http {
+                return "it imports `wasi:http`, and this toolhost was built without its `wasi-http` feature".to_owned();
+            }
             format!("its imports cannot be satisfied: {e} (a component may import `toolhost:plugin/host`, `toolhost:plugin/client`, WASI 0.2 and `wasi:http/outgoing-handler`)")
         })?;
         let not_a_plugin = |e: wasmtime::Error| {
@@ -236,9 +240,9 @@ impl ComponentModule {
             wasi: wasi.build(),
             table: super::files::resource_table(),
             call_meta: None,
-            #[cfg(feature = "http")]
+            #[cfg(feature = "wasi-http")]
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
-            #[cfg(feature = "http")]
+            #[cfg(feature = "wasi-http")]
             http_hooks: super::wasi_http::Hooks { allowed: env.allowed_hosts.clone(), deadline: None },
         };
         let mut store = guest::new_store(self.pre.engine(), state);

@@ -68,7 +68,7 @@ mod output;
 mod stdio;
 pub(crate) mod ticker;
 pub(crate) mod user;
-#[cfg(all(feature = "component", feature = "http"))]
+#[cfg(feature = "wasi-http")]
 mod wasi_http;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
