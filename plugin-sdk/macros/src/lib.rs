@@ -38,14 +38,7 @@ use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, LitBool, LitStr, Meta, Path, Return
 /// ```
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let function = syn::parse_macro_input!(item as ItemFn);
-    match expand_tool(attr.into(), &function) {
-        Ok(tokens) => tokens.into(),
-        Err(error) => {
-            let error = error.to_compile_error();
-            quote!(#function #error).into()
-        }
-    }
+    expand_attribute(attr, item, expand_tool)
 }
 
 /// Make a function a prompt.
@@ -64,14 +57,7 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn prompt(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let function = syn::parse_macro_input!(item as ItemFn);
-    match expand_prompt(attr.into(), &function) {
-        Ok(tokens) => tokens.into(),
-        Err(error) => {
-            let error = error.to_compile_error();
-            quote!(#function #error).into()
-        }
-    }
+    expand_attribute(attr, item, expand_prompt)
 }
 
 /// Make a function a resource (`uri = "..."`) or a resource template
@@ -92,8 +78,19 @@ pub fn prompt(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn resource(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand_attribute(attr, item, expand_resource)
+}
+
+/// An attribute on a function: the function and its registration, or the
+/// function as written and the error (so the rest of the crate still
+/// resolves it).
+fn expand_attribute(
+    attr: TokenStream,
+    item: TokenStream,
+    expand: fn(proc_macro2::TokenStream, &ItemFn) -> syn::Result<proc_macro2::TokenStream>,
+) -> TokenStream {
     let function = syn::parse_macro_input!(item as ItemFn);
-    match expand_resource(attr.into(), &function) {
+    match expand(attr.into(), &function) {
         Ok(tokens) => tokens.into(),
         Err(error) => {
             let error = error.to_compile_error();
