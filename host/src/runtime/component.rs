@@ -20,8 +20,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
 use super::outcome::{CallOutput, RunError, Usage};
 use super::output;
-use super::user;
-use crate::client::{ClientNotice, ClientRequest};
+use crate::client::ClientRequest;
 use crate::context::LogLevel as Level;
 use crate::error::{Fault, FaultKind, OutputProblem, Violation};
 use toolhost_protocol::{self as protocol, JsonObject};
@@ -119,10 +118,8 @@ impl bindings::toolhost::plugin::client::Host for ComponentState {
             Ok(Value::Object(params)) => params,
             _ => return Err(format!("the parameters of {request} are not a JSON object")),
         };
-        let params = user::request_params(request, params).map_err(|why| format!("{request}: {why}"))?;
-        let params = self.core.redacted(params);
-        let (client, ticker) = (self.core.client.clone(), self.core.env.ticker.clone());
-        let answer = user::ask_client(client, &ticker, request, params, None).await?;
+        let params = self.core.checked_request(request, params).map_err(|why| format!("{request}: {why}"))?;
+        let answer = self.core.ask(request, params, None).await?;
         Ok(answer.to_string())
     }
 
@@ -132,32 +129,18 @@ impl bindings::toolhost::plugin::client::Host for ComponentState {
         }
         let total = total.filter(|t| t.is_finite()).map(|t| json!(t));
         let Some(notice) = self.core.progress_notice(json!(progress), total, message) else { return };
-        if let Some(client) = self.core.admit_notice() {
-            client.notify(notice).await;
-        }
+        self.core.tell(notice).await;
     }
 
     async fn notify(&mut self, method: String, params: Option<String>) -> Result<(), String> {
-        let params = || -> Result<Map<String, Value>, String> {
-            match params.as_deref().map(serde_json::from_str) {
-                Some(Ok(Value::Object(params))) => Ok(params),
-                _ => Err(format!("the parameters of {method} are not a JSON object")),
-            }
+        // Parameters that are not a JSON object are none: a notification
+        // that needs them says so.
+        let params = match params.as_deref().map(serde_json::from_str) {
+            Some(Ok(Value::Object(params))) => Some(params),
+            _ => None,
         };
-        let notice = match method.as_str() {
-            "notifications/prompts/list_changed" => ClientNotice::PromptListChanged,
-            "notifications/resources/list_changed" => ClientNotice::ResourceListChanged,
-            "notifications/resources/updated" => {
-                ClientNotice::ResourceUpdated(self.core.redacted(user::only_string(&params()?, "uri")?))
-            }
-            "notifications/elicitation/complete" => {
-                ClientNotice::ElicitationComplete(self.core.redacted(user::only_string(&params()?, "elicitationId")?))
-            }
-            other => return Err(format!("`{other}` is not a notification the host relays for a plugin")),
-        };
-        if let Some(client) = self.core.admit_notice() {
-            client.notify(notice).await;
-        }
+        let notice = self.core.notice(&method, params)?;
+        self.core.tell(notice).await;
         Ok(())
     }
 }

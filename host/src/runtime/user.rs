@@ -23,7 +23,6 @@ use std::sync::Arc;
 use super::extism::State;
 use super::guest::{self, GuestCore};
 use super::outcome::Stop;
-use super::ticker::Ticker;
 use crate::client::{CallClient, ClientNotice, ClientRequest};
 use crate::context::LogLevel;
 
@@ -68,10 +67,11 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 .and_then(|t| t.as_f64())
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .map(|t| Duration::from_secs_f64(t.min(86_400.0)));
-            let params =
-                request_params(ClientRequest::Elicitation, params).map_err(|m| host_error("create_elicitation", m))?;
-            let params = c.data().core.redacted(params);
-            let answer = match ask(&mut c, ClientRequest::Elicitation, params, timeout).await {
+            let core = &c.data().core;
+            let params = core
+                .checked_request(ClientRequest::Elicitation, params)
+                .map_err(|m| host_error("create_elicitation", m))?;
+            let answer = match core.ask(ClientRequest::Elicitation, params, timeout).await {
                 Ok(answer) => answer,
                 Err(why) => json!({"action": "decline", "content": {"error": why}}),
             };
@@ -81,10 +81,10 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap_async(USER, "create_message", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let params = c.data_mut().json_argument(h, "create_message")?;
+            let core = &c.data().core;
             let params =
-                request_params(ClientRequest::Sampling, params).map_err(|m| host_error("create_message", m))?;
-            let params = c.data().core.redacted(params);
-            let answer = match ask(&mut c, ClientRequest::Sampling, params, None).await {
+                core.checked_request(ClientRequest::Sampling, params).map_err(|m| host_error("create_message", m))?;
+            let answer = match core.ask(ClientRequest::Sampling, params, None).await {
                 Ok(answer) => answer,
                 Err(why) => json!({
                     "role": "assistant",
@@ -98,7 +98,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap_async(USER, "list_roots", |mut c: Caller<'_, State>, (): ()| {
         Box::new(async move {
-            let answer = match ask(&mut c, ClientRequest::Roots, Map::new(), None).await {
+            let answer = match c.data().core.ask(ClientRequest::Roots, Map::new(), None).await {
                 Ok(answer) => answer,
                 Err(why) => {
                     c.data_mut().core.log(LogLevel::Warn, format!("list_roots: {why}; answered no roots").as_bytes());
@@ -148,38 +148,43 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             let total = params.get("total").filter(|t| t.is_number()).cloned();
             let message = params.get("message").and_then(Value::as_str).map(str::to_owned);
             let Some(notice) = state.core.progress_notice(progress, total, message) else { return Ok(()) };
-            tell(&mut c, notice).await;
+            state.core.tell(notice).await;
             Ok(())
         })
     })?;
     linker.func_wrap_async(USER, "notify_prompt_list_changed", |mut c: Caller<'_, State>, (): ()| {
         Box::new(async move {
-            tell(&mut c, ClientNotice::PromptListChanged).await;
+            c.data_mut().core.tell(ClientNotice::PromptListChanged).await;
             Ok(())
         })
     })?;
     linker.func_wrap_async(USER, "notify_resource_list_changed", |mut c: Caller<'_, State>, (): ()| {
         Box::new(async move {
-            tell(&mut c, ClientNotice::ResourceListChanged).await;
+            c.data_mut().core.tell(ClientNotice::ResourceListChanged).await;
             Ok(())
         })
     })?;
     linker.func_wrap_async(USER, "notify_resource_updated", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let params = c.data_mut().json_argument(h, "notify_resource_updated")?;
-            let notice = only_string(&params, "uri").map_err(|m| host_error("notify_resource_updated", m))?;
-            let notice = c.data().core.redacted(notice);
-            tell(&mut c, ClientNotice::ResourceUpdated(notice)).await;
+            let notice = c
+                .data()
+                .core
+                .notice("notifications/resources/updated", Some(params))
+                .map_err(|m| host_error("notify_resource_updated", m))?;
+            c.data_mut().core.tell(notice).await;
             Ok(())
         })
     })?;
     linker.func_wrap_async(USER, "notify_url_elicitation_completed", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let params = c.data_mut().json_argument(h, "notify_url_elicitation_completed")?;
-            let notice =
-                only_string(&params, "elicitationId").map_err(|m| host_error("notify_url_elicitation_completed", m))?;
-            let notice = c.data().core.redacted(notice);
-            tell(&mut c, ClientNotice::ElicitationComplete(notice)).await;
+            let notice = c
+                .data()
+                .core
+                .notice("notifications/elicitation/complete", Some(params))
+                .map_err(|m| host_error("notify_url_elicitation_completed", m))?;
+            c.data_mut().core.tell(notice).await;
             Ok(())
         })
     })?;
@@ -230,49 +235,8 @@ fn host_error(function: &str, message: String) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Host(format!("bad argument to the host function `{function}`: {message}")))
 }
 
-/// Ask the call's client, within `timeout` (and the call's deadline).
-async fn ask(
-    c: &mut Caller<'_, State>,
-    request: ClientRequest,
-    params: Map<String, Value>,
-    timeout: Option<Duration>,
-) -> Result<Value, String> {
-    let core = &c.data().core;
-    ask_client(core.client.clone(), &core.env.ticker.clone(), request, params, timeout).await
-}
-
-/// Ask `client` (none: refused), within `timeout`; the answer, or why
-/// there is none, as the plugin is told.
-pub(crate) async fn ask_client(
-    client: Option<Arc<dyn CallClient>>,
-    ticker: &Ticker,
-    request: ClientRequest,
-    params: Map<String, Value>,
-    timeout: Option<Duration>,
-) -> Result<Value, String> {
-    let Some(client) = client else {
-        return Err(format!("{request} refused: this call was made without a client to ask"));
-    };
-    let asked = async move { Ok(CallClient::request(&*client, request, params).await) };
-    let answer = match timeout {
-        Some(timeout) => match guest::bounded(ticker, Instant::now().checked_add(timeout), asked).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {timeout:?}")),
-        },
-        None => asked.await.unwrap_or_else(|e: wasmtime::Error| Err(e.to_string())),
-    };
-    answer.map_err(|why| format!("{request} failed: {why}"))
-}
-
-/// Send the call's client `notice`, within the run's notice budget.
-async fn tell(c: &mut Caller<'_, State>, notice: ClientNotice) {
-    if let Some(client) = c.data_mut().core.admit_notice() {
-        client.notify(notice).await;
-    }
-}
-
 /// A request's parameters as the protocol has them, or what is wrong.
-pub(crate) fn request_params(request: ClientRequest, params: Map<String, Value>) -> Result<Map<String, Value>, String> {
+fn request_params(request: ClientRequest, params: Map<String, Value>) -> Result<Map<String, Value>, String> {
     match request {
         ClientRequest::Elicitation => elicitation_params(params),
         ClientRequest::Sampling => sampling_params(params),
@@ -281,7 +245,7 @@ pub(crate) fn request_params(request: ClientRequest, params: Map<String, Value>)
 }
 
 /// An object with only the string field `key`.
-pub(crate) fn only_string(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
+fn only_string(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
     match params.get(key) {
         Some(Value::String(value)) => Ok(Map::from_iter([(key.to_owned(), Value::String(value.clone()))])),
         _ => Err(format!("its `{key}` is not a string")),
@@ -402,11 +366,72 @@ impl GuestCore {
         Some(ClientNotice::Progress(self.redacted(notice)))
     }
 
+    /// `params` for `request`, as the protocol has them (what is wrong, if
+    /// they are not), redacted.
+    pub(crate) fn checked_request(
+        &self,
+        request: ClientRequest,
+        params: Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
+        Ok(self.redacted(request_params(request, params)?))
+    }
+
+    /// Ask the running call's client (none: refused), within `timeout` (and
+    /// the call's deadline, which bounds the whole run); the answer, or why
+    /// there is none, as the plugin is told. `params`: checked
+    /// ([`checked_request`](Self::checked_request)).
+    pub(crate) async fn ask(
+        &self,
+        request: ClientRequest,
+        params: Map<String, Value>,
+        timeout: Option<Duration>,
+    ) -> Result<Value, String> {
+        let Some(client) = self.client.clone() else {
+            return Err(format!("{request} refused: this call was made without a client to ask"));
+        };
+        let asked = async move { Ok(CallClient::request(&*client, request, params).await) };
+        let answer = match timeout {
+            Some(timeout) => match guest::bounded(&self.env.ticker, Instant::now().checked_add(timeout), asked).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!("no answer within {timeout:?}")),
+            },
+            None => asked.await.unwrap_or_else(|e: wasmtime::Error| Err(e.to_string())),
+        };
+        answer.map_err(|why| format!("{request} failed: {why}"))
+    }
+
+    /// The notice of the MCP notification `method` a plugin sends, with
+    /// `params` checked and redacted (progress has its own,
+    /// [`progress_notice`](Self::progress_notice)); what is wrong, if it is
+    /// not one the host relays.
+    pub(crate) fn notice(&self, method: &str, params: Option<Map<String, Value>>) -> Result<ClientNotice, String> {
+        let params = || params.ok_or_else(|| format!("the notification {method} needs parameters (a JSON object)"));
+        Ok(match method {
+            "notifications/prompts/list_changed" => ClientNotice::PromptListChanged,
+            "notifications/resources/list_changed" => ClientNotice::ResourceListChanged,
+            "notifications/resources/updated" => {
+                ClientNotice::ResourceUpdated(self.redacted(only_string(&params()?, "uri")?))
+            }
+            "notifications/elicitation/complete" => {
+                ClientNotice::ElicitationComplete(self.redacted(only_string(&params()?, "elicitationId")?))
+            }
+            other => return Err(format!("`{other}` is not a notification the host relays for a plugin")),
+        })
+    }
+
+    /// Send the running call's client `notice`, within the run's notice
+    /// budget.
+    pub(crate) async fn tell(&mut self, notice: ClientNotice) {
+        if let Some(client) = self.admit_notice() {
+            client.notify(notice).await;
+        }
+    }
+
     /// The client to send a notice to, if there is one and the run's
     /// notice budget allows.
-    pub(crate) fn admit_notice(&mut self) -> Option<Arc<dyn CallClient>> {
+    fn admit_notice(&mut self) -> Option<Arc<dyn CallClient>> {
         let client = self.client.clone()?;
-        self.notices += 1;
+        self.notices = self.notices.saturating_add(1);
         if self.notices > MAX_NOTICES_PER_RUN {
             if self.notices == MAX_NOTICES_PER_RUN + 1 {
                 let line = format!("more than {MAX_NOTICES_PER_RUN} notices in one call; the rest are dropped");
