@@ -153,6 +153,14 @@ impl CallContext {
         self.meta.as_ref()
     }
 
+    /// The `_meta` a plugin may see: the caller's, less toolhost's own keys
+    /// (`toolhost/...`, which toolhost alone sets).
+    pub(crate) fn plugin_meta(&self) -> Option<JsonObject> {
+        let mut meta = self.meta.clone()?;
+        meta.retain(|key, _| !key.starts_with("toolhost/"));
+        Some(meta)
+    }
+
     pub(crate) fn log_sink(&self) -> Option<&LogSink> {
         self.log.as_ref()
     }

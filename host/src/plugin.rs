@@ -396,7 +396,7 @@ impl PluginBuilder {
             .await
             .map_err(|fault| redact_error(load_error(format!("it cannot be started: {fault}"))))?;
         let raw = instance.describe().await.map_err(|e| redact_error(run_error(&name, Operation::Describe, e)))?;
-        let raw = redacted_describe(&name, raw, &describe_env)?;
+        let raw = redacted_output(&name, Operation::Describe, raw, &describe_env)?;
         let reuse = Reuse::Fresh(instance);
         self.assemble(name, module, compiled, raw, describe_env, reuse).await
     }
@@ -554,18 +554,19 @@ enum Reuse {
     Pool(Arc<HostEnv>, Arc<Pool<Instance>>),
 }
 
-/// A `describe` output with the plugin's secret values redacted (its
-/// config's: `describe` has no secret in reach).
-fn redacted_describe(name: &str, mut raw: Value, env: &HostEnv) -> Result<Value, Error> {
+/// What a plugin's `operation` returned (its `describe` output, what it
+/// offers besides tools) with the plugin's secret values redacted; past
+/// the output cap, the plugin's fault.
+fn redacted_output(name: &str, operation: Operation, mut raw: Value, env: &HostEnv) -> Result<Value, Error> {
     match env.redactor.redact_json(&mut raw, env.limits.max_output_bytes) {
         Ok(found) if found.is_empty() => Ok(raw),
         Ok(found) => {
-            tracing::warn!(plugin = %name, secrets = ?found, "`describe` quoted secret values; redacted");
+            tracing::warn!(plugin = %name, secrets = ?found, "{operation} quoted secret values; redacted");
             Ok(raw)
         }
         Err(found) => Err(Error::PluginFailed {
             plugin: name.to_owned(),
-            operation: Operation::Describe,
+            operation,
             fault: Fault::new(
                 FaultKind::OutputTooLarge,
                 format!("redacting secret {} would take the output past the limit", found.join(", ")),
@@ -869,7 +870,7 @@ impl Plugin {
             redactor: Arc::new(Redactor::new(&inner.builder.sensitive)),
             ..HostEnv::clone(&inner.env)
         });
-        let raw = redacted_describe(&inner.name, raw, &inner.env)?;
+        let raw = redacted_output(&inner.name, Operation::Describe, raw, &inner.env)?;
         let reuse = Reuse::Pool(Arc::clone(&inner.env), Arc::clone(&inner.pool));
         inner
             .builder
@@ -1049,14 +1050,7 @@ impl Plugin {
         meter: Option<&Meter>,
     ) -> Result<CallToolResult, Error> {
         let request = self.prepare_call(index, name, arguments, context)?;
-        let run = RunOptions {
-            secrets: ToolSecrets::clone(&self.inner.tool_secrets[index]),
-            deadline: context.deadline(),
-            log: context.log_sink().cloned(),
-            client: context.client().cloned(),
-            progress_token: context.meta().and_then(|meta| meta.get("progressToken")).cloned(),
-            is_call: true,
-        };
+        let run = RunOptions::for_call(context, ToolSecrets::clone(&self.inner.tool_secrets[index]));
         let outcome = match self.inner.call_unchecked(name, &request, &run, meter).await {
             Ok(output) => self.checked_output(name, output).await,
             Err(error) => Err(error),
@@ -1187,8 +1181,7 @@ impl Plugin {
         // The `_meta` the plugin sees: the caller's, less the host's keys,
         // and the user id when the tool asks for it.
         let meta = (context.meta().is_some() || user_id.is_some()).then(|| {
-            let mut meta = context.meta().cloned().unwrap_or_default();
-            meta.retain(|key, _| !key.starts_with("toolhost/"));
+            let mut meta = context.plugin_meta().unwrap_or_default();
             if let Some(user) = user_id {
                 meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
             }

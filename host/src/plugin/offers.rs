@@ -18,7 +18,7 @@ use toolhost_protocol::{
     ListResourcesResult, ReadResourceResult,
 };
 
-use super::{Job, Plugin, Ran, cancellable, protocol_violation, run_error};
+use super::{Job, Plugin, Ran, cancellable, protocol_violation, redacted_output, run_error};
 use crate::context::CallContext;
 use crate::error::{Error, Operation, OutputProblem, Violation};
 use crate::runtime::guest::{RunOptions, ToolSecrets};
@@ -210,8 +210,7 @@ impl Plugin {
             });
         }
         let _counted = inner.runtime.enter(&inner.name)?;
-        let mut meta = context.meta().cloned().unwrap_or_default();
-        meta.retain(|key, _| !key.starts_with("toolhost/"));
+        let meta = context.plugin_meta().unwrap_or_default();
         let mut input = JsonObject::new();
         if let Some(request) = request {
             input.insert("request".to_owned(), request);
@@ -231,14 +230,7 @@ impl Plugin {
                 inner.env.limits.max_input_bytes
             )));
         }
-        let run = RunOptions {
-            secrets: ToolSecrets::default(),
-            deadline: context.deadline(),
-            log: context.log_sink().cloned(),
-            client: context.client().cloned(),
-            progress_token: context.meta().and_then(|meta| meta.get("progressToken")).cloned(),
-            is_call: true,
-        };
+        let run = RunOptions::for_call(context, ToolSecrets::default());
         let work = async {
             match inner.run(Job::Offer(export, &input, &run), None).await {
                 Ok(Ran::Offer(raw)) => Ok(raw),
@@ -248,18 +240,7 @@ impl Plugin {
         };
         let outcome =
             cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, export).await;
-        let mut raw = outcome.map_err(|error| inner.scrub(error))?;
-        match inner.redactor.redact_json(&mut raw, inner.env.limits.max_output_bytes) {
-            Ok(found) if !found.is_empty() => {
-                tracing::warn!(plugin = %inner.name, secrets = ?found, "{what} quoted secret values; redacted");
-                Ok(raw)
-            }
-            Ok(_) => Ok(raw),
-            Err(found) => Err(Error::InvalidOutput {
-                plugin: inner.name.clone(),
-                operation: Operation::Offer(what.to_owned()),
-                problem: OutputProblem::SecretLeak { secrets: found },
-            }),
-        }
+        let raw = outcome.map_err(|error| inner.scrub(error))?;
+        redacted_output(&inner.name, Operation::Offer(what.to_owned()), raw, &inner.env)
     }
 }

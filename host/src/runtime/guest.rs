@@ -255,6 +255,22 @@ pub(crate) struct RunOptions {
     pub(crate) is_call: bool,
 }
 
+impl RunOptions {
+    /// The options of a tool call (or a request for what a plugin offers)
+    /// made in `context`: the caller's deadline, log sink, client and
+    /// progress token; `secrets`, the ids it may read.
+    pub(crate) fn for_call(context: &crate::context::CallContext, secrets: ToolSecrets) -> RunOptions {
+        RunOptions {
+            secrets,
+            deadline: context.deadline(),
+            log: context.log_sink().cloned(),
+            client: context.client().cloned(),
+            progress_token: context.meta().and_then(|meta| meta.get("progressToken")).cloned(),
+            is_call: true,
+        }
+    }
+}
+
 /// Before a run: forget what the guest printed last time, renew its log
 /// budget, put the run's secrets in reach, and arm.
 pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
