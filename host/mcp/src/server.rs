@@ -118,6 +118,47 @@ impl McpServer {
         }
     }
 
+    /// The context of a request that runs a plugin (a tool call, a prompt,
+    /// a resource read, a completion): its JSON-RPC id (which names it in
+    /// spans and metrics) and `_meta` (a progress token, trace context);
+    /// its client, so the plugin may talk back (resource updates only for
+    /// this session's subscriptions); and the plugin's log lines, to a
+    /// client that asked for them (`logging/setLevel`), in order, at its
+    /// level or above.
+    fn call_context(&self, context: &RequestContext<RoleServer>) -> CallContext {
+        let client = crate::talkback::PeerClient {
+            peer: context.peer.clone(),
+            version: context.protocol_version(),
+            capabilities: context.client_capabilities(),
+            subscriptions: Arc::clone(&self.subscriptions),
+        };
+        let call_context = CallContext::new()
+            .with_call_id(context.id.to_string())
+            .with_meta(context.meta.0.0.clone())
+            .with_client(Arc::new(client));
+        let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(wanted) = wanted else { return call_context };
+        let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<(LogLevel, String, String)>();
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            while let Some((level, logger, text)) = queued.recv().await {
+                #[allow(deprecated)]
+                let notification =
+                    rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text)).with_logger(logger);
+                #[allow(deprecated)]
+                if peer.notify_logging_message(notification).await.is_err() {
+                    break;
+                }
+            }
+        });
+        call_context.with_log_sink(move |line| {
+            let level = crate::talkback::mcp_level(line.level);
+            if severity(level) >= severity(wanted) {
+                let _ = lines.send((level, line.plugin.to_owned(), line.message.to_owned()));
+            }
+        })
+    }
+
     /// The tools as MCP `Tool` values (JSON), sorted by name.
     pub fn tool_list(&self) -> Vec<toolhost_protocol::Tool> {
         match &self.source {
@@ -265,21 +306,6 @@ mod wire {
     }
 }
 
-/// The context of a prompt, resource or completion request: its id and
-/// `_meta`, and its client (a plugin may talk back while it answers).
-fn offer_context(context: &RequestContext<RoleServer>) -> CallContext {
-    let client = crate::talkback::PeerClient {
-        peer: context.peer.clone(),
-        version: context.protocol_version(),
-        capabilities: context.client_capabilities(),
-        subscriptions: Default::default(),
-    };
-    CallContext::new()
-        .with_call_id(context.id.to_string())
-        .with_meta(context.meta.0.0.clone())
-        .with_client(Arc::new(client))
-}
-
 /// A failed prompt, resource or completion request as the protocol's error:
 /// a resource nothing offers is `resource not found`, a prompt nothing
 /// offers invalid parameters, a plugin's own refusal invalid parameters
@@ -391,43 +417,7 @@ impl rmcp::ServerHandler for McpServer {
             (Approvals::Approver(approver), None) => approver.as_ref(),
             (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
         };
-        // The JSON-RPC request id names the call in spans and metrics; the
-        // request's `_meta` (a progress token, trace context) reaches the
-        // plugin.
-        let client = crate::talkback::PeerClient {
-            peer: context.peer.clone(),
-            version: context.protocol_version(),
-            capabilities: context.client_capabilities(),
-            subscriptions: Arc::clone(&self.subscriptions),
-        };
-        let mut call_context = CallContext::new()
-            .with_call_id(context.id.to_string())
-            .with_meta(context.meta.0.0.clone())
-            .with_client(Arc::new(client));
-        // The plugin's log lines reach a client that asked for them
-        // (`logging/setLevel`), in order, at its level or above.
-        let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(wanted) = wanted {
-            let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<(LogLevel, String, String)>();
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some((level, logger, text)) = queued.recv().await {
-                    #[allow(deprecated)]
-                    let notification = rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text))
-                        .with_logger(logger);
-                    #[allow(deprecated)]
-                    if peer.notify_logging_message(notification).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            call_context = call_context.with_log_sink(move |line| {
-                let level = crate::talkback::mcp_level(line.level);
-                if severity(level) >= severity(wanted) {
-                    let _ = lines.send((level, line.plugin.to_owned(), line.message.to_owned()));
-                }
-            });
-        }
+        let call_context = self.call_context(&context);
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
@@ -462,7 +452,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let prompts = match &self.source {
             ToolSource::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
             ToolSource::Registry(registry) => registry.list_prompts(&call).await,
@@ -475,7 +465,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let result = match &self.source {
             ToolSource::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
             ToolSource::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
@@ -489,7 +479,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let resources = match &self.source {
             ToolSource::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
             ToolSource::Registry(registry) => registry.list_resources(&call).await,
@@ -502,7 +492,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let templates = match &self.source {
             ToolSource::Plugin(plugin) => {
                 plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
@@ -517,7 +507,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let result = match &self.source {
             ToolSource::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
             ToolSource::Registry(registry) => registry.read_resource(&request.uri, &call).await,
@@ -531,7 +521,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
-        let call = offer_context(&context);
+        let call = self.call_context(&context);
         let reference: toolhost::protocol::CompletionReference = from_rmcp(&request.r#ref)?;
         let argument = (request.argument.name.as_str(), request.argument.value.as_str());
         let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
