@@ -271,46 +271,33 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
         }
     };
 
-    // Crate-visible, never public: one `plugin!` does not list is dead
-    // code, and the compiler says so (`toolhost_tool_<name>` is never
-    // used) rather than the tool silently missing from the plugin.
-    let registration = format_ident!("toolhost_tool_{}", ident, span = ident.span());
-    let registration_item = quote! {
-        #[doc(hidden)]
-        #[allow(non_upper_case_globals)]
-        pub(crate) const #registration: #sdk::ToolDef = {
-            const __TOOLHOST_ATTRS: #private::Attributes = #private::Attributes {
-                name: #name,
-                title: #title,
-                description: #description,
-                read_only: #read_only,
-                destructive: #destructive,
-                idempotent: #idempotent,
-                open_world: #open_world,
-                secrets: &[#(#secrets),*],
-                user_id: #user_id,
-            };
-            fn __toolhost_definition() -> #sdk::Tool {
-                #definition
-            }
-            fn __toolhost_handler(
-                arguments: ::core::option::Option<#sdk::JsonObject>,
-            ) -> #sdk::CallToolResult {
-                #handler_body
-            }
-            #sdk::ToolDef {
-                name: __TOOLHOST_ATTRS.name,
-                definition: __toolhost_definition,
-                handler: __toolhost_handler,
-            }
+    let value = quote! {{
+        const __TOOLHOST_ATTRS: #private::Attributes = #private::Attributes {
+            name: #name,
+            title: #title,
+            description: #description,
+            read_only: #read_only,
+            destructive: #destructive,
+            idempotent: #idempotent,
+            open_world: #open_world,
+            secrets: &[#(#secrets),*],
+            user_id: #user_id,
         };
-    };
-    let registration_item = user_spanned(registration_item, ident.span());
-    Ok(quote! {
-        #function
-
-        #registration_item
-    })
+        fn __toolhost_definition() -> #sdk::Tool {
+            #definition
+        }
+        fn __toolhost_handler(
+            arguments: ::core::option::Option<#sdk::JsonObject>,
+        ) -> #sdk::CallToolResult {
+            #handler_body
+        }
+        #sdk::ToolDef {
+            name: __TOOLHOST_ATTRS.name,
+            definition: __toolhost_definition,
+            handler: __toolhost_handler,
+        }
+    }};
+    Ok(registered(function, Kind::Tool, quote!(#sdk::ToolDef), value))
 }
 
 /// Options of `#[prompt]` and `#[resource]`.
@@ -414,28 +401,18 @@ fn expand_prompt(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Resu
             },
         ),
     };
-    let registration = format_ident!("toolhost_prompt_{}", ident, span = ident.span());
-    let registration_item = quote! {
-        #[doc(hidden)]
-        #[allow(non_upper_case_globals)]
-        pub(crate) const #registration: #sdk::PromptDef = {
-            fn __toolhost_definition() -> #sdk::protocol::Prompt {
-                #definition
-            }
-            fn __toolhost_handler(
-                arguments: #sdk::JsonObject,
-            ) -> ::core::result::Result<#sdk::protocol::GetPromptResult, ::std::string::String> {
-                #body
-            }
-            #sdk::PromptDef { name: #name, definition: __toolhost_definition, handler: __toolhost_handler }
-        };
-    };
-    let registration_item = user_spanned(registration_item, ident.span());
-    Ok(quote! {
-        #function
-
-        #registration_item
-    })
+    let value = quote! {{
+        fn __toolhost_definition() -> #sdk::protocol::Prompt {
+            #definition
+        }
+        fn __toolhost_handler(
+            arguments: #sdk::JsonObject,
+        ) -> ::core::result::Result<#sdk::protocol::GetPromptResult, ::std::string::String> {
+            #body
+        }
+        #sdk::PromptDef { name: #name, definition: __toolhost_definition, handler: __toolhost_handler }
+    }};
+    Ok(registered(function, Kind::Prompt, quote!(#sdk::PromptDef), value))
 }
 
 fn expand_resource(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
@@ -470,35 +447,73 @@ fn expand_resource(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Re
             #ident(args)
         }},
     };
-    let registration = format_ident!("toolhost_resource_{}", ident, span = ident.span());
-    let registration_item = quote! {
-        #[doc(hidden)]
-        #[allow(non_upper_case_globals)]
-        pub(crate) const #registration: #sdk::ResourceDef = {
-            fn __toolhost_definition() -> #sdk::Value {
-                #private::resource_definition(#uri, #template, #name, #title, #description, #mime_type)
-            }
-            #[allow(unused_variables)]
-            fn __toolhost_handler(
-                uri: &str,
-                variables: #sdk::JsonObject,
-            ) -> ::core::result::Result<#sdk::protocol::ReadResourceResult, ::std::string::String> {
-                #private::read_result(#call, uri, #mime_type)
-            }
-            #sdk::ResourceDef {
-                uri: #uri,
-                template: #template,
-                definition: __toolhost_definition,
-                handler: __toolhost_handler,
-            }
-        };
-    };
-    let registration_item = user_spanned(registration_item, ident.span());
-    Ok(quote! {
+    let value = quote! {{
+        fn __toolhost_definition() -> #sdk::Value {
+            #private::resource_definition(#uri, #template, #name, #title, #description, #mime_type)
+        }
+        #[allow(unused_variables)]
+        fn __toolhost_handler(
+            uri: &str,
+            variables: #sdk::JsonObject,
+        ) -> ::core::result::Result<#sdk::protocol::ReadResourceResult, ::std::string::String> {
+            #private::read_result(#call, uri, #mime_type)
+        }
+        #sdk::ResourceDef {
+            uri: #uri,
+            template: #template,
+            definition: __toolhost_definition,
+            handler: __toolhost_handler,
+        }
+    }};
+    Ok(registered(function, Kind::Resource, quote!(#sdk::ResourceDef), value))
+}
+
+/// What an attribute registers.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+impl Kind {
+    /// The prefix of its registrations' names (`plugin!` finds them by it).
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Tool => "toolhost_tool_",
+            Kind::Prompt => "toolhost_prompt_",
+            Kind::Resource => "toolhost_resource_",
+        }
+    }
+}
+
+/// `function`, and its registration: a constant of type `ty` holding
+/// `value`, named by [`Kind::prefix`] and the function's name.
+/// Crate-visible, never public, and spanned as the user's code
+/// ([`user_spanned`]): one `plugin!` does not list is dead code, and the
+/// compiler says so (`toolhost_tool_<name>` is never used) rather than the
+/// tool silently missing from the plugin.
+fn registered(
+    function: &ItemFn,
+    kind: Kind,
+    ty: proc_macro2::TokenStream,
+    value: proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    let ident = &function.sig.ident;
+    let registration = format_ident!("{}{}", kind.prefix(), ident, span = ident.span());
+    let item = user_spanned(
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals)]
+            pub(crate) const #registration: #ty = #value;
+        },
+        ident.span(),
+    );
+    quote! {
         #function
 
-        #registration_item
-    })
+        #item
+    }
 }
 
 /// The item's own tokens (not those inside its brackets) spanned as the
@@ -550,11 +565,11 @@ impl syn::parse::Parse for PluginItems {
     }
 }
 
-/// `path` with its last segment's ident prefixed.
-fn registration_path(path: &Path, prefix: &str) -> Path {
+/// `path` with its last segment named as its registration of `kind`.
+fn registration_path(path: &Path, kind: Kind) -> Path {
     let mut path = path.clone();
     if let Some(last) = path.segments.last_mut() {
-        last.ident = format_ident!("{}{}", prefix, last.ident);
+        last.ident = format_ident!("{}{}", kind.prefix(), last.ident);
     }
     path
 }
@@ -568,9 +583,9 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
              `plugin! { tools: [...], prompts: [...], resources: [...] }`",
         ));
     }
-    let registrations = items.tools.iter().map(|path| registration_path(path, "toolhost_tool_"));
-    let prompts = items.prompts.iter().map(|path| registration_path(path, "toolhost_prompt_"));
-    let resources = items.resources.iter().map(|path| registration_path(path, "toolhost_resource_"));
+    let registrations = items.tools.iter().map(|path| registration_path(path, Kind::Tool));
+    let prompts = items.prompts.iter().map(|path| registration_path(path, Kind::Prompt));
+    let resources = items.resources.iter().map(|path| registration_path(path, Kind::Resource));
     let sdk = quote!(::toolhost_plugin_sdk);
     // The Extism exports of prompts and resources, when there are some.
     let prompt_exports = (!items.prompts.is_empty()).then(|| {
