@@ -95,6 +95,21 @@ struct LoadedToolset {
     changes: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
+impl LoadedToolset {
+    /// Its `SyncCompleted` event: how many tools it has, and how many are
+    /// available.
+    fn synced(&self) -> SyncEvent {
+        SyncEvent::SyncCompleted {
+            message: format!(
+                "{} tools, {} available",
+                self.tools.len(),
+                self.tools.iter().filter(|t| t.enabled).count()
+            ),
+            tools_synced: u32::try_from(self.tools.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 /// When the plugin file was last modified, if it is a file.
 fn plugin_mtime(config: &ToolsetConfig) -> Option<std::time::SystemTime> {
     match &config.source {
@@ -647,17 +662,7 @@ async fn prepare_logged(
     log.record(&id, SyncEvent::SyncStarted { message: format!("loading {}", source_of(&config)) });
     let prepared = prepare(runtime, config, secrets, kinds).await;
     match &prepared {
-        Ok((loaded, _)) => log.record(
-            &id,
-            SyncEvent::SyncCompleted {
-                message: format!(
-                    "{} tools, {} available",
-                    loaded.tools.len(),
-                    loaded.tools.iter().filter(|t| t.enabled).count()
-                ),
-                tools_synced: u32::try_from(loaded.tools.len()).unwrap_or(u32::MAX),
-            },
-        ),
+        Ok((loaded, _)) => log.record(&id, loaded.synced()),
         Err(error) => log.record(&id, SyncEvent::failed(error)),
     }
     prepared
@@ -782,26 +787,14 @@ fn settle(
 async fn redescribe_logged(loaded: &LoadedToolset, log: &SyncLog) -> Result<LoadedToolset, Error> {
     let id = &loaded.config.id;
     log.record(id, SyncEvent::SyncStarted { message: "the plugin said its tool list changed".to_owned() });
-    match loaded.plugin.redescribed().await {
-        Ok(plugin) => {
-            let changes = loaded.changes.clone();
-            let (reloaded, _) = settle(plugin, loaded.config.clone(), loaded.fingerprint, changes);
-            log.record(
-                id,
-                SyncEvent::SyncCompleted {
-                    message: format!(
-                        "{} tools, {} available",
-                        reloaded.tools.len(),
-                        reloaded.tools.iter().filter(|t| t.enabled).count()
-                    ),
-                    tools_synced: u32::try_from(reloaded.tools.len()).unwrap_or(u32::MAX),
-                },
-            );
-            Ok(reloaded)
-        }
-        Err(error) => {
-            log.record(id, SyncEvent::failed(&error));
-            Err(error)
-        }
+    let reloaded = loaded
+        .plugin
+        .redescribed()
+        .await
+        .map(|plugin| settle(plugin, loaded.config.clone(), loaded.fingerprint, loaded.changes.clone()).0);
+    match &reloaded {
+        Ok(reloaded) => log.record(id, reloaded.synced()),
+        Err(error) => log.record(id, SyncEvent::failed(error)),
     }
+    reloaded
 }
