@@ -121,6 +121,23 @@ pub fn mcp_python() -> PathBuf {
         .clone()
 }
 
+/// Run the official MCP Python SDK's client script `tests/mcp/<script>`
+/// with the `toolhost` binary and the configuration `config` as its
+/// arguments, and the one JSON object it prints (the test fails, with its
+/// output, when it fails).
+pub fn mcp_python_report(script: &str, config: &std::path::Path) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join(script);
+    let output = std::process::Command::new(mcp_python())
+        .arg(script)
+        .arg(toolhost())
+        .arg(config)
+        .output()
+        .expect("run the MCP Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
 /// The version of the official MCP TypeScript SDK (npm) the serve tests
 /// drive the server with.
 pub const MCP_TYPESCRIPT_SDK: &str = "@modelcontextprotocol/sdk@1.32.2";

@@ -15,6 +15,8 @@ use toolhost::{
 };
 use toolhost_tests::fixture;
 
+use crate::runtime::WAT_EMIT;
+
 fn text(result: &toolhost::CallToolResult) -> String {
     result.texts().next().unwrap_or_default().to_owned()
 }
@@ -334,16 +336,7 @@ fn serve_relays_what_plugins_ask_and_tell_to_a_real_mcp_client() {
         {"id": "grow", "kind": "uri", "server": {"url": fixture("tool-list-changed").display().to_string()}}
     ]});
     std::fs::write(&path, doc.to_string()).expect("write");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("talkback.py");
-    let output = std::process::Command::new(toolhost_tests::mcp_python())
-        .arg(script)
-        .arg(toolhost_tests::toolhost())
-        .arg(&path)
-        .output()
-        .expect("run the MCP Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report = toolhost_tests::mcp_python_report("talkback.py", &path);
     assert_eq!(report["protocol"], "2025-11-25", "{report}");
     // Elicitation: the user's answer reaches the plugin.
     assert_eq!(report["elicit"], json!({"action": "accept", "content": {"name": "Ada"}}), "{report}");
@@ -459,16 +452,7 @@ fn v2_wat(outputs: &[(&str, &str)]) -> String {
   (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
   (memory (export "memory") 1)
 {data}
-  (func $emit (param $ptr i32) (param $len i32) (result i64)
-    (local $h i64) (local $i i32)
-    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
-    (block $done (loop $next
-      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
-      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
-                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br $next)))
-    (local.get $h))
+{WAT_EMIT}
 {exports})"#
     )
 }

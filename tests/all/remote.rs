@@ -364,16 +364,7 @@ fn serve_relays_a_remote_servers_tools_and_its_list_changed_to_an_mcp_client() {
          "extensions": {"excludeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"exact": "die"}}]}}}
     ]});
     std::fs::write(&path, doc.to_string()).expect("write");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("relay.py");
-    let output = std::process::Command::new(mcp_python())
-        .arg(script)
-        .arg(toolhost_tests::toolhost())
-        .arg(&path)
-        .output()
-        .expect("run the MCP Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report = toolhost_tests::mcp_python_report("relay.py", &path);
     let before: Vec<&str> = report["before"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
     assert!(before.contains(&"calc__add") && before.contains(&"py__grow"), "{report}");
     assert!(!before.contains(&"py__die") && !before.contains(&"py__grown"), "{report}");

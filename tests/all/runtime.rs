@@ -78,6 +78,21 @@ async fn plugins_answer_exactly_as_they_do_on_extism() {
     }
 }
 
+/// A WAT function `$emit (ptr, len) -> handle` that copies guest memory
+/// `[ptr, ptr+len)` into a new kernel block, through the imports `$alloc`
+/// and `$store_u8`.
+pub(crate) const WAT_EMIT: &str = r#"  ;; copy guest memory [ptr, ptr+len) into a new kernel block
+  (func $emit (param $ptr i32) (param $len i32) (result i64)
+    (local $h i64) (local $i i32)
+    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
+                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next)))
+    (local.get $h))"#;
+
 /// A plugin written by hand in WAT against `extism:host/env`: no plugin kit,
 /// so every kernel function it uses is exercised as the ABI defines it.
 pub(crate) fn wat_plugin(call_body: &str) -> String {
@@ -98,17 +113,7 @@ pub(crate) fn wat_plugin(call_body: &str) -> String {
   (data (i32.const 0) "{escaped}")
   (data (i32.const 4096) "deliberate failure")
   (data (i32.const 8192) "greeting")
-  ;; copy guest memory [ptr, ptr+len) into a new kernel block
-  (func $emit (param $ptr i32) (param $len i32) (result i64)
-    (local $h i64) (local $i i32)
-    (local.set $h (call $alloc (i64.extend_i32_u (local.get $len))))
-    (block $done (loop $next
-      (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
-      (call $store_u8 (i64.add (local.get $h) (i64.extend_i32_u (local.get $i)))
-                      (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br $next)))
-    (local.get $h))
+{WAT_EMIT}
   (func (export "describe") (result i32)
     (call $output_set (call $emit (i32.const 0) (i32.const {len})) (i64.const {len}))
     (i32.const 0))
