@@ -126,13 +126,17 @@ pub fn mcp_python() -> PathBuf {
 /// arguments, and the one JSON object it prints (the test fails, with its
 /// output, when it fails).
 pub fn mcp_python_report(script: &str, config: &std::path::Path) -> serde_json::Value {
+    let toolhost = toolhost();
+    mcp_python_run(script, &[toolhost.as_os_str(), config.as_os_str()])
+}
+
+/// Run the MCP Python SDK's client script `tests/mcp/<script>` with these
+/// arguments, and the one JSON object it prints (the test fails, with its
+/// output, when it fails).
+pub fn mcp_python_run(script: &str, args: &[&std::ffi::OsStr]) -> serde_json::Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join(script);
-    let output = std::process::Command::new(mcp_python())
-        .arg(script)
-        .arg(toolhost())
-        .arg(config)
-        .output()
-        .expect("run the MCP Python client");
+    let output =
+        std::process::Command::new(mcp_python()).arg(script).args(args).output().expect("run the MCP Python client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))

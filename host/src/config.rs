@@ -31,12 +31,27 @@ pub use crate::tool::NAMESPACE_SEPARATOR;
 use crate::validate::{self, ValidationOptions};
 
 /// A toolsets document, read and checked.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolsetsFile {
     /// Where it was read from.
     pub path: PathBuf,
     /// Its toolsets, in the document's order.
     pub toolsets: Vec<ToolsetConfig>,
+    /// Its `serve` section (how `toolhost serve` runs: authorization, rate
+    /// limits, telemetry), checked against toolhost's schema, with its
+    /// `${env:}` and `${secret:}` references resolved: it may hold API
+    /// keys, so it is left out of `Debug`.
+    pub serve: Option<Value>,
+}
+
+impl std::fmt::Debug for ToolsetsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolsetsFile")
+            .field("path", &self.path)
+            .field("toolsets", &self.toolsets)
+            .field("serve", &self.serve.as_ref().map(|_| "..."))
+            .finish()
+    }
 }
 
 /// One toolset of a configuration.
@@ -76,6 +91,12 @@ pub struct ToolsetConfig {
     pub exclude: Option<ToolFilter>,
     /// Rules that mark tools as requiring approval.
     pub approvals: ToolApprovals,
+    /// `extensions.requiredScopes`: the scopes a caller must hold, all of
+    /// them, to see and call this toolset's tools (and its prompts and
+    /// resources) when it names its scopes
+    /// ([`CallContext::with_scopes`](crate::CallContext::with_scopes)); a
+    /// tool entry's own `extensions.requiredScopes` replaces them for it.
+    pub required_scopes: Vec<String>,
     /// Where a toolset of another kind (`mcp`) is: its `server` and
     /// `headers`, references resolved.
     pub remote: RemoteServer,
@@ -154,6 +175,7 @@ impl ToolsetConfig {
             include: None,
             exclude: None,
             approvals: ToolApprovals::default(),
+            required_scopes: Vec::new(),
             remote: RemoteServer::default(),
             pointer: String::new(),
             file: None,
@@ -177,12 +199,15 @@ impl Default for ToolSettings {
 }
 
 /// A `tools` entry: overrides of the defaults for one tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOverride {
     /// Overrides `toolsetDefaults.enabled`.
     pub enabled: Option<bool>,
     /// Overrides `toolsetDefaults.requiresApproval`.
     pub requires_approval: Option<bool>,
+    /// `extensions.requiredScopes`: replaces the toolset's required scopes
+    /// for this tool.
+    pub required_scopes: Option<Vec<String>>,
 }
 
 /// A configuration that cannot be used: every problem, with the file and the
@@ -307,8 +332,15 @@ pub async fn parse_toolsets(
             Err(mut found) => problems.append(&mut found),
         }
     }
+    let mut serve = document.get("serve").cloned();
+    if let Some(serve) = &mut serve {
+        let mut resolved = Vec::new();
+        if let Err(mut found) = resolve_references(serve, "/serve", secrets, &mut resolved) {
+            problems.append(&mut found);
+        }
+    }
     if problems.is_empty() {
-        Ok(ToolsetsFile { path: path.to_path_buf(), toolsets })
+        Ok(ToolsetsFile { path: path.to_path_buf(), toolsets, serve })
     } else {
         Err(ConfigError { file: path.to_path_buf(), problems })
     }
@@ -343,6 +375,14 @@ struct RawTool {
     name: String,
     enabled: Option<bool>,
     requires_approval: Option<bool>,
+    #[serde(default)]
+    extensions: RawToolExtensions,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawToolExtensions {
+    required_scopes: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -359,6 +399,8 @@ struct RawExtensions {
     exclude_tools: Option<ToolFilter>,
     #[serde(default)]
     tool_approvals: ToolApprovals,
+    #[serde(default)]
+    required_scopes: Vec<String>,
 }
 
 /// `server` of a `uri` toolset: the plugin and its policy.
@@ -485,7 +527,14 @@ fn parse_toolset(
     let tools = raw
         .tools
         .into_iter()
-        .map(|t| (t.name, ToolOverride { enabled: t.enabled, requires_approval: t.requires_approval }))
+        .map(|t| {
+            let listed = ToolOverride {
+                enabled: t.enabled,
+                requires_approval: t.requires_approval,
+                required_scopes: t.extensions.required_scopes,
+            };
+            (t.name, listed)
+        })
         .collect();
     Ok(ToolsetConfig {
         id: raw.id,
@@ -509,6 +558,7 @@ fn parse_toolset(
         include: raw.extensions.include_tools,
         exclude: raw.extensions.exclude_tools,
         approvals: raw.extensions.tool_approvals,
+        required_scopes: raw.extensions.required_scopes,
         remote,
         pointer: pointer.to_owned(),
         file: None,

@@ -37,6 +37,19 @@ pub struct CallContext {
     meta: Option<JsonObject>,
     log: Option<LogSink>,
     client: Option<Arc<dyn CallClient>>,
+    scopes: Option<Arc<Scopes>>,
+}
+
+/// The scopes a caller holds (an OAuth token's `scope`, an API key's).
+pub type Scopes = std::collections::BTreeSet<String>;
+
+/// Whether a caller holding `held` (`None`: not known) may use what
+/// requires `required`.
+pub(crate) fn permits(required: &[String], held: Option<&Scopes>) -> bool {
+    match held {
+        None => true,
+        Some(held) => required.iter().all(|scope| held.contains(scope)),
+    }
 }
 
 impl std::fmt::Debug for CallContext {
@@ -49,6 +62,7 @@ impl std::fmt::Debug for CallContext {
             .field("meta", &self.meta)
             .field("log_sink", &self.log.is_some())
             .field("client", &self.client.is_some())
+            .field("scopes", &self.scopes)
             .finish()
     }
 }
@@ -121,6 +135,21 @@ impl CallContext {
     pub fn with_client(mut self, client: Arc<dyn CallClient>) -> Self {
         self.client = Some(client);
         self
+    }
+
+    /// The scopes the caller holds (checked by a server that authenticates
+    /// its callers). A registry's tool whose toolset requires scopes
+    /// (`extensions.requiredScopes`) the caller does not all hold does not
+    /// exist for this call, nor do that toolset's prompts and resources.
+    /// Without this, scopes are not checked: the caller is trusted.
+    pub fn with_scopes(mut self, scopes: impl IntoIterator<Item = String>) -> Self {
+        self.scopes = Some(Arc::new(scopes.into_iter().collect()));
+        self
+    }
+
+    /// The scopes the caller holds, if the context says.
+    pub fn scopes(&self) -> Option<&Scopes> {
+        self.scopes.as_deref()
     }
 
     /// The client the call is made for.

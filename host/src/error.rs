@@ -275,6 +275,12 @@ impl Error {
         }
     }
 
+    /// Its kind as a short label, as in spans, call records and metrics:
+    /// `invalid_arguments`, `trap`, `timeout`, `unknown_tool`...
+    pub fn outcome(&self) -> &'static str {
+        crate::telemetry::error_outcome(self)
+    }
+
     /// The plugin's `describe` output has problems (every one is listed).
     pub fn is_invalid_plugin(&self) -> bool {
         matches!(self, Error::InvalidPlugin { .. })

@@ -78,7 +78,7 @@ pub use config::{
     ConfigError, ConfigProblem, KeyringEntry, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride,
     ToolSettings, ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
 };
-pub use context::{CallContext, GuestLog, LogLevel, USER_ID_META_KEY};
+pub use context::{CallContext, GuestLog, LogLevel, Scopes, USER_ID_META_KEY};
 pub use error::{
     BoxError, Error, Fault, FaultKind, LoadProblem, MissingSecretReason, Operation, OutputProblem, PolicyError,
     RegistryError, Violation,

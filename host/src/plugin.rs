@@ -1278,6 +1278,7 @@ impl Asking<'_> {
                     enabled: true,
                     disabled_reason: None,
                     requires_approval: true,
+                    required_scopes: Vec::new(),
                 };
                 approval::ask(*approver, &registered, arguments).await
             }

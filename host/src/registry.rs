@@ -96,6 +96,12 @@ struct LoadedToolset {
 }
 
 impl LoadedToolset {
+    /// Whether the caller of `context` holds the toolset's required scopes
+    /// (for its prompts and resources; each tool has its own).
+    fn permits(&self, context: &CallContext) -> bool {
+        crate::context::permits(&self.config.required_scopes, context.scopes())
+    }
+
     /// Its `SyncCompleted` event: how many tools it has, and how many are
     /// available.
     fn synced(&self) -> SyncEvent {
@@ -516,6 +522,11 @@ impl Registry {
         self.read().keys().cloned().collect()
     }
 
+    /// Each loaded toolset's instance pool now, by id (for metrics).
+    pub fn pool_stats(&self) -> Vec<(String, crate::PoolStats)> {
+        self.read().iter().map(|(id, loaded)| (id.clone(), loaded.plugin.pool_stats())).collect()
+    }
+
     /// Every tool, available or not, sorted by namespaced name.
     pub fn all_tools(&self) -> Vec<RegisteredTool> {
         // (Clones every tool: for listings that only read, see `snapshot`.)
@@ -565,11 +576,12 @@ impl Registry {
         approver: &dyn Approver,
         context: &CallContext,
     ) -> Result<CallToolResult, Error> {
-        let found = self.find(name).filter(|(_, tool)| tool.enabled);
+        let scopes = context.scopes();
+        let found = self.find(name).filter(|(_, tool)| tool.enabled && tool.permits(scopes));
         let Some((loaded, tool)) = found else {
             return Err(Error::NoSuchTool {
                 tool: name.to_owned(),
-                available: self.tools().into_iter().map(|t| t.name).collect(),
+                available: self.tools().into_iter().filter(|t| t.permits(scopes)).map(|t| t.name).collect(),
             });
         };
         let asking = if tool.requires_approval { Asking::Registered(&tool, approver) } else { Asking::Nobody };
@@ -754,7 +766,7 @@ fn settle(
         .tools()
         .iter()
         .map(|tool| {
-            let listed = config.tools.get(&tool.name).copied().unwrap_or_default();
+            let listed = config.tools.get(&tool.name).cloned().unwrap_or_default();
             let mut enabled = listed.enabled.unwrap_or(config.defaults.enabled);
             let mut disabled_reason = (!enabled).then(|| "disabled by configuration".to_owned());
             if enabled && config.include.as_ref().is_some_and(|f| !f.matches(tool)) {
@@ -775,6 +787,7 @@ fn settle(
                 enabled,
                 disabled_reason,
                 requires_approval,
+                required_scopes: listed.required_scopes.unwrap_or_else(|| config.required_scopes.clone()),
             }
         })
         .collect();

@@ -62,6 +62,15 @@ pub enum SyncEvent {
 }
 
 impl SyncEvent {
+    /// Its name: `SyncStarted`, `SyncCompleted` or `SyncFailed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SyncEvent::SyncStarted { .. } => "SyncStarted",
+            SyncEvent::SyncCompleted { .. } => "SyncCompleted",
+            SyncEvent::SyncFailed { .. } => "SyncFailed",
+        }
+    }
+
     /// The event of a failure to load.
     pub(crate) fn failed(error: &Error) -> SyncEvent {
         let error_type = match error {

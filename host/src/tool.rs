@@ -28,6 +28,9 @@ pub struct RegisteredTool {
     pub disabled_reason: Option<String>,
     /// A person must approve each call.
     pub requires_approval: bool,
+    /// The scopes a caller must hold, all of them, to see and call it
+    /// (`extensions.requiredScopes`); empty: any caller.
+    pub required_scopes: Vec<String>,
 }
 
 impl RegisteredTool {
@@ -43,7 +46,21 @@ impl RegisteredTool {
             enabled: true,
             disabled_reason: None,
             requires_approval: false,
+            required_scopes: Vec::new(),
         }
+    }
+
+    /// Whether a caller holding `scopes` may see and call it: every
+    /// required scope is held, or the caller's scopes are not known
+    /// (`None`: a caller the embedding program did not authenticate).
+    pub fn permits(&self, scopes: Option<&crate::Scopes>) -> bool {
+        crate::context::permits(&self.required_scopes, scopes)
+    }
+
+    /// The required scopes a caller holding `scopes` lacks (what to ask
+    /// for in a step-up authorization).
+    pub fn missing_scopes<'a>(&'a self, scopes: &crate::Scopes) -> Vec<&'a str> {
+        self.required_scopes.iter().filter(|s| !scopes.contains(s.as_str())).map(String::as_str).collect()
     }
 
     /// `AVAILABLE` when callers see it, `FILTERED` when configuration or a

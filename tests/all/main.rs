@@ -35,6 +35,7 @@ mod hyper;
 mod lifecycle;
 mod outbound;
 mod plugins;
+mod production;
 mod properties;
 mod remote;
 mod runtime;

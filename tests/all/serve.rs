@@ -111,9 +111,18 @@ impl Drop for Server {
 
 /// `toolhost serve --http 127.0.0.1:0 ARGS...` and the URL it printed.
 pub(crate) fn spawn_http(args: &[&str]) -> (Server, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    spawn_http_with_env(args, &[])
+}
+
+/// [`spawn_http`] with these environment variables set.
+pub(crate) fn spawn_http_with_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Server, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
     let mut child = Command::new(toolhost())
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

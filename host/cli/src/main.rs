@@ -43,6 +43,12 @@ pub(crate) fn runtime() -> &'static toolhost::Runtime {
 #[derive(Debug, Parser)]
 #[command(name = "toolhost", version, about, long_about = None)]
 struct Cli {
+    /// How log lines (stderr) are written: `text`, or `json`, one object a
+    /// line, for log collectors (also `TOOLHOST_LOG_FORMAT`). Logs are off
+    /// unless `TOOLHOST_LOG` sets a level (`info`, `toolhost=debug`); with
+    /// `json` they are at `info` unless it says otherwise.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,7 +101,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let json = cli.log_format.clone().or_else(|| std::env::var("TOOLHOST_LOG_FORMAT").ok()).as_deref() == Some("json");
+    init_logging(json);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -122,17 +129,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(json: bool) {
     // Logs go to stderr, off unless `TOOLHOST_LOG` (e.g. `debug`,
     // `toolhost=debug`; plugins' own logs are `toolhost::guest`) asks for them: what the user must see,
     // the CLI prints itself.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if json { "info" } else { "off" }));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json {
+        logs.json().with_current_span(true).with_span_list(false).try_init()
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()
+    };
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {

@@ -11,6 +11,14 @@ use crate::exit::Failure;
 use crate::terminal::escaped;
 
 pub(crate) async fn load_registry(file: &Path, secrets: &SecretOptions) -> Result<Registry, Failure> {
+    Ok(load_configuration(file, secrets).await?.0)
+}
+
+/// A toolsets file's registry, loaded, and its `serve` section.
+pub(crate) async fn load_configuration(
+    file: &Path,
+    secrets: &SecretOptions,
+) -> Result<(Registry, Option<serde_json::Value>), Failure> {
     let provider = secrets.provider();
     let parsed = toolhost::load_toolsets(file, provider.as_ref())
         .await
@@ -19,7 +27,7 @@ pub(crate) async fn load_registry(file: &Path, secrets: &SecretOptions) -> Resul
         .with_connector("mcp", std::sync::Arc::new(toolhost_mcp::McpConnector::new()));
     let report = registry.load_all(parsed.toolsets).await;
     print_load_report(&report);
-    Ok(registry)
+    Ok((registry, parsed.serve))
 }
 
 /// The toolsets that failed to load, and warnings, on stderr.

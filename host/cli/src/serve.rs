@@ -9,9 +9,9 @@ use toolhost_mcp::{Approvals, McpServer, ToolSource};
 
 use crate::args::{PluginOptions, SecretOptions};
 use crate::exit::{Failure, usage};
-use crate::output::load_registry;
+use crate::output::load_configuration;
 use crate::{exit, serve};
-use toolhost_mcp::{HttpOptions, HttpServer};
+use toolhost_mcp::{HttpOptions, HttpServer, Metrics, ServeSettings};
 
 /// Run the MCP server until the client disconnects (stdio) or the process
 /// gets SIGINT or SIGTERM (either transport).
@@ -67,6 +67,15 @@ pub(crate) struct Args {
     /// elicitation; a client that cannot ask gets a refusal.
     #[arg(long)]
     pub(crate) yes: bool,
+    /// With --http: serve Prometheus metrics at `/metrics` (also the
+    /// toolsets file's `serve.telemetry.metrics`).
+    #[arg(long, requires = "http")]
+    pub(crate) metrics: bool,
+    /// With --http: also answer requests whose `Host` header is NAME (a
+    /// name, or `name:port`; repeatable): the names clients and load
+    /// balancers reach this server by. Others get 403 (DNS rebinding).
+    #[arg(long = "public-host", value_name = "NAME", requires = "http")]
+    pub(crate) public_hosts: Vec<String>,
     /// How long the user has to answer an approval question before the
     /// call is refused, like `90s` or `5m`.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::args::parse_duration)]
@@ -78,7 +87,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
-    let Args { plugin, http, allow_origins, yes, approval_timeout, secrets, options } = args;
+    let Args { plugin, http, allow_origins, metrics, public_hosts, yes, approval_timeout, secrets, options } = args;
     let (pairs, toolsets) = options.config(None).map_err(usage)?;
     let approvals = if yes {
         Approvals::Approver(Arc::new(ApproveAll))
@@ -86,6 +95,8 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         Approvals::AskTheUser { timeout: approval_timeout }
     };
     let mut watching = None;
+    let mut settings = ServeSettings::default();
+    let mut base = std::path::PathBuf::from(".");
     let source = match (plugin, toolsets) {
         (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
         (None, Some(file)) => {
@@ -95,7 +106,13 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                 )));
             }
             secrets.not_with_toolsets()?;
-            let registry = Arc::new(load_registry(&file, &secrets).await?);
+            let (registry, section) = load_configuration(&file, &secrets).await?;
+            if let Some(section) = section {
+                settings = ServeSettings::from_section(&section)
+                    .map_err(|problem| usage(anyhow::anyhow!("invalid configuration {}: {problem}", file.display())))?;
+            }
+            base = file.parent().map(std::path::Path::to_path_buf).unwrap_or(base);
+            let registry = Arc::new(registry);
             // Follows the file while serving (the handle lives as long as
             // this function, which serves until the process ends).
             watching = Some(
@@ -114,8 +131,28 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         }
         _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
     };
-    let server = McpServer::with_approvals(source, approvals);
-    let http = http.map(|addr| toolhost_mcp::HttpOptions::new(addr).allow_origins(allow_origins));
+    let metrics = (metrics || settings.telemetry.metrics).then(|| Arc::new(Metrics::new()));
+    let mut server = McpServer::with_approvals(source, approvals).with_rate_limits(settings.rate_limits.clone());
+    if let Some(metrics) = &metrics {
+        server = server.with_metrics(Arc::clone(metrics));
+    }
+    let http = match http {
+        None => {
+            if settings.auth.is_some() {
+                eprintln!(
+                    "toolhost: note: serve.auth applies to --http; over stdio the client is the program that started toolhost"
+                );
+            }
+            None
+        }
+        Some(addr) => Some(
+            HttpOptions::from_settings(addr, &settings, &base, metrics)
+                .await
+                .map_err(|error| usage(anyhow::anyhow!(error)))?
+                .allow_origins(allow_origins)
+                .allow_hosts(public_hosts),
+        ),
+    };
     serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
     drop(watching);
     Ok(0)

@@ -6,6 +6,11 @@
 //! params are `-32602`, a batch is split and its answers joined, DELETE of
 //! an unknown session is `404` and of a live one `204`; foreign `Origin`s
 //! are refused with `403`, and the listener sets `TCP_NODELAY`.
+//!
+//! Beside `/mcp`: `/healthz` (alive) and `/readyz` (serving, not
+//! draining); with the `production` feature, the protected-resource
+//! metadata and bearer-token checks of [`crate::auth`] in front of `/mcp`,
+//! and `/metrics`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,22 +45,34 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
 /// kept-alive connection).
 fn nodelay(
     listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
     use axum::serve::ListenerExt;
-    listener.tap_io(|stream| {
+    fn set(stream: &mut tokio::net::TcpStream) {
         if let Err(error) = stream.set_nodelay(true) {
             tracing::warn!("cannot set TCP_NODELAY: {error}");
         }
-    })
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
 
 /// What the HTTP front needs: rmcp's service and its sessions.
 #[derive(Clone)]
-struct Front {
-    service: Service,
-    sessions: Arc<LocalSessionManager>,
+pub(crate) struct Front {
+    pub(crate) service: Service,
+    pub(crate) sessions: Arc<LocalSessionManager>,
+    pub(crate) source: crate::ToolSource,
+    /// Set when shutting down: `/readyz` says so, for load balancers.
+    pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
+    #[cfg(feature = "production")]
+    pub(crate) auth: Option<Arc<crate::auth::Authenticator>>,
+    #[cfg(feature = "production")]
+    pub(crate) metrics: Option<Arc<crate::Metrics>>,
+    /// The subject that opened each session: a session is its opener's
+    /// alone (another token naming it is told it does not exist).
+    #[cfg(feature = "production")]
+    pub(crate) owners: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
 /// How [`HttpServer`] serves.
@@ -67,12 +84,30 @@ pub struct HttpOptions {
     /// Browser origins allowed besides the server's own. A request with any
     /// other `Origin` header is refused with `403` (DNS rebinding).
     pub allowed_origins: Vec<String>,
+    /// `Host` header values accepted besides the loopback names and the
+    /// address bound (a name, or `name:port`); any other is refused with
+    /// `403` (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// Who checks bearer tokens (none: every request is let in).
+    #[cfg(feature = "production")]
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
+    /// Metrics to serve at `/metrics` (none: no such endpoint).
+    #[cfg(feature = "production")]
+    pub metrics: Option<Arc<crate::Metrics>>,
 }
 
 impl HttpOptions {
-    /// Listen on `addr`, allowing only the server's own origins.
+    /// Listen on `addr`, allowing only the server's own origins and hosts.
     pub fn new(addr: SocketAddr) -> Self {
-        HttpOptions { addr, allowed_origins: Vec::new() }
+        HttpOptions {
+            addr,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            #[cfg(feature = "production")]
+            auth: None,
+            #[cfg(feature = "production")]
+            metrics: None,
+        }
     }
 
     /// Allow these browser origins too (e.g. `https://app.example`).
@@ -80,6 +115,60 @@ impl HttpOptions {
         self.allowed_origins.extend(origins);
         self
     }
+
+    /// Accept these `Host` values too (the names clients and load
+    /// balancers reach the server by).
+    pub fn allow_hosts(mut self, hosts: impl IntoIterator<Item = String>) -> Self {
+        self.allowed_hosts.extend(hosts);
+        self
+    }
+
+    /// Check every `/mcp` request's bearer token with `auth`, and serve its
+    /// protected-resource metadata.
+    #[cfg(feature = "production")]
+    pub fn with_auth(mut self, auth: Arc<crate::auth::Authenticator>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Serve `metrics` at `/metrics` (give the same to
+    /// [`McpServer::with_metrics`]).
+    #[cfg(feature = "production")]
+    pub fn with_metrics(mut self, metrics: Arc<crate::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The options of a toolsets file's `serve` section: hosts, origins, and
+    /// (set up here) authorization; metrics when it asks for them. Relative
+    /// paths in it (a JWKS file) are relative to `base`.
+    #[cfg(feature = "production")]
+    pub async fn from_settings(
+        addr: SocketAddr,
+        settings: &crate::ServeSettings,
+        base: &std::path::Path,
+        metrics: Option<Arc<crate::Metrics>>,
+    ) -> Result<Self, crate::auth::AuthSetupError> {
+        let mut options = HttpOptions::new(addr)
+            .allow_origins(settings.allowed_origins.iter().cloned())
+            .allow_hosts(settings.allowed_hosts.iter().cloned())
+            .allow_hosts(settings.resource_hosts());
+        if let (Some(auth), Some(resource)) = (&settings.auth, &settings.resource) {
+            let auth = crate::auth::Authenticator::new(resource, auth.clone(), base).await?;
+            options = options.with_auth(Arc::new(auth));
+        }
+        options.metrics = metrics;
+        Ok(options)
+    }
+}
+
+/// The `Host` values of a server bound at `bound`, besides those it is told.
+fn own_hosts(bound: SocketAddr) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), "[::1]".to_owned()];
+    if !bound.ip().is_unspecified() {
+        hosts.push(bound.ip().to_string());
+    }
+    hosts
 }
 
 /// MCP over streamable HTTP at `/mcp`, bound and ready to serve.
@@ -88,6 +177,7 @@ pub struct HttpServer {
     bound: SocketAddr,
     router: axum::Router,
     stop: tokio_util::sync::CancellationToken,
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -105,13 +195,47 @@ impl HttpServer {
         let bound = listener.local_addr().map_err(bind_error)?;
         let mut origins = own_origins(bound);
         origins.extend(options.allowed_origins);
-        let config = StreamableHttpServerConfig::default().with_allowed_origins(origins).enforce_origin_validation();
+        let mut hosts = own_hosts(bound);
+        hosts.extend(options.allowed_hosts);
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_origins(origins)
+            .enforce_origin_validation()
+            .with_allowed_hosts(hosts);
         let stop = config.cancellation_token.clone();
         let sessions = Arc::new(LocalSessionManager::default());
+        let source = server.source().clone();
         let service = StreamableHttpService::new(move || Ok(server.for_session()), Arc::clone(&sessions), config);
-        let router =
-            axum::Router::new().route("/mcp", axum::routing::any(http_front)).with_state(Front { service, sessions });
-        Ok(HttpServer { listener, bound, router, stop })
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let front = Front {
+            service,
+            sessions,
+            source,
+            draining: Arc::clone(&draining),
+            #[cfg(feature = "production")]
+            auth: options.auth.clone(),
+            #[cfg(feature = "production")]
+            metrics: options.metrics.clone(),
+            #[cfg(feature = "production")]
+            owners: Default::default(),
+        };
+        #[allow(unused_mut)]
+        let mut router = axum::Router::new()
+            .route("/mcp", axum::routing::any(http_front))
+            .route("/healthz", axum::routing::get(healthz))
+            .route("/readyz", axum::routing::get(readyz));
+        #[cfg(feature = "production")]
+        {
+            if let Some(auth) = &options.auth {
+                router = router
+                    .route(&auth.metadata_path(), axum::routing::get(crate::production::metadata))
+                    .route("/.well-known/oauth-protected-resource", axum::routing::get(crate::production::metadata));
+            }
+            if options.metrics.is_some() {
+                router = router.route("/metrics", axum::routing::get(crate::production::metrics));
+            }
+        }
+        let router = router.with_state(front);
+        Ok(HttpServer { listener, bound, router, stop, draining })
     }
 
     /// The address the server listens on.
@@ -128,10 +252,11 @@ impl HttpServer {
     /// close and its calls are cancelled) and wait at most
     /// [`SHUTDOWN_GRACE`] for connections to close.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let HttpServer { listener, router, stop, .. } = self;
+        let HttpServer { listener, router, stop, draining, .. } = self;
         let serving = {
             let stop = stop.clone();
-            async move { axum::serve(nodelay(listener), router).with_graceful_shutdown(stop.cancelled_owned()).await }
+            let app = router.into_make_service_with_connect_info::<SocketAddr>();
+            async move { axum::serve(nodelay(listener), app).with_graceful_shutdown(stop.cancelled_owned()).await }
         };
         tokio::pin!(serving);
         let failed = |e: std::io::Error| ServeError::Failed(e.to_string());
@@ -139,6 +264,7 @@ impl HttpServer {
             outcome = &mut serving => outcome.map_err(failed)?,
             () = shutdown => {
                 tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
+                draining.store(true, std::sync::atomic::Ordering::SeqCst);
                 stop.cancel();
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut serving).await {
                     Ok(outcome) => outcome.map_err(failed)?,
@@ -151,7 +277,7 @@ impl HttpServer {
 }
 
 /// A JSON response.
-fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
@@ -185,15 +311,57 @@ async fn answer_in(response: Response<Body>) -> Option<Value> {
         .find(|m| m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some()))
 }
 
+/// `GET /healthz`: the process serves.
+async fn healthz() -> Response<Body> {
+    let mut response = Response::new(Body::from("ok\n"));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain"));
+    response
+}
+
+/// `GET /readyz`: `200` while serving, `503` once draining; the body says
+/// each toolset's last sync state.
+async fn readyz(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+    let draining = front.draining.load(std::sync::atomic::Ordering::SeqCst);
+    let toolsets: serde_json::Map<String, Value> = match &front.source {
+        crate::ToolSource::Plugin(plugin) => {
+            [(plugin.name().to_owned(), Value::from("SyncCompleted"))].into_iter().collect()
+        }
+        crate::ToolSource::Registry(registry) => registry
+            .last_syncs()
+            .into_iter()
+            .map(|event| (event.tool_set_id, Value::from(event.event.name())))
+            .collect(),
+    };
+    let status = if draining { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    json_response(status, &serde_json::json!({"ready": !draining, "toolsets": toolsets}))
+}
+
 async fn http_front(
     axum::extract::State(front): axum::extract::State<Front>,
     request: Request<Body>,
 ) -> Response<Body> {
-    match *request.method() {
+    #[cfg(feature = "production")]
+    let request = match crate::production::authorize(&front, request).await {
+        Ok(request) => request,
+        Err(refusal) => return *refusal,
+    };
+    #[cfg(feature = "production")]
+    let (opened_by, asked_session) = (
+        request.extensions().get::<crate::auth::Principal>().map(|p| p.subject.clone()),
+        request.headers().contains_key("mcp-session-id"),
+    );
+    let response = match *request.method() {
         Method::DELETE => delete(&front, request).await,
         Method::POST if is_json(&request) => post(&front, request).await,
         _ => inner(&front, request).await,
+    };
+    #[cfg(feature = "production")]
+    if let (Some(subject), false) = (opened_by, asked_session)
+        && let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+    {
+        crate::production::opened(&front, session.to_owned(), subject).await;
     }
+    response
 }
 
 /// DELETE: `404` for a session that does not exist (or has ended), `204`
@@ -259,6 +427,10 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                         continue;
                     }
                 };
+                #[cfg(feature = "production")]
+                if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
+                    return refusal;
+                }
                 let expects_answer = message.get("method").is_some() && message.get("id").is_some();
                 let response = inner(front, rebuild(message.to_string().into_bytes())).await;
                 if !response.status().is_success() {
@@ -277,7 +449,13 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         }
         message => match malformed_call(&message) {
             Some(answer) => json_response(StatusCode::OK, &answer),
-            None => inner(front, rebuild(bytes.to_vec())).await,
+            None => {
+                #[cfg(feature = "production")]
+                if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
+                    return refusal;
+                }
+                inner(front, rebuild(bytes.to_vec())).await
+            }
         },
     }
 }

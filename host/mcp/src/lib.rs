@@ -16,8 +16,12 @@
 //! ```
 //!
 //! Transports are features: `stdio` ([`serve_stdio`]) and `http`
-//! ([`HttpServer`], streamable HTTP at `/mcp` with Origin checks), both on
-//! by default. Without either, [`McpServer`] is an rmcp `ServerHandler` to
+//! ([`HttpServer`], streamable HTTP at `/mcp` with Origin and Host checks,
+//! `/healthz` and `/readyz`), both on by default. `production` adds what
+//! running in front of many agents needs: bearer-token authorization
+//! ([`auth`]), rate limits ([`limits`]) and Prometheus metrics
+//! ([`Metrics`]), configured by a toolsets file's `serve` section
+//! ([`ServeSettings`]). Without either, [`McpServer`] is an rmcp `ServerHandler` to
 //! put on a transport of your own.
 //!
 //! [`Plugin`]: toolhost::Plugin
@@ -25,13 +29,23 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "production")]
+pub mod auth;
 #[cfg(feature = "client")]
 mod client;
 mod elicit;
 #[cfg(feature = "http")]
 mod http;
 mod jsonrpc;
+#[cfg(feature = "production")]
+pub mod limits;
+#[cfg(feature = "production")]
+mod metrics;
+#[cfg(feature = "production")]
+mod production;
 mod server;
+#[cfg(feature = "production")]
+mod settings;
 #[cfg(feature = "stdio")]
 mod stdio;
 mod talkback;
@@ -41,7 +55,11 @@ pub use client::McpConnector;
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
+#[cfg(feature = "production")]
+pub use metrics::Metrics;
 pub use server::{Approvals, McpServer, ToolSource};
+#[cfg(feature = "production")]
+pub use settings::{Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};
 #[cfg(feature = "stdio")]
 pub use stdio::{serve_stdio, serve_stdio_on};
 

@@ -59,6 +59,12 @@ pub struct McpServer {
     /// The resource URIs this session subscribed to (`resources/subscribe`):
     /// a plugin's update of one reaches it, of others does not.
     subscriptions: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    /// Rate limits on tools/call, shared by every session.
+    #[cfg(feature = "production")]
+    limiter: Option<Arc<crate::limits::Limiter>>,
+    /// The server's metrics, shared by every session.
+    #[cfg(feature = "production")]
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 #[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
@@ -102,7 +108,39 @@ impl McpServer {
     /// A server for these tools whose approvals come from `approvals`
     /// (e.g. [`Approvals::AskTheUser`]).
     pub fn with_approvals(source: ToolSource, approvals: Approvals) -> Self {
-        McpServer { source, approvals, log_level: Default::default(), subscriptions: Default::default() }
+        McpServer {
+            source,
+            approvals,
+            log_level: Default::default(),
+            subscriptions: Default::default(),
+            #[cfg(feature = "production")]
+            limiter: None,
+            #[cfg(feature = "production")]
+            metrics: None,
+        }
+    }
+
+    /// Limit `tools/call` as `limits` say (per client, per tool, calls
+    /// running per client). A client is the token's subject when
+    /// `HttpServer` authenticates requests, else the MCP session, else the
+    /// peer's address (one client on stdio).
+    #[cfg(feature = "production")]
+    pub fn with_rate_limits(mut self, limits: crate::settings::RateLimits) -> Self {
+        self.limiter = limits.any().then(|| Arc::new(crate::limits::Limiter::new(limits)));
+        self
+    }
+
+    /// Count calls, their outcomes and latency, and limits' refusals in
+    /// `metrics` (which `HttpServer` serves at `/metrics`).
+    #[cfg(feature = "production")]
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The tools this server serves.
+    pub fn source(&self) -> &ToolSource {
+        &self.source
     }
 
     /// Send `message` to the client as a log notification at `level`, if
@@ -132,10 +170,18 @@ impl McpServer {
             capabilities: context.client_capabilities(),
             subscriptions: Arc::clone(&self.subscriptions),
         };
-        let call_context = CallContext::new()
+        #[allow(unused_mut)]
+        let mut call_context = CallContext::new()
             .with_call_id(context.id.to_string())
             .with_meta(context.meta.0.0.clone())
             .with_client(Arc::new(client));
+        // An authenticated caller: its tools are those its scopes allow,
+        // and a tool that declares `user_id` gets its subject.
+        #[cfg(feature = "production")]
+        if let Some(principal) = principal(context) {
+            call_context =
+                call_context.with_scopes(principal.scopes.iter().cloned()).with_user_id(principal.subject.clone());
+        }
         let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
         let Some(wanted) = wanted else { return call_context };
         let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<(LogLevel, String, String)>();
@@ -161,13 +207,20 @@ impl McpServer {
 
     /// The tools as MCP `Tool` values (JSON), sorted by name.
     pub fn tool_list(&self) -> Vec<toolhost_protocol::Tool> {
+        self.tools_for(None)
+    }
+
+    /// The tools a caller holding `scopes` may see (`None`: every tool).
+    pub fn tools_for(&self, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
         match &self.source {
             ToolSource::Plugin(plugin) => {
                 let mut tools = plugin.tools().to_vec();
                 tools.sort_by(|a, b| a.name.cmp(&b.name));
                 tools
             }
-            ToolSource::Registry(registry) => registry.tools().iter().map(|t| t.exposed()).collect(),
+            ToolSource::Registry(registry) => {
+                registry.tools().iter().filter(|t| t.permits(scopes)).map(|t| t.exposed()).collect()
+            }
         }
     }
 
@@ -341,64 +394,42 @@ fn from_rmcp<T: serde::Serialize, R: serde::de::DeserializeOwned>(value: &T) -> 
         .map_err(|e| McpError::invalid_params(format!("{e}"), None))
 }
 
+/// Who made the request, when `HttpServer` authenticated it.
+#[cfg(feature = "production")]
+fn principal(context: &RequestContext<RoleServer>) -> Option<&crate::auth::Principal> {
+    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
+}
+
+/// Who a request counts against for rate limits: the token's subject, else
+/// the MCP session, else the peer's address, else the one client of stdio.
+#[cfg(feature = "production")]
+fn client_key(context: &RequestContext<RoleServer>) -> String {
+    let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return "stdio".to_owned() };
+    if let Some(principal) = parts.extensions.get::<crate::auth::Principal>() {
+        return format!("subject:{}", principal.subject);
+    }
+    if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        return format!("session:{session}");
+    }
+    match parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>() {
+        Some(axum::extract::ConnectInfo(peer)) => format!("address:{}", peer.ip()),
+        None => "unknown".to_owned(),
+    }
+}
+
 /// A tool execution error: `isError: true` with one text item.
 fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
     Ok(CallToolResponse::from(wire::call_tool_result(toolhost_protocol::CallToolResult::error(message))))
 }
 
-impl rmcp::ServerHandler for McpServer {
-    fn get_info(&self) -> InitializeResult {
-        // Logging: `logging/setLevel` opts a session in to log messages
-        // (plugins' log lines, calls that failed). Prompts, resources and
-        // completions: what the plugins offer (none, for most).
-        #[allow(deprecated)]
-        let capabilities = ServerCapabilities::builder()
-            .enable_logging()
-            .enable_completions()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_prompts()
-            .enable_prompts_list_changed()
-            .enable_resources()
-            .enable_resources_subscribe()
-            .enable_resources_list_changed()
-            .build();
-        let mut info = InitializeResult::new(capabilities);
-        info.server_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some("Tools run as sandboxed WebAssembly plugins; arguments and results are validated against each tool's schemas.".to_owned());
-        info
-    }
-
-    #[allow(deprecated)]
-    async fn set_level(
+impl McpServer {
+    /// A `tools/call` let through the limits: approved, run, and answered.
+    async fn answer_call(
         &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
-        Ok(())
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        // The whole list is one page: no cursor was ever handed out, so any
-        // cursor is one the server does not know.
-        if let Some(cursor) = request.and_then(|r| r.cursor) {
-            return Err(McpError::invalid_params(format!("unknown cursor `{cursor}`: tools/list has one page"), None));
-        }
-        let tools = self.tool_list().into_iter().map(wire::tool).collect();
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
-        &self,
+        name: String,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let elicitor = match &self.approvals {
             Approvals::Approver(_) => None,
@@ -445,6 +476,105 @@ impl rmcp::ServerHandler for McpServer {
                 tool_error(text)
             }
         }
+    }
+}
+
+impl rmcp::ServerHandler for McpServer {
+    fn get_info(&self) -> InitializeResult {
+        // Logging: `logging/setLevel` opts a session in to log messages
+        // (plugins' log lines, calls that failed). Prompts, resources and
+        // completions: what the plugins offer (none, for most).
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .build();
+        let mut info = InitializeResult::new(capabilities);
+        info.server_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some("Tools run as sandboxed WebAssembly plugins; arguments and results are validated against each tool's schemas.".to_owned());
+        info
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        // The whole list is one page: no cursor was ever handed out, so any
+        // cursor is one the server does not know.
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            return Err(McpError::invalid_params(format!("unknown cursor `{cursor}`: tools/list has one page"), None));
+        }
+        #[cfg(feature = "production")]
+        let scopes = principal(&context).map(|p| &p.scopes);
+        #[cfg(not(feature = "production"))]
+        let scopes = {
+            let _ = context;
+            None
+        };
+        let tools = self.tools_for(scopes).into_iter().map(wire::tool).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        #[cfg(feature = "production")]
+        let _permit = match &self.limiter {
+            None => None,
+            Some(limiter) => match limiter.admit(&client_key(&context), &name) {
+                Ok(permit) => Some(permit),
+                Err(limited) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.rate_limited(limited.kind.label());
+                    }
+                    let data = serde_json::json!({
+                        "limit": limited.kind.label(),
+                        "retryAfterMs": limited.retry_after.map(|wait| wait.as_millis().max(1) as u64),
+                    });
+                    return Err(McpError::new(
+                        rmcp::model::ErrorCode(crate::limits::RATE_LIMITED),
+                        limited.message,
+                        Some(data),
+                    ));
+                }
+            },
+        };
+        #[cfg(feature = "production")]
+        let (started, _running) = (std::time::Instant::now(), self.metrics.as_ref().map(|m| m.running()));
+        let answer = self.answer_call(name.clone(), request, context).await;
+        #[cfg(feature = "production")]
+        if let Some(metrics) = &self.metrics {
+            let outcome = match &answer {
+                Ok(CallToolResponse::InputRequired(_)) => "input_required",
+                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => "tool_error",
+                Ok(_) => "ok",
+                Err(error) if error.code == rmcp::model::ErrorCode::INVALID_PARAMS => "unknown_tool",
+                Err(_) => "cancelled",
+            };
+            metrics.call_finished(&name, outcome, started.elapsed());
+        }
+        answer
     }
 
     async fn list_prompts(

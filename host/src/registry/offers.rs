@@ -20,14 +20,21 @@ use crate::error::Error;
 use std::sync::Arc;
 
 impl Registry {
-    fn offering(&self, which: impl Fn(&crate::Offers) -> bool) -> Vec<Arc<LoadedToolset>> {
-        self.read().values().filter(|t| which(&t.plugin.offers())).cloned().collect()
+    /// The toolsets that offer `which` to this caller (one that holds the
+    /// toolset's required scopes).
+    fn offering(&self, context: &CallContext, which: impl Fn(&crate::Offers) -> bool) -> Vec<Arc<LoadedToolset>> {
+        self.read().values().filter(|t| which(&t.plugin.offers()) && t.permits(context)).cloned().collect()
+    }
+
+    /// The toolset `id`, if this caller may use it.
+    fn toolset_for(&self, id: &str, context: &CallContext) -> Option<Arc<LoadedToolset>> {
+        self.read().get(id).filter(|t| t.permits(context)).cloned()
     }
 
     /// Every toolset's prompts, their names namespaced (`<toolset>__<name>`).
     pub async fn list_prompts(&self, context: &CallContext) -> Vec<Prompt> {
         let mut all = Vec::new();
-        for toolset in self.offering(|o| o.prompts) {
+        for toolset in self.offering(context, |o| o.prompts) {
             match toolset.plugin.list_prompts(context).await {
                 Ok(listed) => all.extend(listed.prompts.into_iter().map(|mut prompt| {
                     prompt.name = format!("{}{NAMESPACE_SEPARATOR}{}", toolset.config.id, prompt.name);
@@ -48,7 +55,7 @@ impl Registry {
     ) -> Result<GetPromptResult, Error> {
         let not_offered = || Error::NotOffered { what: format!("prompt `{name}`") };
         let (id, prompt) = name.split_once(NAMESPACE_SEPARATOR).ok_or_else(not_offered)?;
-        let toolset = self.read().get(id).cloned().ok_or_else(not_offered)?;
+        let toolset = self.toolset_for(id, context).ok_or_else(not_offered)?;
         if !toolset.plugin.offers().prompts {
             return Err(not_offered());
         }
@@ -58,7 +65,7 @@ impl Registry {
     /// Every toolset's resources.
     pub async fn list_resources(&self, context: &CallContext) -> Vec<Resource> {
         let mut all = Vec::new();
-        for toolset in self.offering(|o| o.resources) {
+        for toolset in self.offering(context, |o| o.resources) {
             match toolset.plugin.list_resources(context).await {
                 Ok(listed) => all.extend(listed.resources),
                 Err(error) => tracing::warn!(toolset = %toolset.config.id, "its resources are left out: {error}"),
@@ -70,7 +77,7 @@ impl Registry {
     /// Every toolset's resource templates.
     pub async fn list_resource_templates(&self, context: &CallContext) -> Vec<ResourceTemplate> {
         let mut all = Vec::new();
-        for toolset in self.offering(|o| o.resource_templates) {
+        for toolset in self.offering(context, |o| o.resource_templates) {
             match toolset.plugin.list_resource_templates(context).await {
                 Ok(listed) => all.extend(listed.resource_templates),
                 Err(error) => {
@@ -84,14 +91,14 @@ impl Registry {
     /// Read the resource `uri` from the toolset that lists it, or else the
     /// first (by id) with a template it matches.
     pub async fn read_resource(&self, uri: &str, context: &CallContext) -> Result<ReadResourceResult, Error> {
-        for toolset in self.offering(|o| o.resources) {
+        for toolset in self.offering(context, |o| o.resources) {
             if let Ok(listed) = toolset.plugin.list_resources(context).await
                 && listed.resources.iter().any(|r| r.uri == uri)
             {
                 return toolset.plugin.read_resource(uri, context).await;
             }
         }
-        for toolset in self.offering(|o| o.resource_templates) {
+        for toolset in self.offering(context, |o| o.resource_templates) {
             if let Ok(listed) = toolset.plugin.list_resource_templates(context).await
                 && listed
                     .resource_templates
@@ -118,12 +125,12 @@ impl Registry {
                 let Some((id, prompt)) = name.split_once(NAMESPACE_SEPARATOR) else {
                     return Ok(CompleteResult::default());
                 };
-                let Some(toolset) = self.read().get(id).cloned() else { return Ok(CompleteResult::default()) };
+                let Some(toolset) = self.toolset_for(id, context) else { return Ok(CompleteResult::default()) };
                 let reference = CompletionReference::Prompt { name: prompt.to_owned() };
                 toolset.plugin.complete(&reference, argument, arguments, context).await
             }
             CompletionReference::Resource { uri } => {
-                for toolset in self.offering(|o| o.resource_templates && o.completions) {
+                for toolset in self.offering(context, |o| o.resource_templates && o.completions) {
                     if let Ok(listed) = toolset.plugin.list_resource_templates(context).await
                         && listed.resource_templates.iter().any(|t| &t.uri_template == uri)
                     {

@@ -1,0 +1,114 @@
+//! The HTTP side of `production`: bearer tokens checked in front of
+//! `/mcp`, a tool's scopes checked before its call reaches rmcp (so a
+//! missing one is `403` naming it, for step-up), sessions bound to the
+//! subject that opened them, and the metadata and metrics endpoints.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::ToolSource;
+use crate::auth::{AuthFailure, Principal};
+use crate::http::{Front, json_response};
+
+/// A refusal by authorization: `401` (no token, or not a valid one) or
+/// `403` (a scope missing), with the `WWW-Authenticate` challenge.
+fn refusal(front: &Front, failure: &AuthFailure) -> Response<Body> {
+    let auth = front.auth.as_ref().expect("refusals come from an authenticator");
+    if let Some(metrics) = &front.metrics {
+        metrics.auth_refused(failure.label());
+    }
+    let (status, error) = match failure {
+        AuthFailure::InsufficientScope(_) => (StatusCode::FORBIDDEN, "insufficient_scope"),
+        AuthFailure::Missing => (StatusCode::UNAUTHORIZED, "invalid_request"),
+        AuthFailure::Invalid(_) => (StatusCode::UNAUTHORIZED, "invalid_token"),
+    };
+    let mut response = json_response(status, &json!({"error": error, "error_description": failure.to_string()}));
+    let challenge = auth.challenge(failure);
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// Let a request to `/mcp` in, with its [`Principal`] in its extensions
+/// (where the MCP handler finds it), or refuse it. A request naming a
+/// session another subject opened is told the session does not exist.
+pub(crate) async fn authorize(front: &Front, mut request: Request<Body>) -> Result<Request<Body>, Box<Response<Body>>> {
+    let Some(auth) = &front.auth else { return Ok(request) };
+    let header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let principal = auth.authenticate(header).await.map_err(|failure| Box::new(refusal(front, &failure)))?;
+    if let Some(session) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        let owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
+        if owners.get(session).is_some_and(|owner| owner != &principal.subject) {
+            let mut response = Response::new(Body::from("Not Found: no such session"));
+            *response.status_mut() = StatusCode::NOT_FOUND;
+            return Err(Box::new(response));
+        }
+    }
+    // The token stays here: nothing after this reads the header, and the
+    // plugins and remote servers behind never see it.
+    request.headers_mut().remove(header::AUTHORIZATION);
+    request.extensions_mut().insert(principal);
+    Ok(request)
+}
+
+/// Record who opened `session`. When many are
+/// recorded, those of sessions that ended are forgotten first.
+pub(crate) async fn opened(front: &Front, session: String, subject: String) {
+    use rmcp::transport::streamable_http_server::session::SessionManager as _;
+    let known: Vec<String> = {
+        let owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
+        if owners.len() < 4096 { Vec::new() } else { owners.keys().cloned().collect() }
+    };
+    let mut ended = Vec::new();
+    for id in known {
+        if !front.sessions.has_session(&Arc::<str>::from(id.as_str())).await.unwrap_or(false) {
+            ended.push(id);
+        }
+    }
+    let mut owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
+    for id in ended {
+        owners.remove(&id);
+    }
+    owners.insert(session, subject);
+}
+
+/// A `tools/call` of a tool whose scopes the caller does not all hold:
+/// `403` with `insufficient_scope` naming them (the client may step up).
+pub(crate) fn scope_refusal(
+    front: &Front,
+    parts: &axum::http::request::Parts,
+    message: &Value,
+) -> Option<Response<Body>> {
+    let principal = parts.extensions.get::<Principal>()?;
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let name = message.pointer("/params/name").and_then(Value::as_str)?;
+    let ToolSource::Registry(registry) = &front.source else { return None };
+    let tool = registry.tool(name).filter(|tool| tool.enabled)?;
+    let missing: Vec<String> = tool.missing_scopes(&principal.scopes).into_iter().map(str::to_owned).collect();
+    (!missing.is_empty()).then(|| refusal(front, &AuthFailure::InsufficientScope(missing)))
+}
+
+/// `GET /.well-known/oauth-protected-resource[/path]`: RFC 9728's metadata.
+pub(crate) async fn metadata(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+    let auth = front.auth.as_ref().expect("the route exists with an authenticator");
+    let mut response = json_response(StatusCode::OK, &auth.metadata());
+    response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    response
+}
+
+/// `GET /metrics`: Prometheus' text format.
+pub(crate) async fn metrics(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+    let metrics = front.metrics.as_ref().expect("the route exists with metrics");
+    let mut response = Response::new(Body::from(metrics.render(&front.source)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}
