@@ -41,6 +41,7 @@ mod remote;
 mod runtime;
 mod sandbox;
 mod scaffold;
+mod scaleout;
 mod secrets;
 mod serve;
 mod sources;

@@ -100,7 +100,7 @@ fn the_python_sdks_default_client_speaks_2026_07_28_over_stdio() {
 }
 
 /// A `toolhost serve` child; killed when dropped.
-pub(crate) struct Server(Child);
+pub(crate) struct Server(pub(crate) Child);
 
 impl Drop for Server {
     fn drop(&mut self) {

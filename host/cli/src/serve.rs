@@ -23,7 +23,7 @@ pub(crate) async fn serve(server: McpServer, http: Option<HttpOptions>) -> anyho
             eprintln!("toolhost: serving MCP over streamable HTTP at {}", http.url());
             http.serve(async {
                 shutdown_signal().await;
-                eprintln!("toolhost: shutting down: ending sessions and streams, cancelling calls in flight");
+                eprintln!("toolhost: shutting down: draining (calls running finish first), then ending sessions");
             })
             .await?;
         }
@@ -76,6 +76,12 @@ pub(crate) struct Args {
     /// balancers reach this server by. Others get 403 (DNS rebinding).
     #[arg(long = "public-host", value_name = "NAME", requires = "http")]
     pub(crate) public_hosts: Vec<String>,
+    /// With --http: on SIGTERM or SIGINT, how long to go on answering
+    /// while the tool calls running finish (`/readyz` says 503 meanwhile, so
+    /// load balancers send new requests elsewhere); then the rest are
+    /// cancelled.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::args::parse_duration, requires = "http")]
+    pub(crate) drain_timeout: std::time::Duration,
     /// How long the user has to answer an approval question before the
     /// call is refused, like `90s` or `5m`.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::args::parse_duration)]
@@ -87,7 +93,18 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
-    let Args { plugin, http, allow_origins, metrics, public_hosts, yes, approval_timeout, secrets, options } = args;
+    let Args {
+        plugin,
+        http,
+        allow_origins,
+        metrics,
+        public_hosts,
+        drain_timeout,
+        yes,
+        approval_timeout,
+        secrets,
+        options,
+    } = args;
     let (pairs, toolsets) = options.config(None).map_err(usage)?;
     let approvals = if yes {
         Approvals::Approver(Arc::new(ApproveAll))
@@ -150,7 +167,8 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                 .await
                 .map_err(|error| usage(anyhow::anyhow!(error)))?
                 .allow_origins(allow_origins)
-                .allow_hosts(public_hosts),
+                .allow_hosts(public_hosts)
+                .with_drain_timeout(drain_timeout),
         ),
     };
     serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;

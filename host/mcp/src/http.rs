@@ -88,6 +88,11 @@ pub struct HttpOptions {
     /// address bound (a name, or `name:port`); any other is refused with
     /// `403` (DNS rebinding).
     pub allowed_hosts: Vec<String>,
+    /// On shutdown, how long to wait for the tool calls running to finish
+    /// (requests are still answered meanwhile, and `/readyz` says `503`, so
+    /// a load balancer sends new ones elsewhere) before the rest are
+    /// cancelled. Default 30 s.
+    pub drain_timeout: std::time::Duration,
     /// Who checks bearer tokens (none: every request is let in).
     #[cfg(feature = "production")]
     pub auth: Option<Arc<crate::auth::Authenticator>>,
@@ -103,6 +108,7 @@ impl HttpOptions {
             addr,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            drain_timeout: std::time::Duration::from_secs(30),
             #[cfg(feature = "production")]
             auth: None,
             #[cfg(feature = "production")]
@@ -113,6 +119,12 @@ impl HttpOptions {
     /// Allow these browser origins too (e.g. `https://app.example`).
     pub fn allow_origins(mut self, origins: impl IntoIterator<Item = String>) -> Self {
         self.allowed_origins.extend(origins);
+        self
+    }
+
+    /// On shutdown, wait at most `timeout` for running calls to finish.
+    pub fn with_drain_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.drain_timeout = timeout;
         self
     }
 
@@ -178,6 +190,8 @@ pub struct HttpServer {
     router: axum::Router,
     stop: tokio_util::sync::CancellationToken,
     draining: Arc<std::sync::atomic::AtomicBool>,
+    drain_timeout: std::time::Duration,
+    server: McpServer,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -204,6 +218,7 @@ impl HttpServer {
         let stop = config.cancellation_token.clone();
         let sessions = Arc::new(LocalSessionManager::default());
         let source = server.source().clone();
+        let counting = server.clone();
         let service = StreamableHttpService::new(move || Ok(server.for_session()), Arc::clone(&sessions), config);
         let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let front = Front {
@@ -235,7 +250,8 @@ impl HttpServer {
             }
         }
         let router = router.with_state(front);
-        Ok(HttpServer { listener, bound, router, stop, draining })
+        let drain_timeout = options.drain_timeout;
+        Ok(HttpServer { listener, bound, router, stop, draining, drain_timeout, server: counting })
     }
 
     /// The address the server listens on.
@@ -248,11 +264,13 @@ impl HttpServer {
         format!("http://{}/mcp", self.bound)
     }
 
-    /// Serve until `shutdown` resolves; then end every session (its streams
-    /// close and its calls are cancelled) and wait at most
+    /// Serve until `shutdown` resolves; then drain: `/readyz` answers
+    /// `503` while requests are still served, until no tool call is running
+    /// or the drain timeout has passed; then end every session (its streams
+    /// close and the calls left are cancelled) and wait at most
     /// [`SHUTDOWN_GRACE`] for connections to close.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let HttpServer { listener, router, stop, draining, .. } = self;
+        let HttpServer { listener, router, stop, draining, drain_timeout, server, .. } = self;
         let serving = {
             let stop = stop.clone();
             let app = router.into_make_service_with_connect_info::<SocketAddr>();
@@ -263,8 +281,18 @@ impl HttpServer {
         tokio::select! {
             outcome = &mut serving => outcome.map_err(failed)?,
             () = shutdown => {
-                tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
                 draining.store(true, std::sync::atomic::Ordering::SeqCst);
+                let deadline = tokio::time::Instant::now() + drain_timeout;
+                if server.calls_running() > 0 {
+                    tracing::info!("draining: waiting up to {drain_timeout:?} for {} calls", server.calls_running());
+                }
+                while server.calls_running() > 0 && tokio::time::Instant::now() < deadline {
+                    tokio::select! {
+                        outcome = &mut serving => return outcome.map_err(failed),
+                        () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                    }
+                }
+                tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
                 stop.cancel();
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut serving).await {
                     Ok(outcome) => outcome.map_err(failed)?,

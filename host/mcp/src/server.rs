@@ -59,6 +59,9 @@ pub struct McpServer {
     /// The resource URIs this session subscribed to (`resources/subscribe`):
     /// a plugin's update of one reaches it, of others does not.
     subscriptions: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    /// tools/call requests being answered, in every session (what a
+    /// graceful shutdown waits for).
+    running: Arc<std::sync::atomic::AtomicUsize>,
     /// Rate limits on tools/call, shared by every session.
     #[cfg(feature = "production")]
     limiter: Option<Arc<crate::limits::Limiter>>,
@@ -113,6 +116,7 @@ impl McpServer {
             approvals,
             log_level: Default::default(),
             subscriptions: Default::default(),
+            running: Default::default(),
             #[cfg(feature = "production")]
             limiter: None,
             #[cfg(feature = "production")]
@@ -141,6 +145,12 @@ impl McpServer {
     /// The tools this server serves.
     pub fn source(&self) -> &ToolSource {
         &self.source
+    }
+
+    /// How many `tools/call` requests are being answered now, in every
+    /// session of this server.
+    pub fn calls_running(&self) -> usize {
+        self.running.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Send `message` to the client as a log notification at `level`, if
@@ -394,6 +404,22 @@ fn from_rmcp<T: serde::Serialize, R: serde::de::DeserializeOwned>(value: &T) -> 
         .map_err(|e| McpError::invalid_params(format!("{e}"), None))
 }
 
+/// Counts one call in a server's running calls until dropped.
+struct Running(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Running {
+    fn count(running: &Arc<std::sync::atomic::AtomicUsize>) -> Running {
+        running.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Running(Arc::clone(running))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Who made the request, when `HttpServer` authenticated it.
 #[cfg(feature = "production")]
 fn principal(context: &RequestContext<RoleServer>) -> Option<&crate::auth::Principal> {
@@ -539,6 +565,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
+        let _counted = Running::count(&self.running);
         #[cfg(feature = "production")]
         let _permit = match &self.limiter {
             None => None,

@@ -1,0 +1,268 @@
+//! Several `toolhost serve --http` instances behind a real load balancer
+//! (HAProxy, from Debian's packages), and graceful shutdown.
+//!
+//! 2026-07-28 clients need no session, so any instance answers any request;
+//! older clients' sessions live on one instance, which HAProxy keeps them on
+//! by their `Mcp-Session-Id`. An instance is killed mid-run: every call
+//! either succeeds or fails where the client sees it, and the calls go on.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost_tests::{example, fixture, mcp_python};
+
+use crate::serve::{Server, spawn_http};
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolhost-scaleout-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Debian's HAProxy, or `None` (the test is skipped, unless CI requires it).
+fn haproxy() -> Option<&'static str> {
+    let found = ["/usr/sbin/haproxy", "/usr/bin/haproxy"].into_iter().find(|p| std::path::Path::new(p).is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("TOOLHOST_REQUIRE_HAPROXY").is_none(),
+            "haproxy is not installed (Debian: apt-get install haproxy); .ci/run installs it"
+        );
+        eprintln!("SKIPPED: the load-balancer test needs Debian's haproxy (apt-get install haproxy)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port()
+}
+
+fn get(url: &str) -> Option<(u16, String)> {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response = agent.get(url).call().ok()?;
+    Some((response.status().as_u16(), response.body_mut().read_to_string().unwrap_or_default()))
+}
+
+/// The calls an instance answered, from its `/metrics`.
+fn calls_answered(base: &str) -> f64 {
+    let (_, metrics) = get(&format!("{base}/metrics")).expect("metrics");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("toolhost_tool_calls_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Wait (generously) until `ready` holds.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn balancer_config(port: u16, backends: &[u16]) -> String {
+    let servers: String = backends
+        .iter()
+        .enumerate()
+        .map(|(n, backend)| format!("    server toolhost{n} 127.0.0.1:{backend} check\n"))
+        .collect();
+    format!(
+        "global
+    maxconn 512
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    # A request whose instance refuses the connection (it is gone) goes to
+    # another: nothing was sent, so nothing runs twice.
+    retries 3
+    option redispatch 1
+    retry-on conn-failure
+    # One connection per request to an instance, so a dead instance is a
+    # refused connection, never a kept-alive one that breaks mid-request.
+    option http-server-close
+    http-reuse never
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend toolhost
+backend toolhost
+    balance roundrobin
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 300ms fall 2 rise 1
+    # Sessions of older clients stay on the instance that opened them.
+    stick-table type string len 128 size 100k expire 30m
+    stick on req.hdr(mcp-session-id)
+    stick store-response res.hdr(mcp-session-id)
+{servers}"
+    )
+}
+
+#[test]
+fn two_instances_behind_haproxy_serve_clients_across_both_and_survive_losing_one() {
+    let Some(haproxy) = haproxy() else { return };
+    let dir = scratch("haproxy");
+    let config = dir.join("toolsets.json");
+    let document = json!({
+        "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+        "toolsets": [{"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}}],
+    });
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let config = config.display().to_string();
+    let (first, first_url, _first_logs) = spawn_http(&["--config", &config, "--metrics"]);
+    let (_second, second_url, _second_logs) = spawn_http(&["--config", &config, "--metrics"]);
+    let backend = |url: &str| url.trim_end_matches("/mcp").to_owned();
+    let (first_base, second_base) = (backend(&first_url), backend(&second_url));
+    let port_of = |base: &str| base.rsplit(':').next().expect("port").parse::<u16>().expect("a port");
+
+    let port = free_port();
+    let balancer_file = dir.join("haproxy.cfg");
+    std::fs::write(&balancer_file, balancer_config(port, &[port_of(&first_base), port_of(&second_base)]))
+        .expect("write the haproxy config");
+    let _balancer = Killed(
+        Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&balancer_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    wait_for("the balancer to answer", || {
+        get(&format!("http://127.0.0.1:{port}/readyz")).is_some_and(|(status, _)| status == 200)
+    });
+
+    const CALLS: usize = 40;
+    let client = |mode: &str| {
+        let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/balanced.py");
+        Killed(
+            Command::new(mcp_python())
+                .arg(script)
+                .args([url.as_str(), mode, &CALLS.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start the Python client"),
+        )
+    };
+    let mut clients = [client("stateless"), client("session")];
+    let mut outputs: Vec<_> =
+        clients.iter_mut().map(|client| BufReader::new(client.0.stdout.take().expect("stdout")).lines()).collect();
+    for output in &mut outputs {
+        assert_eq!(output.next().expect("a line").expect("text"), "halfway");
+    }
+    // Both instances have answered calls.
+    let (before_first, before_second) = (calls_answered(&first_base), calls_answered(&second_base));
+    assert!(before_first > 0.0 && before_second > 0.0, "calls answered: {before_first} and {before_second}");
+
+    // One instance dies mid-run.
+    let mut first = first;
+    first.0.kill().expect("kill an instance");
+    first.0.wait().expect("reap it");
+    for client in &mut clients {
+        writeln!(client.0.stdin.as_mut().expect("stdin"), "go").expect("tell the client to go on");
+    }
+    let reports: Vec<Value> = outputs
+        .iter_mut()
+        .map(|output| {
+            let line = output.next().expect("a report").expect("text");
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+        })
+        .collect();
+    let (stateless, session) = (&reports[0], &reports[1]);
+    eprintln!("stateless client: {stateless}\nsession client: {session}");
+    let count = |report: &Value, key: &str| match &report[key] {
+        Value::Array(items) => items.len() as u64,
+        other => other.as_u64().unwrap_or(0),
+    };
+    for report in &reports {
+        // No call lost: each one succeeded, or its client saw it fail.
+        assert_eq!(
+            count(report, "ok") + count(report, "failed") + count(report, "interrupted"),
+            CALLS as u64,
+            "{report}"
+        );
+    }
+    // Needing no session, every call of the 2026-07-28 client succeeded,
+    // the second half on the instance left.
+    assert_eq!(stateless["protocol_version"], "2026-07-28");
+    assert_eq!(count(stateless, "ok"), CALLS as u64, "{stateless}");
+    // The session client lost at most the calls of the session that died
+    // with its instance, and went on in a new one.
+    assert!(count(session, "second_half_ok") >= (CALLS / 2 - 1) as u64, "{session}");
+    assert!(calls_answered(&second_base) > before_second, "the instance left answered the second half");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// A JSON-RPC request over HTTP, its answer from a JSON body or the event
+/// stream's `data:` lines.
+fn post(url: &str, session: Option<&str>, message: &Value) -> (u16, Option<String>, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut request = agent
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let mut response = request.send(message.to_string()).expect("an answer");
+    let status = response.status().as_u16();
+    let id = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|m| m.get("result").is_some() || m.get("error").is_some())
+            .unwrap_or(Value::Null)
+    });
+    (status, id, body)
+}
+
+#[test]
+fn sigterm_drains_a_running_call_to_its_end_and_says_not_ready_meanwhile() {
+    let (server, url, _logs) = spawn_http(&[&fixture("faults").display().to_string(), "--metrics"]);
+    let base = url.trim_end_matches("/mcp").to_owned();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let (_, session, _) = post(&url, None, &initialize);
+    let session = session.expect("a session");
+    post(&url, Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let call = {
+        let (url, session) = (url.clone(), session.clone());
+        std::thread::spawn(move || {
+            let nap = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "nap", "arguments": {"ms": 8000}}});
+            post(&url, Some(&session), &nap)
+        })
+    };
+    wait_for("the call to be running", || {
+        get(&format!("{base}/metrics")).is_some_and(|(_, m)| m.lines().any(|l| l == "toolhost_tool_calls_running 1"))
+    });
+    let signalled = Command::new("kill").args(["-TERM", &server.0.id().to_string()]).status().expect("run kill");
+    assert!(signalled.success());
+    // Draining: still answering, and telling balancers to send no more.
+    wait_for("/readyz to say 503", || get(&format!("{base}/readyz")).is_some_and(|(status, _)| status == 503));
+    let (status, _, answer) = call.join().expect("the call's thread");
+    assert_eq!(status, 200);
+    assert_eq!(answer["result"]["content"][0]["text"], "rested", "the running call finished: {answer}");
+    let mut server: Server = server;
+    wait_for("the server to exit", || server.0.try_wait().expect("wait").is_some());
+    assert!(server.0.wait().expect("status").success());
+}
