@@ -333,3 +333,133 @@ fn a_serve_section_with_problems_is_refused_at_their_pointers() {
     assert!(!stderr.contains("hunter2"), "the key's value is never printed: {stderr}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A small OTLP/HTTP receiver on loopback: each request's JSON body, sent
+/// on the channel; every request answered `200`.
+fn otlp_receiver() -> (u16, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut stream = stream;
+                loop {
+                    let mut length = 0;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if let Ok(value) = serde_json::from_slice::<Value>(&body) {
+                        let _ = sender.send(value);
+                    }
+                    let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if stream.write_all(ok.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, received)
+}
+
+/// The spans of an OTLP/JSON export request.
+fn spans_of(export: &Value) -> Vec<Value> {
+    let mut spans = Vec::new();
+    for resource in export["resourceSpans"].as_array().into_iter().flatten() {
+        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+            spans.extend(scope["spans"].as_array().into_iter().flatten().cloned());
+        }
+    }
+    spans
+}
+
+fn attribute(span: &Value, key: &str) -> Value {
+    span["attributes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["key"] == key)
+        .map(|a| a["value"]["stringValue"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_span_per_call_continues_the_clients_trace_and_reaches_an_otlp_collector() {
+    let dir = scratch("traces");
+    let (collector, exports) = otlp_receiver();
+    let document = json!({
+        "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+        "toolsets": [
+            {"id": "calc", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+            {"id": "hostile", "kind": "uri", "server": {"url": toolhost_tests::fixture("hostile").display().to_string()}},
+        ],
+        "serve": {"telemetry": {"otlp": {"endpoint": format!("http://127.0.0.1:{collector}"), "protocol": "http/json"}}},
+    });
+    let config = dir.join("toolsets.json");
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_server, url, _logs) =
+        spawn_http_with_env(&["--config", &config.display().to_string()], &[("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+    let session = {
+        let answer = post(&url, None, None, &initialize());
+        answer.headers.get("mcp-session-id").expect("a session").to_str().expect("ascii").to_owned()
+    };
+    post(&url, None, Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let traced = |name: &str, arguments: Value| {
+        let mut message = call(name, arguments);
+        message["params"]["_meta"] = json!({"traceparent": format!("00-{trace}-{parent}-01")});
+        post(&url, None, Some(&session), &message).body
+    };
+    // The plugin sees the call's own span as its parent.
+    let seen = traced("hostile__meta", json!({}));
+    let seen: Value = serde_json::from_str(seen["result"]["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    let traceparent = seen["traceparent"].as_str().expect("a traceparent reaches the plugin").to_owned();
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!((parts[0], parts[1]), ("00", trace), "{traceparent}");
+    assert_ne!(parts[2], parent, "the plugin's parent is the call's span, not the client's");
+    let answer = traced("calc__divide", json!({"a": 1, "b": 0}));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+
+    let mut spans = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while spans.len() < 2 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let export = exports.recv_timeout(left).expect("the spans reach the collector");
+        spans.extend(spans_of(&export));
+    }
+    let meta = spans.iter().find(|s| s["name"] == "tools/call hostile__meta").expect("the meta call's span");
+    assert_eq!(meta["traceId"], trace);
+    assert_eq!(meta["parentSpanId"], parent);
+    assert_eq!(meta["spanId"], parts[2], "the span the plugin was told of");
+    assert_eq!(attribute(meta, "gen_ai.tool.name"), "hostile__meta");
+    assert_eq!(attribute(meta, "toolhost.toolset"), "hostile");
+    assert_eq!(attribute(meta, "toolhost.outcome"), "ok");
+    let divide = spans.iter().find(|s| s["name"] == "tools/call calc__divide").expect("the divide call's span");
+    assert_eq!(attribute(divide, "toolhost.outcome"), "tool_error");
+    assert_eq!(attribute(divide, "toolhost.toolset"), "calc");
+    assert_eq!(divide["status"]["code"], 2, "an error status: {divide}");
+    let start: u64 = divide["startTimeUnixNano"].as_str().and_then(|t| t.parse().ok()).expect("a start");
+    let end: u64 = divide["endTimeUnixNano"].as_str().and_then(|t| t.parse().ok()).expect("an end");
+    assert!(end >= start, "{divide}");
+    std::fs::remove_dir_all(dir).ok();
+}

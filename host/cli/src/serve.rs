@@ -11,6 +11,7 @@ use crate::args::{PluginOptions, SecretOptions};
 use crate::exit::{Failure, usage};
 use crate::output::load_configuration;
 use crate::{exit, serve};
+use toolhost_mcp::telemetry::{OtlpSettings, Tracing};
 use toolhost_mcp::{HttpOptions, HttpServer, Metrics, ServeSettings};
 
 /// Run the MCP server until the client disconnects (stdio) or the process
@@ -71,6 +72,11 @@ pub(crate) struct Args {
     /// toolsets file's `serve.telemetry.metrics`).
     #[arg(long, requires = "http")]
     pub(crate) metrics: bool,
+    /// Export a span per tools/call to the OpenTelemetry collector at URL
+    /// (OTLP/HTTP, protobuf; traces go to `URL/v1/traces`). Also the
+    /// toolsets file's `serve.telemetry.otlp`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
     /// With --http: also answer requests whose `Host` header is NAME (a
     /// name, or `name:port`; repeatable): the names clients and load
     /// balancers reach this server by. Others get 403 (DNS rebinding).
@@ -98,6 +104,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         http,
         allow_origins,
         metrics,
+        otlp_endpoint,
         public_hosts,
         drain_timeout,
         yes,
@@ -153,6 +160,14 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     if let Some(metrics) = &metrics {
         server = server.with_metrics(Arc::clone(metrics));
     }
+    let otlp = otlp_endpoint.map(OtlpSettings::new).or_else(|| settings.telemetry.otlp.clone());
+    let tracing = match otlp {
+        None => None,
+        Some(otlp) => Some(Tracing::otlp(&otlp).map_err(|error| usage(anyhow::anyhow!(error)))?),
+    };
+    if let Some(tracing) = &tracing {
+        server = server.with_tracing(tracing);
+    }
     let http = match http {
         None => {
             if settings.auth.is_some() {
@@ -171,7 +186,12 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                 .with_drain_timeout(drain_timeout),
         ),
     };
-    serve::serve(server, http).await.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+    let served = serve::serve(server, http).await;
+    if let Some(tracing) = tracing {
+        // The spans not sent yet go now (the exporter blocks on its thread).
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
+    served.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
     drop(watching);
     Ok(0)
 }

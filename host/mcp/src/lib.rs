@@ -49,6 +49,8 @@ mod settings;
 #[cfg(feature = "stdio")]
 mod stdio;
 mod talkback;
+#[cfg(feature = "production")]
+pub mod telemetry;
 
 #[cfg(feature = "client")]
 pub use client::McpConnector;

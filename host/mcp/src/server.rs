@@ -68,6 +68,9 @@ pub struct McpServer {
     /// The server's metrics, shared by every session.
     #[cfg(feature = "production")]
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Where the spans of calls go.
+    #[cfg(feature = "production")]
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
 }
 
 #[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
@@ -121,7 +124,17 @@ impl McpServer {
             limiter: None,
             #[cfg(feature = "production")]
             metrics: None,
+            #[cfg(feature = "production")]
+            tracer: None,
         }
+    }
+
+    /// Trace every `tools/call` with `tracing` (a span each, continuing
+    /// the client's trace context, passed on to what the call reaches).
+    #[cfg(feature = "production")]
+    pub fn with_tracing(mut self, tracing: &crate::telemetry::Tracing) -> Self {
+        self.tracer = Some(tracing.tracer().clone());
+        self
     }
 
     /// Limit `tools/call` as `limits` say (per client, per tool, calls
@@ -449,13 +462,15 @@ fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
 }
 
 impl McpServer {
-    /// A `tools/call` let through the limits: approved, run, and answered.
+    /// A `tools/call` let through the limits: approved, run, and answered;
+    /// with its outcome (`ok`, `tool_error`, `cancelled`, or the kind of
+    /// failure: `invalid_arguments`, `trap`, `timeout`...).
     async fn answer_call(
         &self,
         name: String,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    ) -> (Result<CallToolResponse, McpError>, &'static str) {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let elicitor = match &self.approvals {
             Approvals::Approver(_) => None,
@@ -481,13 +496,18 @@ impl McpServer {
             outcome = self.call(&name, arguments, approver, &call_context) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");
-                return Err(McpError::internal_error("the call was cancelled", None));
+                return (Err(McpError::internal_error("the call was cancelled", None)), "cancelled");
             }
         };
         if let Some(input_required) = elicitor.as_ref().and_then(Elicitor::take_input_required) {
-            return Ok(CallToolResponse::InputRequired(input_required));
+            return (Ok(CallToolResponse::InputRequired(input_required)), "input_required");
         }
-        match outcome {
+        let kind = match &outcome {
+            Ok(result) if result.is_error() => "tool_error",
+            Ok(_) => "ok",
+            Err(error) => error.outcome(),
+        };
+        let answer = match outcome {
             Ok(result) => Ok(CallToolResponse::from(wire::call_tool_result(result))),
             Err(error @ (Error::UnknownTool { .. } | Error::NoSuchTool { .. })) => {
                 Err(McpError::invalid_params(error.to_string(), None))
@@ -501,7 +521,8 @@ impl McpServer {
                     .await;
                 tool_error(text)
             }
-        }
+        };
+        (answer, kind)
     }
 }
 
@@ -567,6 +588,20 @@ impl rmcp::ServerHandler for McpServer {
         let name = request.name.to_string();
         let _counted = Running::count(&self.running);
         #[cfg(feature = "production")]
+        let mut context = context;
+        #[cfg(feature = "production")]
+        let span = self.tracer.as_ref().map(|tracer| {
+            let toolset = match &self.source {
+                ToolSource::Plugin(plugin) => plugin.name().to_owned(),
+                ToolSource::Registry(_) => {
+                    name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned()
+                }
+            };
+            let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
+            let id = context.id.to_string();
+            crate::telemetry::CallSpan::start(tracer, &name, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
+        });
+        #[cfg(feature = "production")]
         let _permit = match &self.limiter {
             None => None,
             Some(limiter) => match limiter.admit(&client_key(&context), &name) {
@@ -574,6 +609,9 @@ impl rmcp::ServerHandler for McpServer {
                 Err(limited) => {
                     if let Some(metrics) = &self.metrics {
                         metrics.rate_limited(limited.kind.label());
+                    }
+                    if let Some(span) = span {
+                        span.end("rate_limited");
                     }
                     let data = serde_json::json!({
                         "limit": limited.kind.label(),
@@ -589,18 +627,18 @@ impl rmcp::ServerHandler for McpServer {
         };
         #[cfg(feature = "production")]
         let (started, _running) = (std::time::Instant::now(), self.metrics.as_ref().map(|m| m.running()));
-        let answer = self.answer_call(name.clone(), request, context).await;
+        let (answer, outcome) = self.answer_call(name.clone(), request, context).await;
         #[cfg(feature = "production")]
-        if let Some(metrics) = &self.metrics {
-            let outcome = match &answer {
-                Ok(CallToolResponse::InputRequired(_)) => "input_required",
-                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => "tool_error",
-                Ok(_) => "ok",
-                Err(error) if error.code == rmcp::model::ErrorCode::INVALID_PARAMS => "unknown_tool",
-                Err(_) => "cancelled",
-            };
-            metrics.call_finished(&name, outcome, started.elapsed());
+        {
+            if let Some(metrics) = &self.metrics {
+                metrics.call_finished(&name, outcome, started.elapsed());
+            }
+            if let Some(span) = span {
+                span.end(outcome);
+            }
         }
+        #[cfg(not(feature = "production"))]
+        let _ = outcome;
         answer
     }
 

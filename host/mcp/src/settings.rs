@@ -159,6 +159,8 @@ pub struct TelemetrySettings {
     /// Serve Prometheus metrics at `/metrics`.
     #[serde(default)]
     pub metrics: bool,
+    /// Export a span per `tools/call` over OTLP.
+    pub otlp: Option<crate::telemetry::OtlpSettings>,
 }
 
 #[cfg(test)]
