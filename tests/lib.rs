@@ -96,29 +96,35 @@ pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
 /// time it is needed.
 pub fn mcp_python() -> PathBuf {
     static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let target = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..");
-            let venv = target.join("mcp-venv");
-            let python = venv.join("bin").join("python");
-            let marker = venv.join("installed.txt");
-            if std::fs::read_to_string(&marker).is_ok_and(|m| m == MCP_PYTHON_SDK) {
-                return python;
-            }
-            let run = |program: &std::path::Path, args: &[&str]| {
-                let status = std::process::Command::new(program)
-                    .args(args)
-                    .status()
-                    .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-                assert!(status.success(), "{} {args:?} failed", program.display());
-            };
-            let venv_text = venv.to_string_lossy().into_owned();
-            run(std::path::Path::new("python3"), &["-m", "venv", "--clear", &venv_text]);
-            run(&python, &["-m", "pip", "install", "--quiet", "--disable-pip-version-check", MCP_PYTHON_SDK]);
-            std::fs::write(&marker, MCP_PYTHON_SDK).expect("write the venv marker");
-            python
-        })
-        .clone()
+    PYTHON.get_or_init(|| python_venv("mcp-venv", &[MCP_PYTHON_SDK]).join("python")).clone()
+}
+
+/// The `bin` directory of a Python virtual environment `name` in the
+/// target directory with `packages` installed (from PyPI, the first time
+/// they are asked for: a marker file records what is installed).
+pub fn python_venv(name: &str, packages: &[&str]) -> PathBuf {
+    let target = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..");
+    let venv = target.join(name);
+    let bin = venv.join("bin");
+    let marker = venv.join("installed.txt");
+    let wanted = packages.join(" ");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
+        return bin;
+    }
+    let run = |program: &std::path::Path, args: &[&str]| {
+        let status = std::process::Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        assert!(status.success(), "{} {args:?} failed", program.display());
+    };
+    let venv_text = venv.to_string_lossy().into_owned();
+    run(std::path::Path::new("python3"), &["-m", "venv", "--clear", &venv_text]);
+    let mut install = vec!["-m", "pip", "install", "--quiet", "--disable-pip-version-check"];
+    install.extend(packages);
+    run(&bin.join("python"), &install);
+    std::fs::write(&marker, wanted).expect("write the venv marker");
+    bin
 }
 
 /// Run the official MCP Python SDK's client script `tests/mcp/<script>`

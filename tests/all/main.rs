@@ -29,6 +29,7 @@ mod check;
 mod cli;
 mod component;
 mod conformance;
+mod deploy;
 mod embed;
 mod faults;
 mod hyper;
