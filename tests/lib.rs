@@ -328,3 +328,90 @@ pub fn doubling_schema(levels: usize) -> serde_json::Value {
     defs.insert(format!("d{levels}"), json!({"type": "string"}));
     json!({"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}})
 }
+
+/// A loopback HTTP server that answers every request `200 {}` (kept-alive
+/// connections too) and sends each request's body on the channel: a
+/// receiver of OTLP exports, say. Returns its port.
+pub fn http_sink() -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut stream = stream;
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let _ = sender.send(body);
+                    let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if stream.write_all(ok.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, received)
+}
+
+/// The JSON-RPC answer in an MCP-over-HTTP response body: the body itself
+/// when it is JSON, else the event stream's `data:` message that has a
+/// result or an error (`null` when there is none).
+pub fn mcp_answer(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data.trim()).ok())
+            .find(|m| m.get("result").is_some() || m.get("error").is_some())
+            .unwrap_or(serde_json::Value::Null)
+    })
+}
+
+/// `toolhost serve --http 127.0.0.1:0 ARGS...` with `env`, and the URL it
+/// printed (its stderr is read, and dropped, from then on). For benches;
+/// the tests' own helper keeps the log lines.
+pub fn spawn_serve_http(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(toolhost())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start toolhost serve --http");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
+        if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
+            break url.to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, url)
+}

@@ -5,7 +5,7 @@
 //! and with the official MCP Python SDK.
 
 use serde_json::{Value, json};
-use toolhost_tests::{example, mcp_python_run, serve_http};
+use toolhost_tests::{example, http_sink, mcp_answer, mcp_python_run, serve_http};
 
 use crate::serve::spawn_http_with_env;
 
@@ -70,17 +70,17 @@ fn config(dir: &std::path::Path, serve: Value) -> std::path::PathBuf {
 
 /// One HTTP exchange's status, headers and JSON answer (from a JSON body
 /// or the event stream's `data:` lines).
-struct Answer {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Value,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Value,
 }
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
 }
 
-fn post(url: &str, token: Option<&str>, session: Option<&str>, message: &Value) -> Answer {
+pub(crate) fn post(url: &str, token: Option<&str>, session: Option<&str>, message: &Value) -> Answer {
     let mut request = agent()
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -95,38 +95,31 @@ fn post(url: &str, token: Option<&str>, session: Option<&str>, message: &Value) 
     let mut response = request.send(message.to_string()).expect("the server answers");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|m| m.get("result").is_some() || m.get("error").is_some())
-            .unwrap_or(Value::Null)
-    });
+    let body = mcp_answer(&response.body_mut().read_to_string().unwrap_or_default());
     Answer { status, headers, body }
 }
 
-fn get(url: &str) -> (u16, String) {
+pub(crate) fn get(url: &str) -> (u16, String) {
     let mut response = agent().get(url).call().expect("the server answers");
     (response.status().as_u16(), response.body_mut().read_to_string().unwrap_or_default())
 }
 
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
 }
 
-/// An initialized session for `token`: its id.
-fn open_session(url: &str, token: &str) -> String {
-    let answer = post(url, Some(token), None, &initialize());
+/// An initialized session (for `token`): its id.
+pub(crate) fn open_session(url: &str, token: Option<&str>) -> String {
+    let answer = post(url, token, None, &initialize());
     assert_eq!(answer.status, 200, "{}", answer.body);
     let session = answer.headers.get("mcp-session-id").expect("a session id").to_str().expect("ascii").to_owned();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(post(url, Some(token), Some(&session), &initialized).status, 202);
+    assert_eq!(post(url, token, Some(&session), &initialized).status, 202);
     session
 }
 
-fn call(name: &str, arguments: Value) -> Value {
+pub(crate) fn call(name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
 }
 
@@ -210,7 +203,7 @@ fn tokens_are_checked_on_every_request_and_scopes_decide_which_tools_exist() {
 
     // Calling a tool it may not see: 403 naming the scope to step up to, and
     // the tool does not run.
-    let session = open_session(&url, &reader);
+    let session = open_session(&url, Some(&reader));
     let refused = post(&url, Some(&reader), Some(&session), &call("text__reverse", json!({"text": "abc"})));
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(
@@ -254,8 +247,8 @@ fn a_flooding_client_is_limited_while_another_keeps_its_calls_and_metrics_count_
     let (_server, url, _logs) =
         spawn_http_with_env(&["--config", &config.display().to_string()], &[("KEY_A", key_a), ("KEY_B", key_b)]);
     let base = url.trim_end_matches("/mcp");
-    let flooder = open_session(&url, key_a);
-    let neighbour = open_session(&url, key_b);
+    let flooder = open_session(&url, Some(key_a));
+    let neighbour = open_session(&url, Some(key_b));
     let mut refusals = Vec::new();
     for _ in 0..50 {
         let answer = post(&url, Some(key_a), Some(&flooder), &call("calc__add", json!({"a": 1, "b": 2})));
@@ -334,54 +327,6 @@ fn a_serve_section_with_problems_is_refused_at_their_pointers() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// A small OTLP/HTTP receiver on loopback: each request's JSON body, sent
-/// on the channel; every request answered `200`.
-fn otlp_receiver() -> (u16, std::sync::mpsc::Receiver<Value>) {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (sender, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().map_while(Result::ok) {
-            let sender = sender.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let mut stream = stream;
-                loop {
-                    let mut length = 0;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some((name, value)) = line.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    if let Ok(value) = serde_json::from_slice::<Value>(&body) {
-                        let _ = sender.send(value);
-                    }
-                    let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
-                    if stream.write_all(ok.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (port, received)
-}
-
 /// The spans of an OTLP/JSON export request.
 fn spans_of(export: &Value) -> Vec<Value> {
     let mut spans = Vec::new();
@@ -406,7 +351,8 @@ fn attribute(span: &Value, key: &str) -> Value {
 #[test]
 fn a_span_per_call_continues_the_clients_trace_and_reaches_an_otlp_collector() {
     let dir = scratch("traces");
-    let (collector, exports) = otlp_receiver();
+    // An OTLP/HTTP receiver of the test's own.
+    let (collector, exports) = http_sink();
     let document = json!({
         "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
         "toolsets": [
@@ -419,11 +365,7 @@ fn a_span_per_call_continues_the_clients_trace_and_reaches_an_otlp_collector() {
     std::fs::write(&config, document.to_string()).expect("write config");
     let (_server, url, _logs) =
         spawn_http_with_env(&["--config", &config.display().to_string()], &[("OTEL_BSP_SCHEDULE_DELAY", "100")]);
-    let session = {
-        let answer = post(&url, None, None, &initialize());
-        answer.headers.get("mcp-session-id").expect("a session").to_str().expect("ascii").to_owned()
-    };
-    post(&url, None, Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let session = open_session(&url, None);
     let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
     let traced = |name: &str, arguments: Value| {
         let mut message = call(name, arguments);
@@ -445,7 +387,7 @@ fn a_span_per_call_continues_the_clients_trace_and_reaches_an_otlp_collector() {
     while spans.len() < 2 {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let export = exports.recv_timeout(left).expect("the spans reach the collector");
-        spans.extend(spans_of(&export));
+        spans.extend(spans_of(&serde_json::from_slice(&export).expect("OTLP/JSON")));
     }
     let meta = spans.iter().find(|s| s["name"] == "tools/call hostile__meta").expect("the meta call's span");
     assert_eq!(meta["traceId"], trace);
@@ -461,5 +403,30 @@ fn a_span_per_call_continues_the_clients_trace_and_reaches_an_otlp_collector() {
     let start: u64 = divide["startTimeUnixNano"].as_str().and_then(|t| t.parse().ok()).expect("a start");
     let end: u64 = divide["endTimeUnixNano"].as_str().and_then(|t| t.parse().ok()).expect("an end");
     assert!(end >= start, "{divide}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_plugin_gets_the_callers_subject_only_when_it_asks_and_never_the_token() {
+    let dir = scratch("subject");
+    let document = json!({
+        "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+        "toolsets": [
+            {"id": "hostile", "kind": "uri", "server": {"url": toolhost_tests::fixture("hostile").display().to_string()}},
+        ],
+        "serve": {"resource": RESOURCE, "auth": {"apiKeys": [{"key": "${env:TEST_API_KEY}", "subject": "carol"}]}},
+    });
+    let config = dir.join("toolsets.json");
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_server, url, _logs) =
+        spawn_http_with_env(&["--config", &config.display().to_string()], &[("TEST_API_KEY", API_KEY)]);
+    let session = open_session(&url, Some(API_KEY));
+    // `whoami` declares requirements.user_id: it gets the token's subject.
+    let answer = post(&url, Some(API_KEY), Some(&session), &call("hostile__whoami", json!({})));
+    assert_eq!(answer.body["result"]["content"][0]["text"], "carol", "{}", answer.body);
+    // `meta` does not: its _meta has no user id, and nothing of the token.
+    let answer = post(&url, Some(API_KEY), Some(&session), &call("hostile__meta", json!({})));
+    let seen = answer.body["result"]["content"][0]["text"].as_str().expect("text").to_owned();
+    assert!(!seen.contains("carol") && !seen.contains(API_KEY), "{seen}");
     std::fs::remove_dir_all(dir).ok();
 }

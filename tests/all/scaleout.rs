@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_tests::{example, fixture, mcp_python};
 
+use crate::production::{call, open_session, post};
 use crate::serve::{Server, spawn_http};
 
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -72,43 +73,23 @@ impl Drop for Killed {
     }
 }
 
+/// The shipped `deploy/haproxy.cfg`, listening on `port` in front of
+/// `backends` on loopback.
 fn balancer_config(port: u16, backends: &[u16]) -> String {
-    let servers: String = backends
-        .iter()
-        .enumerate()
-        .map(|(n, backend)| format!("    server toolhost{n} 127.0.0.1:{backend} check\n"))
+    let shipped =
+        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/haproxy.cfg"))
+            .expect("deploy/haproxy.cfg");
+    assert!(shipped.contains("    bind *:8000\n"), "{shipped}");
+    let mut config: String = shipped
+        .replace("    bind *:8000\n", &format!("    bind 127.0.0.1:{port}\n"))
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("server "))
+        .map(|line| format!("{line}\n"))
         .collect();
-    format!(
-        "global
-    maxconn 512
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 120s
-    timeout server 120s
-    # A request whose instance refuses the connection (it is gone) goes to
-    # another: nothing was sent, so nothing runs twice.
-    retries 3
-    option redispatch 1
-    retry-on conn-failure
-    # One connection per request to an instance, so a dead instance is a
-    # refused connection, never a kept-alive one that breaks mid-request.
-    option http-server-close
-    http-reuse never
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend toolhost
-backend toolhost
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server inter 300ms fall 2 rise 1
-    # Sessions of older clients stay on the instance that opened them.
-    stick-table type string len 128 size 100k expire 30m
-    stick on req.hdr(mcp-session-id)
-    stick store-response res.hdr(mcp-session-id)
-{servers}"
-    )
+    for (n, backend) in backends.iter().enumerate() {
+        config.push_str(&format!("    server toolhost{n} 127.0.0.1:{backend} check\n"));
+    }
+    config
 }
 
 #[test]
@@ -209,48 +190,14 @@ fn two_instances_behind_haproxy_serve_clients_across_both_and_survive_losing_one
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// A JSON-RPC request over HTTP, its answer from a JSON body or the event
-/// stream's `data:` lines.
-fn post(url: &str, session: Option<&str>, message: &Value) -> (u16, Option<String>, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-    let mut request = agent
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", "2025-11-25");
-    if let Some(session) = session {
-        request = request.header("mcp-session-id", session);
-    }
-    let mut response = request.send(message.to_string()).expect("an answer");
-    let status = response.status().as_u16();
-    let id = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|m| m.get("result").is_some() || m.get("error").is_some())
-            .unwrap_or(Value::Null)
-    });
-    (status, id, body)
-}
-
 #[test]
 fn sigterm_drains_a_running_call_to_its_end_and_says_not_ready_meanwhile() {
     let (server, url, _logs) = spawn_http(&[&fixture("faults").display().to_string(), "--metrics"]);
     let base = url.trim_end_matches("/mcp").to_owned();
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    let (_, session, _) = post(&url, None, &initialize);
-    let session = session.expect("a session");
-    post(&url, Some(&session), &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let session = open_session(&url, None);
     let call = {
         let (url, session) = (url.clone(), session.clone());
-        std::thread::spawn(move || {
-            let nap = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "nap", "arguments": {"ms": 8000}}});
-            post(&url, Some(&session), &nap)
-        })
+        std::thread::spawn(move || post(&url, None, Some(&session), &call("nap", json!({"ms": 8000}))))
     };
     wait_for("the call to be running", || {
         get(&format!("{base}/metrics")).is_some_and(|(_, m)| m.lines().any(|l| l == "toolhost_tool_calls_running 1"))
@@ -259,9 +206,9 @@ fn sigterm_drains_a_running_call_to_its_end_and_says_not_ready_meanwhile() {
     assert!(signalled.success());
     // Draining: still answering, and telling balancers to send no more.
     wait_for("/readyz to say 503", || get(&format!("{base}/readyz")).is_some_and(|(status, _)| status == 503));
-    let (status, _, answer) = call.join().expect("the call's thread");
-    assert_eq!(status, 200);
-    assert_eq!(answer["result"]["content"][0]["text"], "rested", "the running call finished: {answer}");
+    let answer = call.join().expect("the call's thread");
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body["result"]["content"][0]["text"], "rested", "the running call finished: {}", answer.body);
     let mut server: Server = server;
     wait_for("the server to exit", || server.0.try_wait().expect("wait").is_some());
     assert!(server.0.wait().expect("status").success());

@@ -209,22 +209,8 @@ impl Session {
 }
 
 fn http() {
-    let mut server = Command::new(toolhost_tests::toolhost())
-        .args(["serve", "--http", "127.0.0.1:0", &toolhost_tests::example("calculator").display().to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolhost serve --http");
-    let mut stderr = BufReader::new(server.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    let url = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
-        if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
-            break url.to_owned();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let (mut server, url) =
+        toolhost_tests::spawn_serve_http(&[&toolhost_tests::example("calculator").display().to_string()], &[]);
 
     for sessions in [1, CONCURRENCY] {
         let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url)).collect();

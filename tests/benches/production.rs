@@ -14,7 +14,6 @@
 //! Figures, not assertions. Everything (clients, servers, HAProxy, the
 //! trace receiver) shares this machine's cores.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,24 +44,8 @@ impl Drop for Server {
     }
 }
 
-fn serve(config: &Path, env: &[(&str, &str)]) -> Server {
-    let mut child = Command::new(toolhost_tests::toolhost())
-        .args(["serve", "--http", "127.0.0.1:0", "--config", &config.display().to_string()])
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start toolhost serve --http");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    let url = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
-        if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
-            break url.to_owned();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+fn serve(config: &Path) -> Server {
+    let (child, url) = toolhost_tests::spawn_serve_http(&["--config", &config.display().to_string()], &[]);
     Server(child, url)
 }
 
@@ -151,6 +134,27 @@ fn round(sessions: &[Session], calls: usize) -> (f64, Vec<Duration>) {
     (latencies.len() as f64 / started.elapsed().as_secs_f64(), latencies)
 }
 
+/// For each set of sessions, after a warm-up, the median of [`ROUNDS`]
+/// rounds (by calls/s), the sets' rounds alternating.
+fn medians(sets: &[Vec<Session>]) -> Vec<(f64, Vec<Duration>)> {
+    for sessions in sets {
+        round(sessions, calls() / 10);
+    }
+    let mut results: Vec<Vec<(f64, Vec<Duration>)>> = vec![Vec::new(); sets.len()];
+    for _ in 0..ROUNDS {
+        for (sessions, results) in sets.iter().zip(&mut results) {
+            results.push(round(sessions, calls()));
+        }
+    }
+    results
+        .into_iter()
+        .map(|mut rounds| {
+            rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+            rounds.swap_remove(rounds.len() / 2)
+        })
+        .collect()
+}
+
 fn line(name: &str, (rate, latencies): &(f64, Vec<Duration>)) {
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     let us = |d: Duration| d.as_secs_f64() * 1e6;
@@ -160,45 +164,6 @@ fn line(name: &str, (rate, latencies): &(f64, Vec<Duration>)) {
         us(at(0.90)),
         us(at(0.99)),
     );
-}
-
-/// A sink for OTLP exports on loopback (every request answered `200`).
-fn otlp_sink() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let mut stream = stream;
-                loop {
-                    let mut length = 0usize;
-                    let mut header = String::new();
-                    loop {
-                        header.clear();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if header == "\r\n" {
-                            break;
-                        }
-                        if let Some((name, value)) = header.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err()
-                        || stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
 }
 
 /// An ES256 issuer: its JWKS file and a token with scope `mcp`.
@@ -224,7 +189,9 @@ fn layers(dir: &Path) {
     const SESSIONS: usize = 16;
     const KEY: &str = "bench-api-key-0123456789abcdef";
     let (jwks, jwt) = issuer(dir);
-    let collector = format!("http://127.0.0.1:{}", otlp_sink());
+    // A receiver of the exports on loopback (what it receives is dropped).
+    let (sink, _exports) = toolhost_tests::http_sink();
+    let collector = format!("http://127.0.0.1:{sink}");
     let resource = "http://toolhost.test/mcp";
     let api_key = json!({"resource": resource, "auth": {"apiKeys": [{"key": KEY, "subject": "bench"}]}});
     let jwt_auth = json!({"resource": resource, "auth": {"requiredScopes": ["mcp"],
@@ -249,29 +216,20 @@ fn layers(dir: &Path) {
         .iter()
         .map(|(name, serve, token)| {
             let file = config(dir, &name.replace([' ', '(', ')'], "-"), serve.clone());
-            (self::serve(&file, &[]), *token)
+            (self::serve(&file), *token)
         })
         .collect();
     let sessions: Vec<Vec<Session>> = servers
         .iter()
         .map(|(server, token)| (0..SESSIONS).map(|_| Session::open(&server.1, *token)).collect())
         .collect();
-    for open in &sessions {
-        round(open, calls() / 10);
-    }
-    let mut results: Vec<Vec<(f64, Vec<Duration>)>> = vec![Vec::new(); variants.len()];
-    for _ in 0..ROUNDS {
-        for (open, results) in sessions.iter().zip(&mut results) {
-            results.push(round(open, calls()));
-        }
-    }
+    let results = medians(&sessions);
     println!(
         "one instance, {SESSIONS} kept-alive sessions, {} calls a round, median of {ROUNDS} alternating rounds:",
         calls()
     );
-    for ((name, ..), mut rounds) in variants.iter().zip(results) {
-        rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
-        line(name, &rounds[rounds.len() / 2]);
+    for ((name, ..), result) in variants.iter().zip(&results) {
+        line(name, result);
     }
 }
 
@@ -282,7 +240,7 @@ fn balancer(dir: &Path) {
         return;
     };
     let file = config(dir, "plain", json!({}));
-    let instances = [serve(&file, &[]), serve(&file, &[])];
+    let instances = [serve(&file), serve(&file)];
     let port_of = |url: &str| url.trim_end_matches("/mcp").rsplit(':').next().expect("port").to_owned();
     let balance = |backends: &[&Server]| {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
@@ -323,19 +281,10 @@ fn balancer(dir: &Path) {
     ];
     let sessions: Vec<Vec<Session>> =
         targets.iter().map(|(_, url)| (0..SESSIONS).map(|_| Session::open(url, None)).collect()).collect();
-    for open in &sessions {
-        round(open, calls() / 10);
-    }
-    let mut results: Vec<Vec<(f64, Vec<Duration>)>> = vec![Vec::new(); targets.len()];
-    for _ in 0..ROUNDS {
-        for (open, results) in sessions.iter().zip(&mut results) {
-            results.push(round(open, calls()));
-        }
-    }
+    let results = medians(&sessions);
     println!("{SESSIONS} kept-alive sessions, {} calls a round, median of {ROUNDS} alternating rounds:", calls());
-    for ((name, _), mut rounds) in targets.iter().zip(results) {
-        rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
-        line(name, &rounds[rounds.len() / 2]);
+    for ((name, _), result) in targets.iter().zip(&results) {
+        line(name, result);
     }
 }
 
