@@ -571,6 +571,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_huge_or_garbled_token_is_refused_unread() {
+        let auth = keys_only(&[]).await;
+        let huge = format!("Bearer {}", "a".repeat(MAX_TOKEN + 1));
+        let Err(AuthFailure::Invalid(reason)) = auth.authenticate(Some(&huge)).await else { panic!("refused") };
+        assert!(reason.contains("longer than"), "{reason}");
+        for header in ["Bearer", "Bearer   ", "bearer\u{0}x", ""] {
+            assert!(auth.authenticate(Some(header)).await.is_err(), "{header:?}");
+        }
+        // A challenge never carries a quote or a control character of the reason.
+        let challenge = auth.challenge(&AuthFailure::Invalid("a \"quoted\"\r\nreason".to_owned()));
+        assert!(!challenge.contains("\"quoted\"") && !challenge.contains('\n'), "{challenge}");
+    }
+
+    #[tokio::test]
     async fn a_key_without_a_required_scope_is_refused_naming_it() {
         let auth = keys_only(&["tools:read", "mcp"]).await;
         let refused = auth.authenticate(Some("Bearer k-0123456789abcdef")).await;

@@ -69,6 +69,9 @@ pub struct Metrics {
     instances: Family<PoolLabels, Gauge>,
     memory: Family<ToolsetLabel, Gauge>,
     sync: Family<SyncLabels, Gauge>,
+    /// One scrape at a time: a scrape clears and refills the gauges read
+    /// from the registry, which another must not see half done.
+    scraping: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -119,7 +122,18 @@ impl Metrics {
             "1 for each toolset's last sync state (SyncStarted, SyncCompleted, SyncFailed)",
             sync.clone(),
         );
-        Metrics { registry, calls, latency, running, limited, refused, instances, memory, sync }
+        Metrics {
+            registry,
+            calls,
+            latency,
+            running,
+            limited,
+            refused,
+            instances,
+            memory,
+            sync,
+            scraping: std::sync::Mutex::new(()),
+        }
     }
 
     /// A call is being answered; the guard counts it until dropped.
@@ -147,6 +161,7 @@ impl Metrics {
     /// The metrics in Prometheus' text format, pools and sync states read
     /// from `source` now.
     pub fn render(&self, source: &ToolSource) -> String {
+        let _one_at_a_time = self.scraping.lock().unwrap_or_else(|e| e.into_inner());
         self.instances.clear();
         self.memory.clear();
         self.sync.clear();
