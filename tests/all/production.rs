@@ -260,7 +260,7 @@ fn a_flooding_client_is_limited_while_another_keeps_its_calls_and_metrics_count_
     assert_eq!(refusals.len(), 47, "3 calls in the burst, the rest refused");
     let refusal = &refusals[0];
     assert_eq!(refusal["code"], -32029, "{refusal}");
-    assert!(refusal["message"].as_str().is_some_and(|m| m.contains("client `subject:flooder`")), "{refusal}");
+    assert!(refusal["message"].as_str().is_some_and(|m| m.contains("client `key:flooder`")), "{refusal}");
     assert_eq!(refusal["data"]["limit"], "per_client");
     assert!(refusal["data"]["retryAfterMs"].as_u64().is_some_and(|ms| ms > 1000), "{refusal}");
     // The neighbour's burst is its own.

@@ -105,6 +105,17 @@ pub struct Principal {
     pub credential: Credential,
 }
 
+impl Principal {
+    /// Who it is, as sessions and rate limits know it: the subject, kept
+    /// apart by credential (an API key's subject is not a JWT's `sub`).
+    pub fn key(&self) -> String {
+        match self.credential {
+            Credential::Jwt => format!("jwt:{}", self.subject),
+            Credential::ApiKey => format!("key:{}", self.subject),
+        }
+    }
+}
+
 /// How a [`Principal`] was authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Credential {
@@ -178,7 +189,12 @@ struct KeySource {
 #[derive(Default)]
 struct KeyCache {
     set: Option<JwkSet>,
+    /// When the set was last fetched.
     fetched: Option<Instant>,
+    /// When a fetch was last tried, whether it worked or not: fetches are
+    /// at least [`UNKNOWN_KEY_REFETCH`] apart, so neither tokens naming
+    /// made-up keys nor an issuer that is down make a fetch per request.
+    attempted: Option<Instant>,
 }
 
 /// How long a verified JWT is taken on trust (by its digest) before its
@@ -190,6 +206,7 @@ const MAX_VERIFIED: usize = 10_000;
 /// Checks bearer tokens and answers for the protected resource.
 pub struct Authenticator {
     resource: String,
+    resource_url: url::Url,
     settings: AuthSettings,
     validation: Option<Validation>,
     keys: Option<KeySource>,
@@ -225,6 +242,12 @@ impl Authenticator {
     /// `jwksUrl` fetched now (a failure is logged and retried on the first
     /// token: the server starts while the issuer is away).
     pub async fn new(resource: &str, settings: AuthSettings, base: &Path) -> Result<Authenticator, AuthSetupError> {
+        let resource_url = url::Url::parse(resource)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+            .ok_or_else(|| {
+                AuthSetupError::Settings(format!("the resource `{resource}` is not an absolute http(s) URL"))
+            })?;
         let mut validation = None;
         let mut keys = None;
         if let Some(jwt) = &settings.jwt {
@@ -264,6 +287,7 @@ impl Authenticator {
                         .redirect(reqwest::redirect::Policy::limited(3))
                         .build()
                         .map_err(|e| AuthSetupError::Jwks { where_: url.clone(), message: e.to_string() })?;
+                    cache.attempted = Some(Instant::now());
                     match fetch_jwks(&client, url).await {
                         Ok(set) => {
                             cache.set = Some(set);
@@ -293,6 +317,7 @@ impl Authenticator {
             .collect();
         Ok(Authenticator {
             resource: resource.to_owned(),
+            resource_url,
             settings,
             validation,
             keys,
@@ -310,15 +335,13 @@ impl Authenticator {
     /// well-known prefix before the resource's path
     /// (`/.well-known/oauth-protected-resource/mcp`).
     pub fn metadata_path(&self) -> String {
-        let path = resource_path(&self.resource);
-        format!("/.well-known/oauth-protected-resource{}", if path == "/" { "" } else { path })
+        let path = self.resource_url.path();
+        format!("/.well-known/oauth-protected-resource{}", if path == "/" { "" } else { path.trim_end_matches('/') })
     }
 
     /// Where clients find the metadata (an absolute URL).
     pub fn metadata_url(&self) -> String {
-        let path = resource_path(&self.resource);
-        let origin = &self.resource[..self.resource.len() - path.len()];
-        format!("{origin}{}", self.metadata_path())
+        format!("{}{}", self.resource_url.origin().ascii_serialization(), self.metadata_path())
     }
 
     /// The protected-resource metadata document (RFC 9728).
@@ -466,15 +489,6 @@ fn describe_jwt_error(error: &jsonwebtoken::errors::Error) -> String {
     }
 }
 
-/// The path of an absolute URL (`/` when it has none).
-fn resource_path(url: &str) -> &str {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => url[after_scheme + i..].split(['?', '#']).next().unwrap_or("/"),
-        None => "/",
-    }
-}
-
 async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<JwkSet, String> {
     let mut response = client.get(url).send().await.map_err(|e| e.to_string())?;
     if !response.status().is_success() {
@@ -498,29 +512,28 @@ impl KeySource {
         let mut cache = self.cache.lock().await;
         let stale = cache.fetched.is_none_or(|at| at.elapsed() > JWKS_TTL);
         let found = cache.set.as_ref().and_then(|set| pick(set, kid, alg)).cloned();
-        let may_refetch = cache.fetched.is_none_or(|at| at.elapsed() > UNKNOWN_KEY_REFETCH);
-        let jwk = match found {
-            Some(jwk) if !stale => jwk,
-            found => {
-                let refetch = (found.is_none() && may_refetch) || (found.is_some() && stale);
-                if let (Some(client), Some(url), true) = (&self.http, &self.url, refetch) {
-                    match fetch_jwks(client, url).await {
-                        Ok(set) => {
-                            cache.set = Some(set);
-                            cache.fetched = Some(Instant::now());
-                        }
-                        Err(message) => tracing::warn!("cannot fetch the JWKS {url}: {message}"),
-                    }
+        let may_fetch = cache.attempted.is_none_or(|at| at.elapsed() > UNKNOWN_KEY_REFETCH);
+        if (found.is_none() || stale)
+            && may_fetch
+            && let (Some(client), Some(url)) = (&self.http, &self.url)
+        {
+            cache.attempted = Some(Instant::now());
+            match fetch_jwks(client, url).await {
+                Ok(set) => {
+                    cache.set = Some(set);
+                    cache.fetched = Some(Instant::now());
                 }
-                let again = cache.set.as_ref().and_then(|set| pick(set, kid, alg)).cloned();
-                again.or(found).ok_or_else(|| {
-                    AuthFailure::Invalid(match kid {
-                        Some(kid) => format!("its key `{kid}` is not among the issuer's keys"),
-                        None => "it names no key (kid) and the issuer has more than one".to_owned(),
-                    })
-                })?
+                // The keys known go on being used.
+                Err(message) => tracing::warn!("cannot fetch the JWKS {url}: {message}"),
             }
-        };
+        }
+        let jwk = cache.set.as_ref().and_then(|set| pick(set, kid, alg)).cloned().or(found).ok_or_else(|| {
+            AuthFailure::Invalid(match kid {
+                Some(kid) => format!("its key `{kid}` is not among the issuer's keys"),
+                None => "it names no key (kid) and the issuer has more than one".to_owned(),
+            })
+        })?;
+        drop(cache);
         DecodingKey::from_jwk(&jwk).map_err(|e| AuthFailure::Invalid(format!("its key cannot be used: {e}")))
     }
 }
@@ -599,6 +612,11 @@ mod tests {
         assert_eq!(auth.metadata_path(), "/.well-known/oauth-protected-resource/mcp");
         assert_eq!(auth.metadata_url(), "https://tools.example.com/.well-known/oauth-protected-resource/mcp");
         assert_eq!(auth.metadata()["scopes_supported"], json!(["mcp"]));
+        let bare = Authenticator::new("https://tools.example.com", AuthSettings::default(), Path::new("."))
+            .await
+            .expect("a resource without a path");
+        assert_eq!(bare.metadata_path(), "/.well-known/oauth-protected-resource");
+        assert_eq!(bare.metadata_url(), "https://tools.example.com/.well-known/oauth-protected-resource");
         let challenge = auth.challenge(&AuthFailure::Missing);
         assert_eq!(
             challenge,

@@ -161,6 +161,7 @@ impl HttpOptions {
         base: &std::path::Path,
         metrics: Option<Arc<crate::Metrics>>,
     ) -> Result<Self, crate::auth::AuthSetupError> {
+        settings.check().map_err(|problem| crate::auth::AuthSetupError::Settings(problem.to_string()))?;
         let mut options = HttpOptions::new(addr)
             .allow_origins(settings.allowed_origins.iter().cloned())
             .allow_hosts(settings.allowed_hosts.iter().cloned())
@@ -375,7 +376,7 @@ async fn http_front(
     };
     #[cfg(feature = "production")]
     let (opened_by, asked_session) = (
-        request.extensions().get::<crate::auth::Principal>().map(|p| p.subject.clone()),
+        request.extensions().get::<crate::auth::Principal>().map(crate::auth::Principal::key),
         request.headers().contains_key("mcp-session-id"),
     );
     let response = match *request.method() {
@@ -446,6 +447,14 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                     &error_response(Value::Null, -32600, "an empty batch is not a request"),
                 );
             }
+            // A batch runs all of its calls or none: a call the token may
+            // not make refuses the whole batch before any of it runs.
+            #[cfg(feature = "production")]
+            for message in &batch {
+                if let Some(refusal) = crate::production::scope_refusal(front, &parts, message) {
+                    return refusal;
+                }
+            }
             let mut answers = Vec::new();
             for message in batch {
                 let message = match check_message(message) {
@@ -455,10 +464,6 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                         continue;
                     }
                 };
-                #[cfg(feature = "production")]
-                if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
-                    return refusal;
-                }
                 let expects_answer = message.get("method").is_some() && message.get("id").is_some();
                 let response = inner(front, rebuild(message.to_string().into_bytes())).await;
                 if !response.status().is_success() {

@@ -128,7 +128,9 @@ impl Limiter {
 
     /// Admit a call of `tool` by `client`, or say which limit refuses it.
     /// The permit holds the call's place among the client's running calls.
-    pub fn admit(&self, client: &str, tool: &str) -> Result<Permit, Limited> {
+    /// `tool` is `None` for a name the server does not serve: the client's
+    /// limits apply, and no per-tool state is made for a made-up name.
+    pub fn admit(&self, client: &str, tool: Option<&str>) -> Result<Permit, Limited> {
         let checks = self.checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if checks % PRUNE_EVERY == PRUNE_EVERY - 1 {
             for limiter in [&self.clients, &self.tools].into_iter().flatten() {
@@ -170,6 +172,7 @@ impl Limiter {
                 .check_key(&client.to_owned())
                 .map_err(|n| refused(LimitKind::Client, rate, n, format!("client `{client}`")))?;
         }
+        let Some(tool) = tool else { return Ok(permit) };
         match self.single.get(tool) {
             Some(limiter) => {
                 let rate = &self.limits.tools[tool];
@@ -199,24 +202,24 @@ mod tests {
     fn a_client_past_its_burst_is_refused_and_another_is_not() {
         let limiter = Limiter::new(RateLimits { per_client: Some(rate(0.001, 3)), ..Default::default() });
         for _ in 0..3 {
-            limiter.admit("a", "t").expect("within the burst");
+            limiter.admit("a", Some("t")).expect("within the burst");
         }
-        let refused = limiter.admit("a", "t").expect_err("past the burst");
+        let refused = limiter.admit("a", Some("t")).expect_err("past the burst");
         assert_eq!(refused.kind, LimitKind::Client);
         assert!(refused.message.contains("client `a`"), "{}", refused.message);
         assert!(refused.retry_after.is_some_and(|wait| wait > Duration::from_secs(1)));
-        limiter.admit("b", "t").expect("another client has its own burst");
+        limiter.admit("b", Some("t")).expect("another client has its own burst");
     }
 
     #[test]
     fn running_calls_are_bounded_per_client_and_released_when_done() {
         let limiter = Limiter::new(RateLimits { concurrent_per_client: Some(2), ..Default::default() });
-        let first = limiter.admit("a", "t").expect("first");
-        let _second = limiter.admit("a", "t").expect("second");
-        assert_eq!(limiter.admit("a", "t").expect_err("third").kind, LimitKind::Concurrent);
-        let _other = limiter.admit("b", "t").expect("another client");
+        let first = limiter.admit("a", Some("t")).expect("first");
+        let _second = limiter.admit("a", Some("t")).expect("second");
+        assert_eq!(limiter.admit("a", Some("t")).expect_err("third").kind, LimitKind::Concurrent);
+        let _other = limiter.admit("b", Some("t")).expect("another client");
         drop(first);
-        let _third = limiter.admit("a", "t").expect("a place was freed");
+        let _third = limiter.admit("a", Some("t")).expect("a place was freed");
     }
 
     #[test]
@@ -227,10 +230,10 @@ mod tests {
             ..Default::default()
         };
         let limiter = Limiter::new(limits);
-        limiter.admit("a", "x__slow").expect("1");
-        limiter.admit("b", "x__slow").expect("2: its own burst is 2");
-        assert_eq!(limiter.admit("c", "x__slow").expect_err("3").kind, LimitKind::Tool);
-        limiter.admit("a", "x__fast").expect("the default's burst");
-        limiter.admit("a", "x__fast").expect_err("past the default's burst of 1");
+        limiter.admit("a", Some("x__slow")).expect("1");
+        limiter.admit("b", Some("x__slow")).expect("2: its own burst is 2");
+        assert_eq!(limiter.admit("c", Some("x__slow")).expect_err("3").kind, LimitKind::Tool);
+        limiter.admit("a", Some("x__fast")).expect("the default's burst");
+        limiter.admit("a", Some("x__fast")).expect_err("past the default's burst of 1");
     }
 }

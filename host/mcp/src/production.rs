@@ -42,7 +42,7 @@ pub(crate) async fn authorize(front: &Front, mut request: Request<Body>) -> Resu
     let principal = auth.authenticate(header).await.map_err(|failure| Box::new(refusal(front, &failure)))?;
     if let Some(session) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
         let owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
-        if owners.get(session).is_some_and(|owner| owner != &principal.subject) {
+        if owners.get(session).is_some_and(|owner| owner != &principal.key()) {
             let mut response = Response::new(Body::from("Not Found: no such session"));
             *response.status_mut() = StatusCode::NOT_FOUND;
             return Err(Box::new(response));

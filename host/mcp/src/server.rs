@@ -139,8 +139,8 @@ impl McpServer {
 
     /// Limit `tools/call` as `limits` say (per client, per tool, calls
     /// running per client). A client is the token's subject when
-    /// `HttpServer` authenticates requests, else the MCP session, else the
-    /// peer's address (one client on stdio).
+    /// `HttpServer` authenticates requests, else the peer's address (one
+    /// client on stdio).
     #[cfg(feature = "production")]
     pub fn with_rate_limits(mut self, limits: crate::settings::RateLimits) -> Self {
         self.limiter = limits.any().then(|| Arc::new(crate::limits::Limiter::new(limits)));
@@ -158,6 +158,17 @@ impl McpServer {
     /// The tools this server serves.
     pub fn source(&self) -> &ToolSource {
         &self.source
+    }
+
+    /// Whether `name` is a tool this server serves (to anyone): what is
+    /// not is counted and traced as `(unknown)`, so made-up names cannot
+    /// grow the metrics or the limits' state.
+    #[cfg(feature = "production")]
+    fn serves(&self, name: &str) -> bool {
+        match &self.source {
+            ToolSource::Plugin(plugin) => plugin.tool(name).is_some(),
+            ToolSource::Registry(registry) => registry.tool(name).is_some_and(|tool| tool.enabled),
+        }
     }
 
     /// How many `tools/call` requests are being answered now, in every
@@ -439,16 +450,14 @@ fn principal(context: &RequestContext<RoleServer>) -> Option<&crate::auth::Princ
     context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
 }
 
-/// Who a request counts against for rate limits: the token's subject, else
-/// the MCP session, else the peer's address, else the one client of stdio.
+/// Who a request counts against for rate limits: the token's subject (by
+/// credential), else the peer's address (not the MCP session, which a
+/// client may open anew whenever it likes), else the one client of stdio.
 #[cfg(feature = "production")]
 fn client_key(context: &RequestContext<RoleServer>) -> String {
     let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return "stdio".to_owned() };
     if let Some(principal) = parts.extensions.get::<crate::auth::Principal>() {
-        return format!("subject:{}", principal.subject);
-    }
-    if let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-        return format!("session:{session}");
+        return principal.key();
     }
     match parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>() {
         Some(axum::extract::ConnectInfo(peer)) => format!("address:{}", peer.ip()),
@@ -590,6 +599,8 @@ impl rmcp::ServerHandler for McpServer {
         #[cfg(feature = "production")]
         let mut context = context;
         #[cfg(feature = "production")]
+        let label = if self.serves(&name) { name.as_str() } else { "(unknown)" };
+        #[cfg(feature = "production")]
         let span = self.tracer.as_ref().map(|tracer| {
             let toolset = match &self.source {
                 ToolSource::Plugin(plugin) => plugin.name().to_owned(),
@@ -599,12 +610,12 @@ impl rmcp::ServerHandler for McpServer {
             };
             let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
             let id = context.id.to_string();
-            crate::telemetry::CallSpan::start(tracer, &name, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
+            crate::telemetry::CallSpan::start(tracer, label, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
         });
         #[cfg(feature = "production")]
         let _permit = match &self.limiter {
             None => None,
-            Some(limiter) => match limiter.admit(&client_key(&context), &name) {
+            Some(limiter) => match limiter.admit(&client_key(&context), (label == name).then_some(label)) {
                 Ok(permit) => Some(permit),
                 Err(limited) => {
                     if let Some(metrics) = &self.metrics {
@@ -631,7 +642,7 @@ impl rmcp::ServerHandler for McpServer {
         #[cfg(feature = "production")]
         {
             if let Some(metrics) = &self.metrics {
-                metrics.call_finished(&name, outcome, started.elapsed());
+                metrics.call_finished(label, outcome, started.elapsed());
             }
             if let Some(span) = span {
                 span.end(outcome);

@@ -129,8 +129,8 @@ pub struct Rate {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RateLimits {
-    /// Each client's calls (a client: the token's subject, else the MCP
-    /// session, else the peer address).
+    /// Each client's calls (a client: the token's subject, else the peer's
+    /// address).
     pub per_client: Option<Rate>,
     /// Calls one client may have running at once.
     pub concurrent_per_client: Option<u32>,

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// Where traces go: the `serve.telemetry.otlp` section.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[non_exhaustive]
 pub struct OtlpSettings {
@@ -37,6 +37,18 @@ pub struct OtlpSettings {
     /// The `service.name` of the traces (default `toolhost`).
     #[serde(default)]
     pub service_name: Option<String>,
+}
+
+impl std::fmt::Debug for OtlpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header values may be keys: only their names.
+        f.debug_struct("OtlpSettings")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("service_name", &self.service_name)
+            .finish()
+    }
 }
 
 impl OtlpSettings {
@@ -175,7 +187,8 @@ impl CallSpan {
     /// End it with the call's outcome.
     pub(crate) fn end(mut self, outcome: &'static str) {
         self.span.set_attribute(KeyValue::new("toolhost.outcome", outcome));
-        if outcome != "ok" {
+        // Waiting for the user, or stopped by the client, is not a failure.
+        if !matches!(outcome, "ok" | "input_required" | "cancelled") {
             self.span.set_attribute(KeyValue::new("error.type", outcome));
             self.span.set_status(Status::error(outcome));
         }
