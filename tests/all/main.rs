@@ -45,6 +45,7 @@ mod scaffold;
 mod scaleout;
 mod secrets;
 mod serve;
+mod service;
 mod sources;
 mod talkback;
 mod telemetry;

@@ -88,6 +88,12 @@ pub(crate) struct Args {
     /// cancelled.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::args::parse_duration, requires = "http")]
     pub(crate) drain_timeout: std::time::Duration,
+    /// With --http and --config: run the tool-set service (`/v1/tool_sets`)
+    /// on this store, `sqlite://PATH` or `postgres://USER@HOST/DB`, and
+    /// serve each workspace's tool sets over MCP to its tokens (also the
+    /// toolsets file's `serve.service.store`).
+    #[arg(long, value_name = "URL", requires = "http")]
+    pub(crate) store: Option<String>,
     /// How long the user has to answer an approval question before the
     /// call is refused, like `90s` or `5m`.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::args::parse_duration)]
@@ -107,6 +113,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         otlp_endpoint,
         public_hosts,
         drain_timeout,
+        store,
         yes,
         approval_timeout,
         secrets,
@@ -119,6 +126,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         Approvals::AskTheUser { timeout: approval_timeout }
     };
     let mut watching = None;
+    let mut registry_of_file = None;
     let mut settings = ServeSettings::default();
     let mut base = std::path::PathBuf::from(".");
     let source = match (plugin, toolsets) {
@@ -137,6 +145,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
             }
             base = file.parent().map(std::path::Path::to_path_buf).unwrap_or(base);
             let registry = Arc::new(registry);
+            registry_of_file = Some(Arc::clone(&registry));
             // Follows the file while serving (the handle lives as long as
             // this function, which serves until the process ends).
             watching = Some(
@@ -155,6 +164,33 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         }
         _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
     };
+    let service_settings = match (store, &settings.service) {
+        (None, None) => None,
+        (store, section) => {
+            let mut service = match section {
+                Some(section) => toolhost_service::ServiceSettings::from_section(section)
+                    .map_err(|problem| usage(anyhow::anyhow!("invalid configuration: {problem}")))?,
+                None => toolhost_service::ServiceSettings::new(""),
+            };
+            if let Some(store) = store {
+                service.store = store;
+            }
+            if http.is_none() {
+                return Err(usage(anyhow::anyhow!("the tool-set service (--store, serve.service) needs --http")));
+            }
+            if settings.auth.is_none() {
+                return Err(usage(anyhow::anyhow!(
+                    "the tool-set service needs serve.auth in the toolsets file: every request's token names its workspace"
+                )));
+            }
+            if registry_of_file.as_ref().is_some_and(|registry| !registry.toolset_ids().is_empty()) {
+                return Err(usage(anyhow::anyhow!(
+                    "with the tool-set service, tool sets come from its store: the file's `toolsets` must be empty"
+                )));
+            }
+            Some(service)
+        }
+    };
     let metrics = (metrics || settings.telemetry.metrics).then(|| Arc::new(Metrics::new()));
     let mut server = McpServer::with_approvals(source, approvals).with_rate_limits(settings.rate_limits.clone());
     if let Some(metrics) = &metrics {
@@ -168,7 +204,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     if let Some(tracing) = &tracing {
         server = server.with_tracing(tracing);
     }
-    let http = match http {
+    let mut http = match http {
         None => {
             if settings.auth.is_some() {
                 eprintln!(
@@ -186,6 +222,21 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                 .with_drain_timeout(drain_timeout),
         ),
     };
+    if let Some(service) = service_settings
+        && let Some(options) = http.take()
+    {
+        let auth = options.auth.clone().expect("the tool-set service is refused without serve.auth");
+        let redacted = service.store_redacted();
+        let service = toolhost_service::Service::start(service, auth, crate::runtime().clone()).await.map_err(
+            |error| match error {
+                toolhost_service::ServiceError::Settings(_) => usage(anyhow::anyhow!(error)),
+                _ => Failure { code: exit::PLUGIN_FAILED, error: anyhow::anyhow!(error) },
+            },
+        )?;
+        eprintln!("toolhost: the tool-set service is at /v1/tool_sets, its store {redacted}");
+        server = server.with_source(toolhost_mcp::ToolSource::Tenants(service.tenants()));
+        http = Some(options.with_routes(service.routes()));
+    }
     let served = serve::serve(server, http).await;
     if let Some(tracing) = tracing {
         // The spans not sent yet go now (the exporter blocks on its thread).

@@ -85,6 +85,10 @@ pub struct ApiKey {
     /// The scopes it holds.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// Claims the key carries as a JWT would (`workspace_id`,
+    /// `profile_type`...: the tool-set service reads them).
+    #[serde(default)]
+    pub claims: serde_json::Map<String, Value>,
 }
 
 impl std::fmt::Debug for ApiKey {
@@ -103,6 +107,10 @@ pub struct Principal {
     pub scopes: Scopes,
     /// How it was authenticated.
     pub credential: Credential,
+    /// The token's claims (a JWT's payload, an API key's `claims`), for
+    /// what reads more of them than the subject and scopes (the tool-set
+    /// service's workspace and profile).
+    pub claims: std::sync::Arc<serde_json::Map<String, Value>>,
 }
 
 impl Principal {
@@ -311,6 +319,7 @@ impl Authenticator {
                     subject: key.subject.clone(),
                     scopes: key.scopes.iter().cloned().collect(),
                     credential: Credential::ApiKey,
+                    claims: std::sync::Arc::new(key.claims.clone()),
                 };
                 (sha256(key.key.as_bytes()), principal)
             })
@@ -441,14 +450,18 @@ impl Authenticator {
         validation.algorithms = vec![header.alg];
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| AuthFailure::Invalid(describe_jwt_error(&e)))?;
-        let claims = data.claims;
+        let mut claims = data.claims;
+        let mut all = std::mem::take(&mut claims.all);
+        all.insert("sub".to_owned(), Value::from(claims.sub.clone()));
+        all.insert("exp".to_owned(), Value::from(claims.exp));
         let mut scopes: Scopes = claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
         match claims.scp {
             Some(Value::Array(items)) => scopes.extend(items.into_iter().filter_map(|v| v.as_str().map(str::to_owned))),
             Some(Value::String(text)) => scopes.extend(text.split_whitespace().map(str::to_owned)),
             _ => {}
         }
-        let principal = Principal { subject: claims.sub, scopes, credential: Credential::Jwt };
+        let principal =
+            Principal { subject: claims.sub, scopes, credential: Credential::Jwt, claims: std::sync::Arc::new(all) };
         let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let left = Duration::from_secs(claims.exp.saturating_sub(unix_now));
         let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
@@ -473,6 +486,9 @@ struct Claims {
     scope: Option<String>,
     #[serde(default)]
     scp: Option<Value>,
+    /// Every claim, these included.
+    #[serde(flatten)]
+    all: serde_json::Map<String, Value>,
 }
 
 fn describe_jwt_error(error: &jsonwebtoken::errors::Error) -> String {
@@ -566,6 +582,7 @@ mod tests {
                 key: "k-0123456789abcdef".into(),
                 subject: "ci".into(),
                 scopes: vec!["tools:read".into()],
+                claims: Default::default(),
             }],
             ..Default::default()
         };

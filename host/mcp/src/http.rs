@@ -99,6 +99,9 @@ pub struct HttpOptions {
     /// Metrics to serve at `/metrics` (none: no such endpoint).
     #[cfg(feature = "production")]
     pub metrics: Option<Arc<crate::Metrics>>,
+    /// More routes served beside `/mcp` (the tool-set service's `/v1`
+    /// API): they check their own requests.
+    pub routes: Option<axum::Router>,
 }
 
 impl HttpOptions {
@@ -113,7 +116,17 @@ impl HttpOptions {
             auth: None,
             #[cfg(feature = "production")]
             metrics: None,
+            routes: None,
         }
+    }
+
+    /// Serve `routes` too, beside `/mcp` (they do their own checks).
+    pub fn with_routes(mut self, routes: axum::Router) -> Self {
+        self.routes = Some(match self.routes.take() {
+            Some(before) => before.merge(routes),
+            None => routes,
+        });
+        self
     }
 
     /// Allow these browser origins too (e.g. `https://app.example`).
@@ -250,7 +263,10 @@ impl HttpServer {
                 router = router.route("/metrics", axum::routing::get(crate::production::metrics));
             }
         }
-        let router = router.with_state(front);
+        let mut router = router.with_state(front);
+        if let Some(routes) = options.routes {
+            router = router.merge(routes);
+        }
         let drain_timeout = options.drain_timeout;
         Ok(HttpServer { listener, bound, router, stop, draining, drain_timeout, server: counting })
     }
@@ -351,16 +367,17 @@ async fn healthz() -> Response<Body> {
 /// each toolset's last sync state.
 async fn readyz(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
     let draining = front.draining.load(std::sync::atomic::Ordering::SeqCst);
-    let toolsets: serde_json::Map<String, Value> = match &front.source {
-        crate::ToolSource::Plugin(plugin) => {
-            [(plugin.name().to_owned(), Value::from("SyncCompleted"))].into_iter().collect()
+    let mut toolsets = serde_json::Map::new();
+    if let crate::ToolSource::Plugin(plugin) = &front.source {
+        toolsets.insert(plugin.name().to_owned(), Value::from("SyncCompleted"));
+    }
+    // A tenant's toolsets are named `<tenant>/<toolset>`.
+    for (tenant, registry) in front.source.registries() {
+        for event in registry.last_syncs() {
+            let name = if tenant.is_empty() { event.tool_set_id } else { format!("{tenant}/{}", event.tool_set_id) };
+            toolsets.insert(name, Value::from(event.event.name()));
         }
-        crate::ToolSource::Registry(registry) => registry
-            .last_syncs()
-            .into_iter()
-            .map(|event| (event.tool_set_id, Value::from(event.event.name())))
-            .collect(),
-    };
+    }
     let status = if draining { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
     json_response(status, &serde_json::json!({"ready": !draining, "toolsets": toolsets}))
 }

@@ -59,6 +59,8 @@ pub use http::{HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
 #[cfg(feature = "production")]
 pub use metrics::Metrics;
+#[cfg(feature = "production")]
+pub use server::Tenants;
 pub use server::{Approvals, McpServer, ToolSource};
 #[cfg(feature = "production")]
 pub use settings::{Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};

@@ -165,16 +165,19 @@ impl Metrics {
         self.instances.clear();
         self.memory.clear();
         self.sync.clear();
-        let pools = match source {
+        let mut pools = match source {
             ToolSource::Plugin(plugin) => vec![(plugin.name().to_owned(), plugin.pool_stats())],
-            ToolSource::Registry(registry) => {
-                for event in registry.last_syncs() {
-                    let state = event.event.name().to_owned();
-                    self.sync.get_or_create(&SyncLabels { toolset: event.tool_set_id.clone(), state }).set(1);
-                }
-                registry.pool_stats()
-            }
+            _ => Vec::new(),
         };
+        // A tenant's toolsets are labelled `<tenant>/<toolset>`.
+        for (tenant, registry) in source.registries() {
+            let label = |id: String| if tenant.is_empty() { id } else { format!("{tenant}/{id}") };
+            for event in registry.last_syncs() {
+                let state = event.event.name().to_owned();
+                self.sync.get_or_create(&SyncLabels { toolset: label(event.tool_set_id), state }).set(1);
+            }
+            pools.extend(registry.pool_stats().into_iter().map(|(id, stats)| (label(id), stats)));
+        }
         for (toolset, stats) in pools {
             let gauge = |state: &str| PoolLabels { toolset: toolset.clone(), state: state.to_owned() };
             self.instances.get_or_create(&gauge("idle")).set(stats.idle as i64);

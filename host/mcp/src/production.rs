@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::ToolSource;
 use crate::auth::{AuthFailure, Principal};
 use crate::http::{Front, json_response};
 
@@ -88,7 +87,7 @@ pub(crate) fn scope_refusal(
         return None;
     }
     let name = message.pointer("/params/name").and_then(Value::as_str)?;
-    let ToolSource::Registry(registry) = &front.source else { return None };
+    let crate::server::Resolved::Registry(registry) = front.source.resolve_parts(parts) else { return None };
     let tool = registry.tool(name).filter(|tool| tool.enabled)?;
     let missing: Vec<String> = tool.missing_scopes(&principal.scopes).into_iter().map(str::to_owned).collect();
     (!missing.is_empty()).then(|| refusal(front, &AuthFailure::InsufficientScope(missing)))

@@ -30,6 +30,65 @@ pub enum ToolSource {
     Plugin(Plugin),
     /// A registry, its tools under namespaced names.
     Registry(Arc<Registry>),
+    /// A registry chosen per caller by its token (the tool-set service
+    /// serves each workspace its own), its tools under namespaced names.
+    #[cfg(feature = "production")]
+    Tenants(Arc<dyn Tenants>),
+}
+
+/// Registries chosen per caller ([`ToolSource::Tenants`]).
+#[cfg(feature = "production")]
+pub trait Tenants: Send + Sync + 'static {
+    /// The registry whose tools this caller sees and calls (`None`: a
+    /// request with no principal, over stdio or without authorization).
+    fn registry_for(&self, principal: Option<&crate::auth::Principal>) -> Arc<Registry>;
+    /// Every registry, labelled, for metrics and readiness.
+    fn registries(&self) -> Vec<(String, Arc<Registry>)>;
+}
+
+/// The source a request is served from: the plugin, or the registry (the
+/// caller's, for [`ToolSource::Tenants`]).
+pub(crate) enum Resolved<'a> {
+    Plugin(&'a Plugin),
+    Registry(Arc<Registry>),
+}
+
+impl ToolSource {
+    /// What serves a request whose extensions are these.
+    pub(crate) fn resolve(&self, extensions: &rmcp::model::Extensions) -> Resolved<'_> {
+        let _ = extensions;
+        match self {
+            ToolSource::Plugin(plugin) => Resolved::Plugin(plugin),
+            ToolSource::Registry(registry) => Resolved::Registry(Arc::clone(registry)),
+            #[cfg(feature = "production")]
+            ToolSource::Tenants(tenants) => Resolved::Registry(tenants.registry_for(principal_in(extensions))),
+        }
+    }
+
+    /// What serves an HTTP request (its principal set by authorization).
+    #[cfg(feature = "production")]
+    pub(crate) fn resolve_parts(&self, parts: &axum::http::request::Parts) -> Resolved<'_> {
+        let _ = parts;
+        match self {
+            ToolSource::Plugin(plugin) => Resolved::Plugin(plugin),
+            ToolSource::Registry(registry) => Resolved::Registry(Arc::clone(registry)),
+            #[cfg(feature = "production")]
+            ToolSource::Tenants(tenants) => {
+                Resolved::Registry(tenants.registry_for(parts.extensions.get::<crate::auth::Principal>()))
+            }
+        }
+    }
+
+    /// Every registry behind it, labelled (none for a plugin).
+    #[cfg(feature = "http")]
+    pub(crate) fn registries(&self) -> Vec<(String, Arc<Registry>)> {
+        match self {
+            ToolSource::Plugin(_) => Vec::new(),
+            ToolSource::Registry(registry) => vec![(String::new(), Arc::clone(registry))],
+            #[cfg(feature = "production")]
+            ToolSource::Tenants(tenants) => tenants.registries(),
+        }
+    }
 }
 
 /// Who approves the calls of tools that require approval.
@@ -129,6 +188,12 @@ impl McpServer {
         }
     }
 
+    /// The same server over another source of tools.
+    pub fn with_source(mut self, source: ToolSource) -> Self {
+        self.source = source;
+        self
+    }
+
     /// Trace every `tools/call` with `tracing` (a span each, continuing
     /// the client's trace context, passed on to what the call reaches).
     #[cfg(feature = "production")]
@@ -164,10 +229,10 @@ impl McpServer {
     /// not is counted and traced as `(unknown)`, so made-up names cannot
     /// grow the metrics or the limits' state.
     #[cfg(feature = "production")]
-    fn serves(&self, name: &str) -> bool {
-        match &self.source {
-            ToolSource::Plugin(plugin) => plugin.tool(name).is_some(),
-            ToolSource::Registry(registry) => registry.tool(name).is_some_and(|tool| tool.enabled),
+    fn serves(&self, source: &Resolved<'_>, name: &str) -> bool {
+        match source {
+            Resolved::Plugin(plugin) => plugin.tool(name).is_some(),
+            Resolved::Registry(registry) => registry.tool(name).is_some_and(|tool| tool.enabled),
         }
     }
 
@@ -244,30 +309,38 @@ impl McpServer {
         self.tools_for(None)
     }
 
-    /// The tools a caller holding `scopes` may see (`None`: every tool).
+    /// The tools a caller holding `scopes` may see (`None`: every tool);
+    /// for [`ToolSource::Tenants`], those of the registry of a caller
+    /// without a principal.
     pub fn tools_for(&self, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
-        match &self.source {
-            ToolSource::Plugin(plugin) => {
-                let mut tools = plugin.tools().to_vec();
-                tools.sort_by(|a, b| a.name.cmp(&b.name));
-                tools
-            }
-            ToolSource::Registry(registry) => {
-                registry.tools().iter().filter(|t| t.permits(scopes)).map(|t| t.exposed()).collect()
-            }
-        }
+        tools_of(&self.source.resolve(&Default::default()), scopes)
     }
 
     async fn call(
-        &self,
+        source: &Resolved<'_>,
         name: &str,
         arguments: Value,
         approver: &dyn Approver,
         context: &CallContext,
     ) -> Result<toolhost_protocol::CallToolResult, Error> {
-        match &self.source {
-            ToolSource::Plugin(plugin) => plugin.call_tool_with(name, arguments, context).await,
-            ToolSource::Registry(registry) => registry.call_with(name, arguments, approver, context).await,
+        match source {
+            Resolved::Plugin(plugin) => plugin.call_tool_with(name, arguments, context).await,
+            Resolved::Registry(registry) => registry.call_with(name, arguments, approver, context).await,
+        }
+    }
+}
+
+/// The tools of `source` a caller holding `scopes` may see (`None`: every
+/// tool), sorted by name.
+fn tools_of(source: &Resolved<'_>, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
+    match source {
+        Resolved::Plugin(plugin) => {
+            let mut tools = plugin.tools().to_vec();
+            tools.sort_by(|a, b| a.name.cmp(&b.name));
+            tools
+        }
+        Resolved::Registry(registry) => {
+            registry.tools().iter().filter(|t| t.permits(scopes)).map(|t| t.exposed()).collect()
         }
     }
 }
@@ -447,7 +520,13 @@ impl Drop for Running {
 /// Who made the request, when `HttpServer` authenticated it.
 #[cfg(feature = "production")]
 fn principal(context: &RequestContext<RoleServer>) -> Option<&crate::auth::Principal> {
-    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
+    principal_in(&context.extensions)
+}
+
+/// The principal in a message's extensions (the HTTP request's).
+#[cfg(feature = "production")]
+fn principal_in(extensions: &rmcp::model::Extensions) -> Option<&crate::auth::Principal> {
+    extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
 }
 
 /// Who a request counts against for rate limits: the token's subject (by
@@ -476,6 +555,7 @@ impl McpServer {
     /// failure: `invalid_arguments`, `trap`, `timeout`...).
     async fn answer_call(
         &self,
+        source: &Resolved<'_>,
         name: String,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -502,7 +582,7 @@ impl McpServer {
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
-            outcome = self.call(&name, arguments, approver, &call_context) => outcome,
+            outcome = McpServer::call(source, &name, arguments, approver, &call_context) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");
                 return (Err(McpError::internal_error("the call was cancelled", None)), "cancelled");
@@ -585,7 +665,7 @@ impl rmcp::ServerHandler for McpServer {
             let _ = context;
             None
         };
-        let tools = self.tools_for(scopes).into_iter().map(wire::tool).collect();
+        let tools = tools_of(&self.source.resolve(&context.extensions), scopes).into_iter().map(wire::tool).collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -596,17 +676,16 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let _counted = Running::count(&self.running);
+        let source = self.source.resolve(&context.extensions);
         #[cfg(feature = "production")]
         let mut context = context;
         #[cfg(feature = "production")]
-        let label = if self.serves(&name) { name.as_str() } else { "(unknown)" };
+        let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
         #[cfg(feature = "production")]
         let span = self.tracer.as_ref().map(|tracer| {
-            let toolset = match &self.source {
-                ToolSource::Plugin(plugin) => plugin.name().to_owned(),
-                ToolSource::Registry(_) => {
-                    name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned()
-                }
+            let toolset = match &source {
+                Resolved::Plugin(plugin) => plugin.name().to_owned(),
+                Resolved::Registry(_) => name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned(),
             };
             let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
             let id = context.id.to_string();
@@ -638,7 +717,7 @@ impl rmcp::ServerHandler for McpServer {
         };
         #[cfg(feature = "production")]
         let (started, _running) = (std::time::Instant::now(), self.metrics.as_ref().map(|m| m.running()));
-        let (answer, outcome) = self.answer_call(name.clone(), request, context).await;
+        let (answer, outcome) = self.answer_call(&source, name.clone(), request, context).await;
         #[cfg(feature = "production")]
         {
             if let Some(metrics) = &self.metrics {
@@ -659,9 +738,9 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
         let call = self.call_context(&context);
-        let prompts = match &self.source {
-            ToolSource::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
-            ToolSource::Registry(registry) => registry.list_prompts(&call).await,
+        let prompts = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
+            Resolved::Registry(registry) => registry.list_prompts(&call).await,
         };
         Ok(rmcp::model::ListPromptsResult::with_all_items(to_rmcp(prompts)?))
     }
@@ -672,9 +751,9 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
         let call = self.call_context(&context);
-        let result = match &self.source {
-            ToolSource::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
-            ToolSource::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
+        let result = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
+            Resolved::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
         };
         let result: rmcp::model::GetPromptResult = to_rmcp(result.map_err(offer_error)?)?;
         Ok(result.into())
@@ -686,9 +765,9 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
         let call = self.call_context(&context);
-        let resources = match &self.source {
-            ToolSource::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
-            ToolSource::Registry(registry) => registry.list_resources(&call).await,
+        let resources = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
+            Resolved::Registry(registry) => registry.list_resources(&call).await,
         };
         Ok(rmcp::model::ListResourcesResult::with_all_items(to_rmcp(resources)?))
     }
@@ -699,11 +778,11 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
         let call = self.call_context(&context);
-        let templates = match &self.source {
-            ToolSource::Plugin(plugin) => {
+        let templates = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => {
                 plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
             }
-            ToolSource::Registry(registry) => registry.list_resource_templates(&call).await,
+            Resolved::Registry(registry) => registry.list_resource_templates(&call).await,
         };
         Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(to_rmcp(templates)?))
     }
@@ -714,9 +793,9 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
         let call = self.call_context(&context);
-        let result = match &self.source {
-            ToolSource::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
-            ToolSource::Registry(registry) => registry.read_resource(&request.uri, &call).await,
+        let result = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
+            Resolved::Registry(registry) => registry.read_resource(&request.uri, &call).await,
         };
         let result: rmcp::model::ReadResourceResult = to_rmcp(result.map_err(offer_error)?)?;
         Ok(result.into())
@@ -733,9 +812,9 @@ impl rmcp::ServerHandler for McpServer {
         let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
             arguments.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<toolhost::protocol::JsonObject>()
         });
-        let result = match &self.source {
-            ToolSource::Plugin(plugin) => plugin.complete(&reference, argument, arguments, &call).await,
-            ToolSource::Registry(registry) => registry.complete(&reference, argument, arguments, &call).await,
+        let result = match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => plugin.complete(&reference, argument, arguments, &call).await,
+            Resolved::Registry(registry) => registry.complete(&reference, argument, arguments, &call).await,
         };
         to_rmcp(result.map_err(offer_error)?)
     }
@@ -758,20 +837,20 @@ impl rmcp::ServerHandler for McpServer {
         Ok(())
     }
 
-    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         let call = CallContext::new();
-        match &self.source {
-            ToolSource::Plugin(plugin) => {
+        match self.source.resolve(&context.extensions) {
+            Resolved::Plugin(plugin) => {
                 if let Err(error) = plugin.roots_list_changed(&call).await {
                     tracing::warn!("the plugin could not be told the roots changed: {error}");
                 }
             }
-            ToolSource::Registry(registry) => registry.roots_list_changed(&call).await,
+            Resolved::Registry(registry) => registry.roots_list_changed(&call).await,
         }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let ToolSource::Registry(registry) = &self.source else { return };
+        let Resolved::Registry(registry) = self.source.resolve(&context.extensions) else { return };
         let mut changes = registry.subscribe();
         let peer = context.peer.clone();
         tokio::spawn(async move {

@@ -34,6 +34,9 @@ pub struct ServeSettings {
     /// Metrics and logs.
     #[serde(default)]
     pub telemetry: TelemetrySettings,
+    /// The tool-set service (`toolhost-service` reads it): its store, the
+    /// hosts and plugin directories tenants may name.
+    pub service: Option<serde_json::Value>,
 }
 
 impl ServeSettings {

@@ -1,0 +1,116 @@
+//! The tool-set service (`../shared/spec/toolset-service.md`): a REST API
+//! at `/v1/tool_sets` that creates, changes and removes tool sets and
+//! their tools at run time, persisted in SQLite (`sqlite://PATH`, the
+//! embedded default) or PostgreSQL (`postgres://...`, shared by many
+//! instances), on the same registries that serve MCP: what the API changes
+//! is what agents see.
+//!
+//! Every request carries a bearer token (the `serve.auth` of
+//! `toolhost-mcp`); its claims name the account, workspace and profile
+//! ([`Actor`]). Reads and writes are scoped to that workspace, and the MCP
+//! endpoint serves each workspace's tools to that workspace's tokens (one
+//! [`toolhost::Registry`] per workspace, [`toolhost_mcp::Tenants`]).
+//!
+//! `toolhost serve --http ADDR --config FILE --store URL` runs it; see the
+//! README's "Tool-set service" section.
+
+mod actor;
+mod api;
+pub mod model;
+mod settings;
+pub mod store;
+mod workspaces;
+
+use std::sync::Arc;
+
+pub use actor::Actor;
+pub use settings::{ServiceSettings, SettingsError};
+pub use store::{Backend, Store, StoreError};
+pub use workspaces::Workspaces;
+
+/// A new prefixed ULID: `toolset_01H...`, `tool_01H...`, `event_01H...`.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", ulid::Ulid::new())
+}
+
+/// Now, as RFC 3339 UTC with milliseconds (sorts in time order).
+pub(crate) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Unix seconds now.
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The service: its store, its workspaces' registries, its API.
+#[derive(Clone)]
+pub struct Service {
+    store: Store,
+    workspaces: Arc<Workspaces>,
+    settings: Arc<ServiceSettings>,
+    auth: Arc<toolhost_mcp::auth::Authenticator>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("store", &self.store.backend()).finish_non_exhaustive()
+    }
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The store could not be opened.
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+    /// The settings are unusable.
+    #[error("{0}")]
+    Settings(#[from] SettingsError),
+}
+
+impl Service {
+    /// Open the store, load every workspace's tool sets into its registry,
+    /// and start following the store (other instances' changes). Requests
+    /// are authenticated by `auth`.
+    pub async fn start(
+        settings: ServiceSettings,
+        auth: Arc<toolhost_mcp::auth::Authenticator>,
+        runtime: toolhost::Runtime,
+    ) -> Result<Service, ServiceError> {
+        settings.check()?;
+        let store = Store::open(&settings.store).await?;
+        let settings = Arc::new(settings);
+        let workspaces = Workspaces::new(store.clone(), Arc::clone(&settings), runtime);
+        workspaces.load_all().await?;
+        Workspaces::follow(&workspaces);
+        Ok(Service { store, workspaces, settings, auth })
+    }
+
+    /// The registries, one per workspace, for the MCP server
+    /// ([`toolhost_mcp::ToolSource::Tenants`]).
+    pub fn tenants(&self) -> Arc<Workspaces> {
+        Arc::clone(&self.workspaces)
+    }
+
+    /// The `/v1` routes.
+    pub fn routes(&self) -> axum::Router {
+        api::routes(self.clone())
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_are_prefixed_ulids() {
+        let id = super::new_id("toolset");
+        assert!(id.starts_with("toolset_01") || id.starts_with("toolset_0"), "{id}");
+        assert_eq!(id.len(), "toolset_".len() + 26);
+    }
+}

@@ -1,0 +1,129 @@
+//! The service's settings: the toolsets file's `serve.service` section
+//! (and `--store`).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `serve.service`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServiceSettings {
+    /// `sqlite://PATH` or `postgres://USER@HOST/DB`.
+    pub store: String,
+    /// The hosts `mcp` and `http` adapters may reach (`host`, `host:port`,
+    /// `*.domain`; `*` for any): what a tenant names must be here.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Directories whose `.wasm` files `uri` adapters may name with
+    /// `file://` (none: only `https://` with a digest and `oci://`).
+    #[serde(default)]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// How often to look for other instances' changes, in milliseconds
+    /// (default 1000).
+    pub poll_millis: Option<u64>,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("serve.service: {0}")]
+pub struct SettingsError(pub String);
+
+impl ServiceSettings {
+    /// Settings for a store, nothing else allowed.
+    pub fn new(store: impl Into<String>) -> Self {
+        ServiceSettings { store: store.into(), allowed_hosts: Vec::new(), plugin_dirs: Vec::new(), poll_millis: None }
+    }
+
+    /// Read the `serve.service` section.
+    pub fn from_section(section: &serde_json::Value) -> Result<Self, SettingsError> {
+        serde_json::from_value(section.clone()).map_err(|e| SettingsError(e.to_string()))
+    }
+
+    /// Check what serde cannot.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        if !(self.store.starts_with("sqlite://")
+            || self.store.starts_with("postgres://")
+            || self.store.starts_with("postgresql://"))
+        {
+            return Err(SettingsError(format!(
+                "store `{}` is neither sqlite://PATH nor postgres://...",
+                redact(&self.store)
+            )));
+        }
+        if self.poll_millis == Some(0) {
+            return Err(SettingsError("pollMillis must be at least 1".to_owned()));
+        }
+        for dir in &self.plugin_dirs {
+            if !dir.is_absolute() {
+                return Err(SettingsError(format!("pluginDirs: `{}` is not an absolute path", dir.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// The store's URL without its password (for messages).
+    pub fn store_redacted(&self) -> String {
+        redact(&self.store)
+    }
+
+    /// How often to poll the store.
+    pub fn poll_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.poll_millis.unwrap_or(1000))
+    }
+
+    /// Whether a tenant's adapter may reach `host` (`port`).
+    pub fn allows_host(&self, host: &str, port: Option<u16>) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        self.allowed_hosts.iter().any(|pattern| {
+            let pattern = pattern.to_ascii_lowercase();
+            if pattern == "*" {
+                return true;
+            }
+            let (name, wanted_port) = match pattern.rsplit_once(':') {
+                Some((name, p)) if !name.contains(':') || name.ends_with(']') => (name.to_owned(), p.parse().ok()),
+                _ => (pattern.clone(), None),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            let name_ok = match name.strip_prefix("*.") {
+                Some(domain) => host.ends_with(&format!(".{domain}")),
+                None => host == name,
+            };
+            name_ok && (wanted_port.is_none() || wanted_port == port)
+        })
+    }
+}
+
+/// A store URL without its password.
+pub(crate) fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_allowed_by_name_port_and_domain() {
+        let mut settings = ServiceSettings::new("sqlite:///tmp/x.db");
+        settings.allowed_hosts = vec!["127.0.0.1:8080".into(), "*.example.com".into(), "api.test".into()];
+        assert!(settings.allows_host("127.0.0.1", Some(8080)));
+        assert!(!settings.allows_host("127.0.0.1", Some(9090)));
+        assert!(settings.allows_host("tools.example.com", Some(443)));
+        assert!(!settings.allows_host("example.com.evil", Some(443)));
+        assert!(settings.allows_host("API.test", None));
+        assert!(!settings.allows_host("169.254.169.254", Some(80)));
+    }
+
+    #[test]
+    fn a_password_is_not_shown() {
+        assert_eq!(redact("postgres://u:secret@db/x"), "postgres://u:***@db/x");
+    }
+}

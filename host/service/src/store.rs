@@ -1,0 +1,718 @@
+//! Where tool sets, tools and events live: SQLite (a file, the embedded
+//! default) or PostgreSQL (shared by many instances), through sqlx's Any
+//! driver with SQL both understand. Every statement that changes a row
+//! names the version it expects, so concurrent writers never overwrite each
+//! other: one wins, the others get [`StoreError::Conflict`]. A write is
+//! committed (SQLite: `synchronous = FULL`, WAL) before it is answered.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+/// A store's failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store URL is not one of `sqlite://PATH` or `postgres://...`.
+    #[error("unsupported store `{0}`: give sqlite://PATH or postgres://USER@HOST/DB")]
+    Unsupported(String),
+    /// No such row in this workspace.
+    #[error("not found")]
+    NotFound,
+    /// The row changed since the version given, or a unique name is taken.
+    #[error("{0}")]
+    Conflict(String),
+    /// The database failed.
+    #[error("the store failed: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("the store's migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored JSON column did not parse (the store was changed by hand).
+    #[error("a stored value is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// Which database a store is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// A tool set as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSetRow {
+    /// `toolset_01H...`.
+    pub id: String,
+    /// Its account.
+    pub account_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// The profile that created it.
+    pub profile_id: String,
+    /// Its name (unique in the workspace; its tools are `<name>__<tool>`).
+    pub name: String,
+    /// An id in the caller's system.
+    pub external_id: Option<String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its spec, as the API took it.
+    pub spec: Value,
+    /// Its creator's profile.
+    pub created_by: Value,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Its resource version.
+    pub version: i64,
+    /// Bumped by every change of it or its tools.
+    pub revision: i64,
+    /// How many tools it has (not archived), once synced.
+    pub tool_count: Option<i64>,
+    /// Its last sync's outcome event.
+    pub last_sync: Option<Value>,
+}
+
+/// A tool as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRow {
+    /// `tool_01H...`.
+    pub id: String,
+    /// Its tool set.
+    pub tool_set_id: String,
+    /// Its account.
+    pub account_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// The profile that created it.
+    pub profile_id: String,
+    /// Its name (unique in its tool set).
+    pub name: String,
+    /// An id in the caller's system.
+    pub external_id: Option<String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its spec.
+    pub spec: Value,
+    /// Its creator's profile.
+    pub created_by: Value,
+    /// `api` or `sync`.
+    pub origin: String,
+    /// For a synced tool: available (`true`) or filtered (`false`) as set
+    /// through the API, whatever the sync found.
+    pub enabled_override: Option<bool>,
+    /// For a synced tool: whether calls need approval, as set through the
+    /// API.
+    pub approval_override: Option<bool>,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Its resource version.
+    pub version: i64,
+}
+
+/// An event as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    /// `event_01H...`.
+    pub id: String,
+    /// Its tool set.
+    pub tool_set_id: String,
+    /// Its account.
+    pub account_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// `{"SyncStarted": {...}}` and the like.
+    pub event: Value,
+    /// Which instance.
+    pub info: Value,
+    /// When.
+    pub created_at: String,
+}
+
+/// A tool a sync found, to be recorded.
+#[derive(Debug, Clone)]
+pub struct SyncedTool {
+    /// Its name on the source.
+    pub name: String,
+    /// Its spec (status included).
+    pub spec: Value,
+}
+
+/// The store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+static SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+const TOOL_SET_COLUMNS: &str = "id, account_id, workspace_id, profile_id, name, external_id, labels, spec, created_by, \
+     created_at, updated_at, version, revision, tool_count, last_sync";
+const TOOL_COLUMNS: &str = "id, tool_set_id, account_id, workspace_id, profile_id, name, external_id, labels, spec, \
+     created_by, origin, created_at, updated_at, version, enabled_override, approval_override";
+
+impl Store {
+    /// Open the store at `url` (`sqlite://PATH`, the file made if missing;
+    /// `postgres://...`) and bring its schema up to date.
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = if let Some(path) = url.strip_prefix("sqlite://") {
+            let path = path.split('?').next().unwrap_or(path);
+            if path.is_empty() {
+                return Err(StoreError::Unsupported(url.to_owned()));
+            }
+            (Backend::Sqlite, format!("sqlite://{path}?mode=rwc"))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            (Backend::Postgres, url.to_owned())
+        } else {
+            return Err(StoreError::Unsupported(url.to_owned()));
+        };
+        let pool = AnyPoolOptions::new()
+            // SQLite has one writer at a time: a few connections, each
+            // waiting its turn rather than failing busy.
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
+            .acquire_timeout(Duration::from_secs(30))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        use sqlx::Executor as _;
+                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA synchronous = FULL").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        match backend {
+            Backend::Sqlite => SQLITE.run(&pool).await?,
+            Backend::Postgres => POSTGRES.run(&pool).await?,
+        }
+        Ok(Store { pool, backend })
+    }
+
+    /// Which database it is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A page of a workspace's tool sets, by id, after `after`.
+    pub async fn list_tool_sets(
+        &self,
+        workspace: &str,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<ToolSetRow>, StoreError> {
+        let sql = format!(
+            "SELECT {TOOL_SET_COLUMNS} FROM tool_sets WHERE workspace_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let rows = sqlx::query(&sql).bind(workspace).bind(after).bind(limit).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_set_row).collect()
+    }
+
+    /// Every tool set of every workspace (to load them all at start).
+    pub async fn all_tool_sets(&self) -> Result<Vec<ToolSetRow>, StoreError> {
+        let sql = format!("SELECT {TOOL_SET_COLUMNS} FROM tool_sets ORDER BY workspace_id, id");
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_set_row).collect()
+    }
+
+    /// Every tool set of one workspace.
+    pub async fn workspace_tool_sets(&self, workspace: &str) -> Result<Vec<ToolSetRow>, StoreError> {
+        let sql = format!("SELECT {TOOL_SET_COLUMNS} FROM tool_sets WHERE workspace_id = $1 ORDER BY id");
+        let rows = sqlx::query(&sql).bind(workspace).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_set_row).collect()
+    }
+
+    /// Each tool set's workspace and revision, by id: what instances
+    /// sharing the store compare to find each other's changes.
+    pub async fn revisions(&self) -> Result<BTreeMap<String, (String, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT id, workspace_id, revision FROM tool_sets").fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("id")?, (row.try_get("workspace_id")?, row.try_get("revision")?))))
+            .collect()
+    }
+
+    /// One tool set of a workspace.
+    pub async fn get_tool_set(&self, workspace: &str, id: &str) -> Result<ToolSetRow, StoreError> {
+        let sql = format!("SELECT {TOOL_SET_COLUMNS} FROM tool_sets WHERE workspace_id = $1 AND id = $2");
+        let row = sqlx::query(&sql).bind(workspace).bind(id).fetch_optional(&self.pool).await?;
+        tool_set_row(&row.ok_or(StoreError::NotFound)?)
+    }
+
+    /// Add a tool set; its name must be free in its workspace.
+    pub async fn create_tool_set(&self, row: &ToolSetRow) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        );
+        sqlx::query(&sql)
+            .bind(&row.id)
+            .bind(&row.account_id)
+            .bind(&row.workspace_id)
+            .bind(&row.profile_id)
+            .bind(&row.name)
+            .bind(row.external_id.as_deref())
+            .bind(json_text(&row.labels))
+            .bind(row.spec.to_string())
+            .bind(row.created_by.to_string())
+            .bind(&row.created_at)
+            .bind(&row.updated_at)
+            .bind(row.version)
+            .bind(row.revision)
+            .bind(row.tool_count)
+            .bind(row.last_sync.as_ref().map(Value::to_string))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| name_taken(e, &row.name))?;
+        Ok(())
+    }
+
+    /// Change a tool set's name, external id, labels and spec, if its
+    /// version is still `expected` (any version when `None`); returns it
+    /// changed.
+    pub async fn update_tool_set(
+        &self,
+        workspace: &str,
+        id: &str,
+        expected: Option<i64>,
+        change: &ToolSetRow,
+    ) -> Result<ToolSetRow, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tool_sets SET name = $1, external_id = $2, labels = $3, spec = $4, updated_at = $5, \
+             version = version + 1, revision = revision + 1 \
+             WHERE workspace_id = $6 AND id = $7 AND ($8 < 0 OR version = $8)",
+        )
+        .bind(&change.name)
+        .bind(change.external_id.as_deref())
+        .bind(json_text(&change.labels))
+        .bind(change.spec.to_string())
+        .bind(&change.updated_at)
+        .bind(workspace)
+        .bind(id)
+        .bind(expected.unwrap_or(-1))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| name_taken(e, &change.name))?;
+        if done.rows_affected() == 0 {
+            let current = self.get_tool_set(workspace, id).await?;
+            return Err(changed_since(current.version, expected));
+        }
+        self.get_tool_set(workspace, id).await
+    }
+
+    /// Remove a tool set and its tools, if its version is still `expected`.
+    pub async fn delete_tool_set(&self, workspace: &str, id: &str, expected: Option<i64>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM tools WHERE tool_set_id = $1 AND workspace_id = $2")
+            .bind(id)
+            .bind(workspace)
+            .execute(&mut *tx)
+            .await?;
+        let done =
+            sqlx::query("DELETE FROM tool_sets WHERE workspace_id = $1 AND id = $2 AND ($3 < 0 OR version = $3)")
+                .bind(workspace)
+                .bind(id)
+                .bind(expected.unwrap_or(-1))
+                .execute(&mut *tx)
+                .await?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            let current = self.get_tool_set(workspace, id).await?;
+            return Err(changed_since(current.version, expected));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A page of a tool set's tools, by id.
+    pub async fn list_tools(
+        &self,
+        workspace: &str,
+        tool_set: &str,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<ToolRow>, StoreError> {
+        let sql = format!(
+            "SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = $1 AND tool_set_id = $2 AND id > $3 ORDER BY id LIMIT $4"
+        );
+        let rows =
+            sqlx::query(&sql).bind(workspace).bind(tool_set).bind(after).bind(limit).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_row).collect()
+    }
+
+    /// Every tool of a tool set.
+    pub async fn tools_of(&self, tool_set: &str) -> Result<Vec<ToolRow>, StoreError> {
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE tool_set_id = $1 ORDER BY id");
+        let rows = sqlx::query(&sql).bind(tool_set).fetch_all(&self.pool).await?;
+        rows.iter().map(tool_row).collect()
+    }
+
+    /// One tool of a tool set.
+    pub async fn get_tool(&self, workspace: &str, tool_set: &str, id: &str) -> Result<ToolRow, StoreError> {
+        let sql = format!("SELECT {TOOL_COLUMNS} FROM tools WHERE workspace_id = $1 AND tool_set_id = $2 AND id = $3");
+        let row = sqlx::query(&sql).bind(workspace).bind(tool_set).bind(id).fetch_optional(&self.pool).await?;
+        tool_row(&row.ok_or(StoreError::NotFound)?)
+    }
+
+    /// Add a tool to a tool set (its name free in the set); the tool set's
+    /// revision moves.
+    pub async fn create_tool(&self, row: &ToolRow) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let bumped = sqlx::query("UPDATE tool_sets SET revision = revision + 1 WHERE id = $1 AND workspace_id = $2")
+            .bind(&row.tool_set_id)
+            .bind(&row.workspace_id)
+            .execute(&mut *tx)
+            .await?;
+        if bumped.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        let sql = format!(
+            "INSERT INTO tools ({TOOL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+        );
+        sqlx::query(&sql)
+            .bind(&row.id)
+            .bind(&row.tool_set_id)
+            .bind(&row.account_id)
+            .bind(&row.workspace_id)
+            .bind(&row.profile_id)
+            .bind(&row.name)
+            .bind(row.external_id.as_deref())
+            .bind(json_text(&row.labels))
+            .bind(row.spec.to_string())
+            .bind(row.created_by.to_string())
+            .bind(&row.origin)
+            .bind(&row.created_at)
+            .bind(&row.updated_at)
+            .bind(row.version)
+            .bind(row.enabled_override.map(i64::from))
+            .bind(row.approval_override.map(i64::from))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| name_taken(e, &row.name))?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Change a tool, if its version is still `expected`.
+    pub async fn update_tool(
+        &self,
+        workspace: &str,
+        tool_set: &str,
+        id: &str,
+        expected: Option<i64>,
+        change: &ToolRow,
+    ) -> Result<ToolRow, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE tool_sets SET revision = revision + 1 WHERE id = $1 AND workspace_id = $2")
+            .bind(tool_set)
+            .bind(workspace)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query(
+            "UPDATE tools SET name = $1, external_id = $2, labels = $3, spec = $4, updated_at = $5, version = version + 1, \
+             enabled_override = $10, approval_override = $11 \
+             WHERE workspace_id = $6 AND tool_set_id = $7 AND id = $8 AND ($9 < 0 OR version = $9)",
+        )
+        .bind(&change.name)
+        .bind(change.external_id.as_deref())
+        .bind(json_text(&change.labels))
+        .bind(change.spec.to_string())
+        .bind(&change.updated_at)
+        .bind(workspace)
+        .bind(tool_set)
+        .bind(id)
+        .bind(expected.unwrap_or(-1))
+        .bind(change.enabled_override.map(i64::from))
+        .bind(change.approval_override.map(i64::from))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| name_taken(e, &change.name))?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            let current = self.get_tool(workspace, tool_set, id).await?;
+            return Err(changed_since(current.version, expected));
+        }
+        tx.commit().await?;
+        self.get_tool(workspace, tool_set, id).await
+    }
+
+    /// Remove a tool, if its version is still `expected`.
+    pub async fn delete_tool(
+        &self,
+        workspace: &str,
+        tool_set: &str,
+        id: &str,
+        expected: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE tool_sets SET revision = revision + 1 WHERE id = $1 AND workspace_id = $2")
+            .bind(tool_set)
+            .bind(workspace)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query(
+            "DELETE FROM tools WHERE workspace_id = $1 AND tool_set_id = $2 AND id = $3 AND ($4 < 0 OR version = $4)",
+        )
+        .bind(workspace)
+        .bind(tool_set)
+        .bind(id)
+        .bind(expected.unwrap_or(-1))
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            let current = self.get_tool(workspace, tool_set, id).await?;
+            return Err(changed_since(current.version, expected));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Take (or keep) the right to record `tool_set`'s syncs until
+    /// `until` (Unix seconds): whether this instance has it. The instance
+    /// that changed a tool set has it first; after it lapses, the first
+    /// instance to sync takes it.
+    pub async fn claim_sync(&self, tool_set: &str, instance: &str, now: i64, until: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tool_sets SET sync_owner = $1, sync_until = $2 \
+             WHERE id = $3 AND (sync_owner IS NULL OR sync_owner = $1 OR sync_until < $4)",
+        )
+        .bind(instance)
+        .bind(until)
+        .bind(tool_set)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Append an event.
+    pub async fn record_event(&self, event: &EventRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO events (id, tool_set_id, account_id, workspace_id, event, info, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&event.id)
+        .bind(&event.tool_set_id)
+        .bind(&event.account_id)
+        .bind(&event.workspace_id)
+        .bind(event.event.to_string())
+        .bind(event.info.to_string())
+        .bind(&event.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A page of a tool set's events, oldest first, after `after` (an
+    /// event id).
+    pub async fn list_events(
+        &self,
+        workspace: &str,
+        tool_set: &str,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, tool_set_id, account_id, workspace_id, event, info, created_at FROM events \
+             WHERE workspace_id = $1 AND tool_set_id = $2 \
+             AND seq > COALESCE((SELECT seq FROM events WHERE id = $3), 0) ORDER BY seq LIMIT $4",
+        )
+        .bind(workspace)
+        .bind(tool_set)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(EventRow {
+                    id: row.try_get("id")?,
+                    tool_set_id: row.try_get("tool_set_id")?,
+                    account_id: row.try_get("account_id")?,
+                    workspace_id: row.try_get("workspace_id")?,
+                    event: json_column(row, "event")?,
+                    info: json_column(row, "info")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Record a sync's outcome alone (one that failed: the tools recorded
+    /// before stay as they were).
+    pub async fn apply_sync_outcome(&self, tool_set: &str, last_sync: &Value) -> Result<(), StoreError> {
+        sqlx::query("UPDATE tool_sets SET last_sync = $1, revision = revision + 1 WHERE id = $2")
+            .bind(last_sync.to_string())
+            .bind(tool_set)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Record what a sync of `tool_set` found: each tool's spec (status
+    /// included), inserted or updated by name; tools of an earlier sync it
+    /// did not find become archived; the tool count and last sync are set.
+    /// Tools made through the API are left alone.
+    pub async fn apply_sync(
+        &self,
+        tool_set: &ToolSetRow,
+        found: &[SyncedTool],
+        system: &Value,
+        last_sync: &Value,
+        now: &str,
+    ) -> Result<(), StoreError> {
+        let existing = self.tools_of(&tool_set.id).await?;
+        let mut tx = self.pool.begin().await?;
+        // Write first: SQLite takes its write lock here, not on a later
+        // upgrade that could find the database busy.
+        let bumped =
+            sqlx::query("UPDATE tool_sets SET tool_count = $1, last_sync = $2, revision = revision + 1 WHERE id = $3")
+                .bind(found.len() as i64)
+                .bind(last_sync.to_string())
+                .bind(&tool_set.id)
+                .execute(&mut *tx)
+                .await?;
+        if bumped.rows_affected() == 0 {
+            // Deleted meanwhile: nothing to record.
+            return Ok(());
+        }
+        for tool in found {
+            match existing.iter().find(|row| row.name == tool.name) {
+                Some(row) if row.origin != "sync" => {}
+                Some(row) if row.spec == tool.spec => {}
+                Some(row) => {
+                    sqlx::query("UPDATE tools SET spec = $1, updated_at = $2, version = version + 1 WHERE id = $3")
+                        .bind(tool.spec.to_string())
+                        .bind(now)
+                        .bind(&row.id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                None => {
+                    let sql = format!(
+                        "INSERT INTO tools ({TOOL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, NULL, '{{}}', $7, $8, 'sync', $9, $9, 1, NULL, NULL)"
+                    );
+                    sqlx::query(&sql)
+                        .bind(crate::new_id("tool"))
+                        .bind(&tool_set.id)
+                        .bind(&tool_set.account_id)
+                        .bind(&tool_set.workspace_id)
+                        .bind(&tool_set.profile_id)
+                        .bind(&tool.name)
+                        .bind(tool.spec.to_string())
+                        .bind(system.to_string())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        for row in existing.iter().filter(|row| row.origin == "sync") {
+            if found.iter().any(|tool| tool.name == row.name) {
+                continue;
+            }
+            let mut spec = row.spec.clone();
+            if spec["status"] == "TOOL_STATUS_ARCHIVED" {
+                continue;
+            }
+            spec["status"] = Value::from("TOOL_STATUS_ARCHIVED");
+            sqlx::query("UPDATE tools SET spec = $1, updated_at = $2, version = version + 1 WHERE id = $3")
+                .bind(spec.to_string())
+                .bind(now)
+                .bind(&row.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+fn json_text(labels: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(labels).unwrap_or_else(|_| "{}".to_owned())
+}
+
+fn json_column(row: &AnyRow, column: &str) -> Result<Value, StoreError> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+}
+
+fn labels_column(row: &AnyRow) -> Result<BTreeMap<String, String>, StoreError> {
+    let text: String = row.try_get("labels")?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("labels: {e}")))
+}
+
+fn tool_set_row(row: &AnyRow) -> Result<ToolSetRow, StoreError> {
+    let last_sync: Option<String> = row.try_get("last_sync")?;
+    Ok(ToolSetRow {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        profile_id: row.try_get("profile_id")?,
+        name: row.try_get("name")?,
+        external_id: row.try_get("external_id")?,
+        labels: labels_column(row)?,
+        spec: json_column(row, "spec")?,
+        created_by: json_column(row, "created_by")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        version: row.try_get("version")?,
+        revision: row.try_get("revision")?,
+        tool_count: row.try_get("tool_count")?,
+        last_sync: last_sync
+            .map(|text| serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("last_sync: {e}"))))
+            .transpose()?,
+    })
+}
+
+fn tool_row(row: &AnyRow) -> Result<ToolRow, StoreError> {
+    Ok(ToolRow {
+        id: row.try_get("id")?,
+        tool_set_id: row.try_get("tool_set_id")?,
+        account_id: row.try_get("account_id")?,
+        workspace_id: row.try_get("workspace_id")?,
+        profile_id: row.try_get("profile_id")?,
+        name: row.try_get("name")?,
+        external_id: row.try_get("external_id")?,
+        labels: labels_column(row)?,
+        spec: json_column(row, "spec")?,
+        created_by: json_column(row, "created_by")?,
+        origin: row.try_get("origin")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        version: row.try_get("version")?,
+        enabled_override: row.try_get::<Option<i64>, _>("enabled_override")?.map(|v| v != 0),
+        approval_override: row.try_get::<Option<i64>, _>("approval_override")?.map(|v| v != 0),
+    })
+}
+
+/// A unique-name violation as a conflict naming the name.
+fn name_taken(error: sqlx::Error, name: &str) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::Conflict(format!("the name `{name}` is taken"))
+        }
+        _ => StoreError::Database(error),
+    }
+}
+
+fn changed_since(current: i64, expected: Option<i64>) -> StoreError {
+    StoreError::Conflict(match expected {
+        Some(expected) => format!("the resource is at version {current}, not {expected}: read it again"),
+        None => "the resource changed meanwhile: read it again".to_owned(),
+    })
+}

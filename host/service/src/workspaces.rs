@@ -1,0 +1,401 @@
+//! One registry per workspace, following the store.
+//!
+//! A workspace's tool sets become toolsets of its registry, named by the
+//! tool set's name (so an agent of the workspace sees `<name>__<tool>`).
+//! After a change through the API, the instance that made it brings the
+//! workspace's registry in line at once (the registry reloads only what
+//! changed) and records what the sync did: events and each tool's status.
+//! Every instance also polls the store for tool sets whose revision moved
+//! (other instances' changes) and reloads those workspaces; MCP clients of
+//! a registry that changed get `notifications/tools/list_changed`.
+//!
+//! Syncs are recorded by one instance per tool set: the one holding its
+//! sync claim in the store (taken by the instance that changed it; after
+//! it lapses, by the first to see a change), so two instances following
+//! the same MCP server do not record each change twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Value, json};
+use toolhost::{Registry, ToolsetConfig};
+use toolhost_mcp::auth::Principal;
+
+use crate::actor::{Actor, system_profile};
+use crate::model::ToolSetSpec;
+use crate::settings::ServiceSettings;
+use crate::store::{EventRow, Store, StoreError, SyncedTool, ToolRow, ToolSetRow};
+
+/// How long the instance that changed a tool set keeps the right to record
+/// its syncs (seconds).
+const CLAIM_SECONDS: i64 = 30;
+
+/// What this instance last saw of a tool set's sync: its outcome and its
+/// tools (to record only what changed).
+type Seen = (Value, Vec<(String, Value)>);
+
+/// The registries of every workspace, and what keeps them in line with
+/// the store.
+pub struct Workspaces {
+    store: Store,
+    settings: Arc<ServiceSettings>,
+    runtime: toolhost::Runtime,
+    registries: RwLock<HashMap<String, Arc<Registry>>>,
+    /// Served to callers whose workspace has no tool sets.
+    empty: Arc<Registry>,
+    /// One sync at a time per workspace.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each tool set's revision as last applied here, with its workspace.
+    applied: Mutex<BTreeMap<String, (String, i64)>>,
+    /// What was last recorded of each tool set.
+    seen: Mutex<HashMap<String, Seen>>,
+    /// Workspaces with a sync not recorded because another instance held
+    /// the claim: tried again on each poll until recorded (by this
+    /// instance once the claim lapses, if the other did not record it).
+    pending: Mutex<std::collections::BTreeSet<String>>,
+    /// This instance's id, in the events it records.
+    instance: String,
+}
+
+impl std::fmt::Debug for Workspaces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspaces").field("instance", &self.instance).finish_non_exhaustive()
+    }
+}
+
+impl toolhost_mcp::Tenants for Workspaces {
+    fn registry_for(&self, principal: Option<&Principal>) -> Arc<Registry> {
+        let Some(actor) = principal.and_then(|p| Actor::of(p).ok()) else { return Arc::clone(&self.empty) };
+        self.read().get(&actor.workspace_id).cloned().unwrap_or_else(|| Arc::clone(&self.empty))
+    }
+
+    fn registries(&self) -> Vec<(String, Arc<Registry>)> {
+        let mut all: Vec<_> = self.read().iter().map(|(id, r)| (id.clone(), Arc::clone(r))).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+impl Workspaces {
+    pub(crate) fn new(store: Store, settings: Arc<ServiceSettings>, runtime: toolhost::Runtime) -> Arc<Workspaces> {
+        let empty = Arc::new(Registry::with_runtime(runtime.clone(), Arc::new(toolhost::NoSecrets)));
+        Arc::new(Workspaces {
+            store,
+            settings,
+            runtime,
+            registries: RwLock::default(),
+            empty,
+            locks: Mutex::default(),
+            applied: Mutex::default(),
+            seen: Mutex::default(),
+            pending: Mutex::default(),
+            instance: crate::new_id("instance"),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Registry>>> {
+        self.registries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registry of a workspace, made when first needed.
+    pub fn registry(&self, workspace: &str) -> Arc<Registry> {
+        if let Some(registry) = self.read().get(workspace) {
+            return Arc::clone(registry);
+        }
+        let mut registries = self.registries.write().unwrap_or_else(|e| e.into_inner());
+        let registry = registries.entry(workspace.to_owned()).or_insert_with(|| {
+            Arc::new(
+                Registry::with_runtime(self.runtime.clone(), Arc::new(toolhost::NoSecrets))
+                    .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new())),
+            )
+        });
+        Arc::clone(registry)
+    }
+
+    fn lock(&self, workspace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(locks.entry(workspace.to_owned()).or_default())
+    }
+
+    /// Load every workspace's tool sets (at start).
+    pub(crate) async fn load_all(&self) -> Result<(), StoreError> {
+        let revisions = self.store.revisions().await?;
+        let mut workspaces: Vec<String> = revisions.values().map(|(w, _)| w.clone()).collect();
+        workspaces.sort();
+        workspaces.dedup();
+        for workspace in workspaces {
+            self.sync(&workspace).await?;
+        }
+        Ok(())
+    }
+
+    /// Poll the store for other instances' changes, for as long as the
+    /// workspaces live.
+    pub(crate) fn follow(this: &Arc<Workspaces>) {
+        let weak = Arc::downgrade(this);
+        let interval = this.settings.poll_interval();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let Some(workspaces) = weak.upgrade() else { return };
+                if let Err(error) = workspaces.poll().await {
+                    tracing::warn!("cannot read the store for changes: {error}");
+                }
+            }
+        });
+    }
+
+    /// Reload the workspaces whose tool sets' revisions moved since they
+    /// were last applied here.
+    async fn poll(&self) -> Result<(), StoreError> {
+        let now = self.store.revisions().await?;
+        let changed: Vec<String> = {
+            let applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+            let mut changed: Vec<String> = now
+                .iter()
+                .filter(|(id, seen)| applied.get(*id) != Some(seen))
+                .map(|(_, (workspace, _))| workspace.clone())
+                .chain(applied.iter().filter(|(id, _)| !now.contains_key(*id)).map(|(_, (w, _))| w.clone()))
+                .collect();
+            changed.extend(std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner())));
+            changed.sort();
+            changed.dedup();
+            changed
+        };
+        for workspace in changed {
+            self.sync(&workspace).await?;
+        }
+        Ok(())
+    }
+
+    /// This instance changed `tool_set` (of `workspace`): claim the right
+    /// to record its syncs, record that one starts, and sync the workspace.
+    pub(crate) async fn changed(&self, workspace: &str, tool_set: Option<&ToolSetRow>) -> Result<(), StoreError> {
+        if let Some(row) = tool_set {
+            let now = crate::unix_now();
+            if self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS).await? {
+                let message = match kind_of(&row.spec) {
+                    Some("mcp") => format!(
+                        "connecting to {}",
+                        row.spec.pointer("/adapter/mcp/url").and_then(Value::as_str).unwrap_or("?")
+                    ),
+                    Some("uri") => format!(
+                        "loading {}",
+                        row.spec.pointer("/adapter/uri/url").and_then(Value::as_str).unwrap_or("?")
+                    ),
+                    _ => "loading its tools".to_owned(),
+                };
+                self.record(row, json!({"SyncStarted": {"message": message}})).await?;
+                // What the sync ends in is recorded, even when it ends as
+                // the last one did.
+                self.seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&row.id);
+            }
+        }
+        self.sync(workspace).await
+    }
+
+    async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
+        let event = EventRow {
+            id: crate::new_id("event"),
+            tool_set_id: row.id.clone(),
+            account_id: row.account_id.clone(),
+            workspace_id: row.workspace_id.clone(),
+            event,
+            info: json!({"instance": self.instance}),
+            created_at: crate::now_rfc3339(),
+        };
+        self.store.record_event(&event).await?;
+        Ok(crate::api::event_json(&event))
+    }
+
+    /// Bring a workspace's registry in line with its tool sets in the
+    /// store, then record what changed.
+    pub(crate) async fn sync(&self, workspace: &str) -> Result<(), StoreError> {
+        let lock = self.lock(workspace);
+        let _one_at_a_time = lock.lock().await;
+        let rows = self.store.workspace_tool_sets(workspace).await?;
+        let mut configs = Vec::new();
+        let mut unusable = Vec::new();
+        for row in &rows {
+            let tools = self.store.tools_of(&row.id).await?;
+            match self.config_of(row, &tools).await {
+                Ok(config) => configs.push(config),
+                Err(problem) => unusable.push((row, problem)),
+            }
+        }
+        let registry = self.registry(workspace);
+        let report = registry.sync(configs).await;
+        for warning in &report.warnings {
+            tracing::info!(workspace, "{warning}");
+        }
+        {
+            let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+            applied.retain(|_, (w, _)| w != workspace);
+            for row in &rows {
+                applied.insert(row.id.clone(), (workspace.to_owned(), row.revision));
+            }
+        }
+        let outcomes: HashMap<String, toolhost::ToolsetEvent> =
+            registry.last_syncs().into_iter().map(|e| (e.tool_set_id.clone(), e)).collect();
+        let tools = registry.all_tools();
+        for row in &rows {
+            let (outcome, found) = match unusable.iter().find(|(r, _)| r.id == row.id) {
+                Some((_, problem)) => (
+                    json!({"SyncFailed": {"error": true, "errorType": "INVALID_CONFIGURATION", "message": problem}}),
+                    Vec::new(),
+                ),
+                None => match outcomes.get(&row.name) {
+                    None => continue,
+                    Some(event) => {
+                        let found: Vec<(String, Value)> = tools
+                            .iter()
+                            .filter(|t| t.toolset == row.name)
+                            .map(|t| (t.tool.name.clone(), synced_spec(t)))
+                            .collect();
+                        (serde_json::to_value(&event.event).unwrap_or(Value::Null), found)
+                    }
+                },
+            };
+            self.settle(row, outcome, found).await?;
+        }
+        Ok(())
+    }
+
+    /// Record a tool set's sync outcome and tools, if they differ from what
+    /// was seen and this instance holds the claim to record them.
+    async fn settle(&self, row: &ToolSetRow, outcome: Value, found: Vec<(String, Value)>) -> Result<(), StoreError> {
+        let seen = (outcome.clone(), found.clone());
+        if self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&row.id) == Some(&seen) {
+            return Ok(());
+        }
+        let now = crate::unix_now();
+        if !self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS).await? {
+            // The instance holding the claim records it (or, if it does
+            // not, this one will once the claim lapses).
+            if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(&outcome) {
+                self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(row.workspace_id.clone());
+            }
+            return Ok(());
+        }
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), seen);
+        let event = self.record(row, outcome.clone()).await?;
+        // A failed sync keeps the tools recorded before (they are not
+        // archived by a server that is away).
+        if outcome.get("SyncFailed").is_some() {
+            return self.store.apply_sync_outcome(&row.id, &event).await;
+        }
+        let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
+        let found: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
+        self.store.apply_sync(row, &found, &system, &event, &crate::now_rfc3339()).await
+    }
+
+    /// Whether a tool set about to be stored would load: why not.
+    pub(crate) async fn config_of_new(&self, row: &ToolSetRow) -> Result<ToolsetConfig, String> {
+        self.config_of(row, &[]).await
+    }
+
+    /// The registry toolset of a tool set, or why it cannot be one.
+    async fn config_of(&self, row: &ToolSetRow, tools: &[ToolRow]) -> Result<ToolsetConfig, String> {
+        let spec: ToolSetSpec = serde_json::from_value(row.spec.clone()).map_err(|e| e.to_string())?;
+        let adapter = spec.adapter.unwrap_or_default();
+        // Overrides of synced tools: their status and approval, as set
+        // through the API.
+        let overrides: Vec<Value> = tools
+            .iter()
+            .filter(|t| t.origin == "sync")
+            .filter_map(|t| {
+                let mut entry = serde_json::Map::new();
+                if let Some(enabled) = t.enabled_override {
+                    entry.insert("enabled".into(), Value::Bool(enabled));
+                }
+                if let Some(approval) = t.approval_override {
+                    entry.insert("requiresApproval".into(), Value::Bool(approval));
+                }
+                (!entry.is_empty()).then(|| {
+                    entry.insert("name".into(), Value::from(t.name.clone()));
+                    Value::Object(entry)
+                })
+            })
+            .collect();
+        let mut entry = match (&adapter.mcp, &adapter.uri, &adapter.http) {
+            (Some(mcp), None, None) => json!({
+                "id": row.name,
+                "kind": "mcp",
+                "server": {"url": mcp.url},
+                "headers": mcp.headers,
+                "extensions": filters(&mcp.include_tools, &mcp.exclude_tools, &mcp.tool_approvals),
+            }),
+            (None, Some(uri), None) => {
+                let mut server = json!({"url": uri.url});
+                if let Some(digest) = &uri.digest {
+                    server["digest"] = Value::from(digest.clone());
+                }
+                if let Some(config) = &uri.config {
+                    server["config"] = json!(config);
+                }
+                json!({
+                    "id": row.name,
+                    "kind": "uri",
+                    "server": server,
+                    "extensions": filters(&uri.include_tools, &uri.exclude_tools, &uri.tool_approvals),
+                })
+            }
+            (None, None, Some(_)) => {
+                return Err("http adapters are checked and stored, but this version cannot call them yet".to_owned());
+            }
+            _ => return Err("the tool set has no adapter (give one of spec.adapter.mcp, .uri, .http)".to_owned()),
+        };
+        if !overrides.is_empty() {
+            entry["tools"] = Value::Array(overrides);
+        }
+        let document = json!({
+            "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+            "toolsets": [entry],
+        });
+        let path = std::path::PathBuf::from(format!("tool_sets/{}", row.id));
+        let file = toolhost::parse_toolsets(&path, &document, &toolhost::NoSecrets).await.map_err(|e| {
+            e.problems.iter().map(|p| format!("{}: {}", p.pointer, p.message)).collect::<Vec<_>>().join("; ")
+        })?;
+        file.toolsets.into_iter().next().ok_or_else(|| "the tool set made no toolset".to_owned())
+    }
+}
+
+/// A tool set spec's adapter kind.
+pub(crate) fn kind_of(spec: &Value) -> Option<&'static str> {
+    let adapter = spec.get("adapter")?;
+    ["mcp", "uri", "http"].into_iter().find(|kind| adapter.get(*kind).is_some_and(|v| !v.is_null()))
+}
+
+/// The `extensions` of a toolsets entry from an adapter's filters.
+fn filters(include: &Option<Value>, exclude: &Option<Value>, approvals: &Option<Value>) -> Value {
+    let mut extensions = serde_json::Map::new();
+    if let Some(include) = include {
+        extensions.insert("includeTools".into(), include.clone());
+    }
+    if let Some(exclude) = exclude {
+        extensions.insert("excludeTools".into(), exclude.clone());
+    }
+    if let Some(approvals) = approvals {
+        extensions.insert("toolApprovals".into(), approvals.clone());
+    }
+    Value::Object(extensions)
+}
+
+/// A synced tool's spec, from what the registry made of it.
+fn synced_spec(tool: &toolhost::RegisteredTool) -> Value {
+    let mut mcp = serde_json::Map::new();
+    mcp.insert("toolName".into(), Value::from(tool.tool.name.clone()));
+    if let Some(title) = &tool.tool.title {
+        mcp.insert("toolTitle".into(), Value::from(title.clone()));
+    }
+    if let Some(description) = &tool.tool.description {
+        mcp.insert("toolDescription".into(), Value::from(description.clone()));
+    }
+    json!({
+        "config": {"mcp": mcp},
+        "description": tool.tool.description.clone().unwrap_or_default(),
+        "parameters": tool.tool.input_schema,
+        "status": if tool.enabled { "TOOL_STATUS_AVAILABLE" } else { "TOOL_STATUS_FILTERED" },
+        "requiresApproval": tool.requires_approval,
+    })
+}

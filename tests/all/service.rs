@@ -1,0 +1,333 @@
+//! The tool-set service (`toolhost serve --http --store URL`): its `/v1`
+//! API driven with real HTTP requests against a real `toolhost serve`
+//! process on a real SQLite file, an MCP tool set synced from a real MCP
+//! server (another `toolhost serve`), its tools called over MCP as the
+//! workspace's token, hidden from another workspace's, and all of it found
+//! again after a restart.
+
+use serde_json::{Value, json};
+use toolhost_tests::example;
+
+use crate::production::{call, open_session, post};
+use crate::serve::{Server, spawn_http_with_env};
+
+const ACME: &str = "acme-user-key-0123456789abcdef";
+const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
+const GLOBEX: &str = "globex-key-0123456789abcdef";
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolhost-service-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A toolsets file whose `serve` section runs the service on `store`,
+/// letting tenants reach `upstream` (host:port).
+fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::path::PathBuf {
+    let document = json!({
+        "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+        "toolsets": [],
+        "serve": {
+            "resource": "http://toolhost.test/mcp",
+            "auth": {"apiKeys": [
+                {"key": "${env:ACME_KEY}", "subject": "alice",
+                 "claims": {"workspace_id": "acme", "account_id": "acct-1", "profile_type": "PROFILE_TYPE_USER",
+                            "email": "alice@acme.test"}},
+                {"key": "${env:ACME_BOT_KEY}", "subject": "deploy-bot",
+                 "claims": {"workspace_id": "acme", "account_id": "acct-1"}},
+                {"key": "${env:GLOBEX_KEY}", "subject": "bob", "claims": {"workspace_id": "globex"}},
+            ]},
+            "service": {"store": store, "allowedHosts": [upstream], "pollMillis": 200},
+        },
+    });
+    let path = dir.join("service.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&document).expect("json")).expect("write config");
+    path
+}
+
+/// `toolhost serve` running the service: the process and its base URL.
+pub(crate) fn spawn_service(config: &std::path::Path) -> (Server, String) {
+    let env = [("ACME_KEY", ACME), ("ACME_BOT_KEY", ACME_BOT), ("GLOBEX_KEY", GLOBEX)];
+    let (server, url, _logs) = spawn_http_with_env(&["--config", &config.display().to_string()], &env);
+    (server, url.trim_end_matches("/mcp").to_owned())
+}
+
+/// An MCP server to sync from: `toolhost serve --http` of the calculator.
+fn upstream() -> (Server, String) {
+    let (server, url, _logs) = spawn_http_with_env(&[&example("calculator").display().to_string()], &[]);
+    (server, url)
+}
+
+/// One REST exchange: status, headers, JSON body.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> String {
+        self.headers.get(name).map(|v| v.to_str().expect("ascii").to_owned()).unwrap_or_default()
+    }
+}
+
+pub(crate) fn rest(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut request = http::Request::builder().method(method).uri(url).header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(body.map(Value::to_string).unwrap_or_default()).expect("request");
+    let mut response = agent.run(request).expect("the service answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
+    Reply { status, headers, body }
+}
+
+fn mcp_tool_set(name: &str, upstream: &str, exclude: Option<&str>) -> Value {
+    let mut mcp = json!({"url": upstream});
+    if let Some(tool) = exclude {
+        mcp["excludeTools"] = json!({"operator": "OPERATOR_OR",
+            "filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"exact": tool}}]});
+    }
+    json!({"metadata": {"name": name, "labels": {"environment": "production"}},
+           "spec": {"description": "Arithmetic", "adapter": {"mcp": mcp}}})
+}
+
+fn statuses(base: &str, token: &str, id: &str) -> Vec<(String, String)> {
+    let reply = rest("GET", &format!("{base}/v1/tool_sets/{id}/tools"), Some(token), None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let mut all: Vec<(String, String)> = reply.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| (t["metadata"]["name"].as_str().unwrap().to_owned(), t["spec"]["status"].as_str().unwrap().to_owned()))
+        .collect();
+    all.sort();
+    all
+}
+
+fn event_names(base: &str, token: &str, id: &str) -> Vec<String> {
+    let reply = rest("GET", &format!("{base}/v1/tool_sets/{id}/events"), Some(token), None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["event"].as_object().expect("one event").keys().next().expect("a kind").clone())
+        .collect()
+}
+
+fn mcp_tools(mcp: &str, token: &str) -> Vec<String> {
+    let session = open_session(mcp, Some(token));
+    let answer = post(mcp, Some(token), Some(&session), &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let mut names: Vec<String> = answer.body["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The whole API against a store: the scenario of the issue.
+pub(crate) fn drive(store: &str, dir: &std::path::Path) {
+    let (_upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(dir, store, &upstream_host);
+    let (service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+
+    // No token: 401, pointing at the protected-resource metadata.
+    let reply = rest("GET", &sets, None, None, &[]);
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    assert!(reply.header("www-authenticate").contains("resource_metadata="), "{}", reply.header("www-authenticate"));
+
+    // Bad bodies: 400 with the pointer of each problem.
+    let mut bad = mcp_tool_set("calc__x", &upstream_url, None);
+    bad["spec"]["adapter"]["mcp"]["headers"] = json!({"x-key": "${env:HOME}"});
+    let reply = rest("POST", &sets, Some(ACME), Some(&bad), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let pointers: Vec<&str> =
+        reply.body["error"]["details"].as_array().unwrap().iter().map(|d| d["pointer"].as_str().unwrap()).collect();
+    assert!(pointers.contains(&"/metadata/name"), "{pointers:?}");
+    assert!(pointers.contains(&"/spec/adapter/mcp/headers/x-key"), "{pointers:?}");
+    let elsewhere = mcp_tool_set("calc", "http://169.254.169.254/mcp", None);
+    let reply = rest("POST", &sets, Some(ACME), Some(&elsewhere), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/adapter/mcp/url", "{}", reply.body);
+
+    // Create: synced at once, its events and tools recorded.
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("toolset_01") && id.len() == "toolset_".len() + 26, "{id}");
+    assert_eq!(reply.header("location"), format!("/v1/tool_sets/{id}"));
+    assert_eq!(reply.header("etag"), "\"1\"");
+    assert_eq!(reply.body["metadata"]["workspaceId"], "acme");
+    assert_eq!(reply.body["metadata"]["accountId"], "acct-1");
+    assert_eq!(reply.body["info"]["createdBy"]["spec"]["type"], "PROFILE_TYPE_USER");
+    assert_eq!(reply.body["info"]["createdBy"]["spec"]["email"], "alice@acme.test");
+    assert!(reply.body["info"]["lastSync"]["event"]["SyncCompleted"].is_object(), "{}", reply.body);
+    let tools = reply.body["info"]["toolCount"].as_i64().expect("a tool count");
+    assert!(tools >= 2, "{}", reply.body);
+    assert_eq!(event_names(&base, ACME, &id), ["SyncStarted", "SyncCompleted"]);
+    let before = statuses(&base, ACME, &id);
+    assert!(before.iter().all(|(_, status)| status == "TOOL_STATUS_AVAILABLE"), "{before:?}");
+    assert!(before.iter().any(|(name, _)| name == "divide"), "{before:?}");
+    // The same name again: 409.
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    assert_eq!(reply.status, 409, "{}", reply.body);
+
+    // Change a filter: `divide` becomes FILTERED. A stale version: 409.
+    let change = mcp_tool_set("calc", &upstream_url, Some("divide"));
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", "\"7\"")]);
+    assert_eq!(reply.status, 409, "{}", reply.body);
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", "\"1\"")]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("etag"), "\"2\"");
+    let after = statuses(&base, ACME, &id);
+    for (name, status) in &after {
+        let wanted = if name == "divide" { "TOOL_STATUS_FILTERED" } else { "TOOL_STATUS_AVAILABLE" };
+        assert_eq!(status, wanted, "{after:?}");
+    }
+    assert_eq!(event_names(&base, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+
+    // Call a tool over MCP as the workspace: `calc__add` is there,
+    // `calc__divide` is not.
+    let mcp = format!("{base}/mcp");
+    let listed = mcp_tools(&mcp, ACME);
+    assert!(listed.contains(&"calc__add".to_owned()) && !listed.contains(&"calc__divide".to_owned()), "{listed:?}");
+    let session = open_session(&mcp, Some(ACME));
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("calc__add", json!({"a": 2, "b": 3})));
+    assert_eq!(answer.body["result"]["content"][0]["text"], "5", "{}", answer.body);
+
+    // Another workspace sees none of it: not over the API, not over MCP.
+    let reply = rest("GET", &format!("{sets}/{id}"), Some(GLOBEX), None, &[]);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    let reply = rest("GET", &format!("{sets}/{id}/tools"), Some(GLOBEX), None, &[]);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(GLOBEX), Some(&change), &[]);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    let reply = rest("DELETE", &format!("{sets}/{id}"), Some(GLOBEX), None, &[]);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(rest("GET", &sets, Some(GLOBEX), None, &[]).body["toolSets"], json!([]));
+    assert_eq!(mcp_tools(&mcp, GLOBEX), Vec::<String>::new());
+    let session = open_session(&mcp, Some(GLOBEX));
+    let answer = post(&mcp, Some(GLOBEX), Some(&session), &call("calc__add", json!({"a": 2, "b": 3})));
+    assert!(answer.body["error"].is_object(), "{}", answer.body);
+
+    // Restart on the same store: everything is there, and callable.
+    drop(service);
+    let (_service, base) = spawn_service(&config);
+    let reply = rest("GET", &format!("{base}/v1/tool_sets/{id}"), Some(ACME), None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["metadata"]["resourceVersion"], "2");
+    assert_eq!(reply.body["metadata"]["labels"]["environment"], "production");
+    assert_eq!(statuses(&base, ACME, &id), after);
+    let events = event_names(&base, ACME, &id);
+    assert_eq!(events[..4], ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"], "{events:?}");
+    let mcp = format!("{base}/mcp");
+    let session = open_session(&mcp, Some(ACME));
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("calc__add", json!({"a": 20, "b": 22})));
+    assert_eq!(answer.body["result"]["content"][0]["text"], "42", "{}", answer.body);
+
+    // Delete: gone from the API and from MCP; its events stay.
+    let reply = rest("DELETE", &format!("{base}/v1/tool_sets/{id}"), Some(ACME), None, &[("if-match", "\"2\"")]);
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(rest("GET", &format!("{base}/v1/tool_sets/{id}"), Some(ACME), None, &[]).status, 404);
+    assert_eq!(mcp_tools(&mcp, ACME), Vec::<String>::new());
+    assert!(event_names(&base, ACME, &id).len() >= 4);
+}
+
+#[test]
+fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_sqlite() {
+    let dir = scratch("sqlite");
+    drive(&format!("sqlite://{}", dir.join("tools.db").display()), &dir);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn concurrent_updates_of_one_version_let_exactly_one_through() {
+    let dir = scratch("concurrent");
+    let (_upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (url, upstream_url) = (format!("{sets}/{id}"), upstream_url.clone());
+            std::thread::spawn(move || {
+                let mut change = mcp_tool_set("calc", &upstream_url, None);
+                change["metadata"]["labels"] = json!({"writer": i.to_string()});
+                rest("PUT", &url, Some(ACME), Some(&change), &[("if-match", "\"1\"")]).status
+            })
+        })
+        .collect();
+    let mut codes: Vec<u16> = writers.into_iter().map(|w| w.join().expect("writer")).collect();
+    codes.sort();
+    assert_eq!(codes, [200, 409, 409, 409, 409, 409, 409, 409]);
+    let reply = rest("GET", &format!("{sets}/{id}"), Some(ACME), None, &[]);
+    assert_eq!(reply.body["metadata"]["resourceVersion"], "2", "{}", reply.body);
+    assert!(reply.body["metadata"]["labels"]["writer"].is_string(), "{}", reply.body);
+    assert_eq!(rest("GET", &sets, Some(ACME), None, &[]).body["toolSets"].as_array().map(Vec::len), Some(1));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_managed_tool_sets_tools_are_changed_only_by_api_key_actors() {
+    let dir = scratch("managed");
+    let (_upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let mut managed = mcp_tool_set("calc", &upstream_url, None);
+    managed["spec"]["managed"] = json!(true);
+    // A person cannot make one; the API key can.
+    assert_eq!(rest("POST", &sets, Some(ACME), Some(&managed), &[]).status, 403);
+    let reply = rest("POST", &sets, Some(ACME_BOT), Some(&managed), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["info"]["createdBy"]["spec"]["type"], "PROFILE_TYPE_API_KEY");
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]);
+    let divide = tools.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["metadata"]["name"] == "divide")
+        .expect("divide")
+        .clone();
+    let tool_url = format!("{sets}/{id}/tools/{}", divide["metadata"]["id"].as_str().expect("tool id"));
+    let mut filtered = divide.clone();
+    filtered["spec"]["status"] = json!("TOOL_STATUS_FILTERED");
+    // A person may read its tools but not change them.
+    let reply = rest("PUT", &tool_url, Some(ACME), Some(&filtered), &[]);
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("managed"), "{}", reply.body);
+    let reply = rest("PUT", &tool_url, Some(ACME_BOT), Some(&filtered), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["spec"]["status"], "TOOL_STATUS_FILTERED", "{}", reply.body);
+    assert!(!mcp_tools(&format!("{base}/mcp"), ACME).contains(&"calc__divide".to_owned()));
+    // Nobody deletes a synced tool: it comes from its server.
+    assert_eq!(rest("DELETE", &tool_url, Some(ACME_BOT), None, &[]).status, 409);
+    std::fs::remove_dir_all(dir).ok();
+}
