@@ -415,3 +415,84 @@ pub fn spawn_serve_http(args: &[&str], env: &[(&str, &str)]) -> (std::process::C
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (child, url)
 }
+
+/// A PostgreSQL server of Debian's `postgresql` package, started for a test
+/// on loopback in a directory of its own (`initdb`, `pg_ctl`), stopped and
+/// removed when dropped.
+pub struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    /// `postgres://postgres@127.0.0.1:PORT/toolhost`.
+    pub url: String,
+}
+
+impl Postgres {
+    /// Start one, or `None` (saying why on stderr) where PostgreSQL is not
+    /// installed and `TOOLHOST_REQUIRE_POSTGRES` is not set (CI sets it:
+    /// there a missing server fails the test).
+    pub fn start(name: &str) -> Option<Postgres> {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|versions| versions.filter_map(Result::ok).map(|v| v.path().join("bin")).max())
+            .filter(|bin| bin.join("initdb").exists());
+        let Some(bin) = bin else {
+            assert!(
+                std::env::var_os("TOOLHOST_REQUIRE_POSTGRES").is_none(),
+                "PostgreSQL is required (TOOLHOST_REQUIRE_POSTGRES) but /usr/lib/postgresql/*/bin/initdb is missing"
+            );
+            eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql)");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!("toolhost-pg-{name}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::create_dir_all(&dir).expect("a directory for PostgreSQL");
+        // PostgreSQL will not run as root: as root, run it as `postgres`.
+        let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if root {
+            let status = std::process::Command::new("chown").args(["-R", "postgres:"]).arg(&dir).status();
+            assert!(status.is_ok_and(|s| s.success()), "chown the PostgreSQL directory");
+        }
+        let run = |program: &str, args: &[&str]| {
+            let mut command = if root {
+                let mut command = std::process::Command::new("runuser");
+                command.args(["-u", "postgres", "--"]).arg(bin.join(program));
+                command
+            } else {
+                std::process::Command::new(bin.join(program))
+            };
+            let output = command.args(args).output().expect("run a PostgreSQL program");
+            assert!(
+                output.status.success(),
+                "{program} failed: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let data = dir.join("data");
+        let data_arg = data.display().to_string();
+        run("initdb", &["-D", &data_arg, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on", dir.display());
+        let log = dir.join("log").display().to_string();
+        run("pg_ctl", &["-D", &data_arg, "-o", &options, "-l", &log, "-w", "-t", "60", "start"]);
+        let port_arg = port.to_string();
+        run("createdb", &["-h", "127.0.0.1", "-p", &port_arg, "-U", "postgres", "toolhost"]);
+        Some(Postgres { url: format!("postgres://postgres@127.0.0.1:{port}/toolhost"), dir, bin })
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let mut command = std::process::Command::new("runuser");
+        let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let mut command = if root {
+            command.args(["-u", "postgres", "--"]).arg(self.bin.join("pg_ctl"));
+            command
+        } else {
+            std::process::Command::new(self.bin.join("pg_ctl"))
+        };
+        let _ = command.arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output();
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}

@@ -6,10 +6,10 @@
 //! again after a restart.
 
 use serde_json::{Value, json};
-use toolhost_tests::example;
+use toolhost_tests::{example, spawn_serve_http};
 
 use crate::production::{call, open_session, post};
-use crate::serve::{Server, spawn_http_with_env};
+use crate::serve::Server;
 
 const ACME: &str = "acme-user-key-0123456789abcdef";
 const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
@@ -49,14 +49,14 @@ fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::pa
 /// `toolhost serve` running the service: the process and its base URL.
 pub(crate) fn spawn_service(config: &std::path::Path) -> (Server, String) {
     let env = [("ACME_KEY", ACME), ("ACME_BOT_KEY", ACME_BOT), ("GLOBEX_KEY", GLOBEX)];
-    let (server, url, _logs) = spawn_http_with_env(&["--config", &config.display().to_string()], &env);
-    (server, url.trim_end_matches("/mcp").to_owned())
+    let (child, url) = spawn_serve_http(&["--config", &config.display().to_string()], &env);
+    (Server(child), url.trim_end_matches("/mcp").to_owned())
 }
 
 /// An MCP server to sync from: `toolhost serve --http` of the calculator.
 fn upstream() -> (Server, String) {
-    let (server, url, _logs) = spawn_http_with_env(&[&example("calculator").display().to_string()], &[]);
-    (server, url)
+    let (child, url) = spawn_serve_http(&[&example("calculator").display().to_string()], &[]);
+    (Server(child), url)
 }
 
 /// One REST exchange: status, headers, JSON body.
@@ -329,5 +329,111 @@ fn a_managed_tool_sets_tools_are_changed_only_by_api_key_actors() {
     assert!(!mcp_tools(&format!("{base}/mcp"), ACME).contains(&"calc__divide".to_owned()));
     // Nobody deletes a synced tool: it comes from its server.
     assert_eq!(rest("DELETE", &tool_url, Some(ACME_BOT), None, &[]).status, 409);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_postgresql() {
+    let Some(postgres) = toolhost_tests::Postgres::start("scenario") else { return };
+    let dir = scratch("postgres");
+    drive(&postgres.url, &dir);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Wait (at most a generous minute) until `check` holds.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// An MCP session's event stream (GET): its notifications' methods, as they
+/// come.
+fn notifications(mcp: &str, token: &str, session: &str) -> std::sync::mpsc::Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let request = ureq::get(mcp)
+        .header("accept", "text/event-stream")
+        .header("authorization", &format!("Bearer {token}"))
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25");
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let Ok(mut response) = request.call() else { return };
+        let reader = std::io::BufReader::new(response.body_mut().as_reader());
+        for line in reader.lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
+                && let Some(method) = message["method"].as_str()
+                && sender.send(method.to_owned()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+#[test]
+fn two_instances_on_one_postgresql_share_tool_sets_and_record_each_sync_once() {
+    let Some(postgres) = toolhost_tests::Postgres::start("two") else { return };
+    let dir = scratch("two");
+    let (_upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(&dir, &postgres.url, &upstream_host);
+    let (_a, base_a) = spawn_service(&config);
+    let (_b, base_b) = spawn_service(&config);
+    // A client of instance B, listening for tools/list_changed.
+    let mcp_b = format!("{base_b}/mcp");
+    let session = open_session(&mcp_b, Some(ACME));
+    let changes = notifications(&mcp_b, ACME, &session);
+    assert_eq!(mcp_tools(&mcp_b, ACME), Vec::<String>::new());
+
+    // Created through A: B serves it, and tells its client.
+    let reply = rest(
+        "POST",
+        &format!("{base_a}/v1/tool_sets"),
+        Some(ACME),
+        Some(&mcp_tool_set("calc", &upstream_url, None)),
+        &[],
+    );
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    eventually("B serves calc__add", || mcp_tools(&mcp_b, ACME).contains(&"calc__add".to_owned()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match changes.recv_timeout(left) {
+            Ok(method) if method == "notifications/tools/list_changed" => break,
+            Ok(_) => continue,
+            Err(e) => panic!("B's client was not told the tools changed: {e}"),
+        }
+    }
+    let answer = post(&mcp_b, Some(ACME), Some(&session), &call("calc__add", json!({"a": 1, "b": 2})));
+    assert_eq!(answer.body["result"]["content"][0]["text"], "3", "{}", answer.body);
+    let reply = rest("GET", &format!("{base_b}/v1/tool_sets/{id}"), Some(ACME), None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    // Changed through B: A serves the change; the sync is recorded once.
+    let change = mcp_tool_set("calc", &upstream_url, Some("add"));
+    let reply =
+        rest("PUT", &format!("{base_b}/v1/tool_sets/{id}"), Some(ACME), Some(&change), &[("if-match", "\"1\"")]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let mcp_a = format!("{base_a}/mcp");
+    eventually("A stops serving calc__add", || !mcp_tools(&mcp_a, ACME).contains(&"calc__add".to_owned()));
+    assert_eq!(event_names(&base_a, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+    // Both write at once: one wins, on whichever instance.
+    let writers: Vec<_> = [base_a.clone(), base_b.clone()]
+        .into_iter()
+        .map(|base| {
+            let (url, change) = (format!("{base}/v1/tool_sets/{id}"), change.clone());
+            std::thread::spawn(move || rest("PUT", &url, Some(ACME), Some(&change), &[("if-match", "\"2\"")]).status)
+        })
+        .collect();
+    let mut codes: Vec<u16> = writers.into_iter().map(|w| w.join().expect("writer")).collect();
+    codes.sort();
+    assert_eq!(codes, [200, 409]);
     std::fs::remove_dir_all(dir).ok();
 }

@@ -485,15 +485,25 @@ impl Store {
     /// `until` (Unix seconds): whether this instance has it. The instance
     /// that changed a tool set has it first; after it lapses, the first
     /// instance to sync takes it.
-    pub async fn claim_sync(&self, tool_set: &str, instance: &str, now: i64, until: i64) -> Result<bool, StoreError> {
+    /// With `take`, the claim is taken whoever holds it (the instance
+    /// that changed the tool set records the sync of its change).
+    pub async fn claim_sync(
+        &self,
+        tool_set: &str,
+        instance: &str,
+        now: i64,
+        until: i64,
+        take: bool,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_sets SET sync_owner = $1, sync_until = $2 \
-             WHERE id = $3 AND (sync_owner IS NULL OR sync_owner = $1 OR sync_until < $4)",
+             WHERE id = $3 AND ($5 = 1 OR sync_owner IS NULL OR sync_owner = $1 OR sync_until < $4)",
         )
         .bind(instance)
         .bind(until)
         .bind(tool_set)
         .bind(now)
+        .bind(i64::from(take))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)

@@ -66,7 +66,9 @@ impl std::fmt::Debug for Workspaces {
 impl toolhost_mcp::Tenants for Workspaces {
     fn registry_for(&self, principal: Option<&Principal>) -> Arc<Registry> {
         let Some(actor) = principal.and_then(|p| Actor::of(p).ok()) else { return Arc::clone(&self.empty) };
-        self.read().get(&actor.workspace_id).cloned().unwrap_or_else(|| Arc::clone(&self.empty))
+        // Made now if the workspace has no tool sets yet: a client that
+        // connects first is told when they come.
+        self.registry(&actor.workspace_id)
     }
 
     fn registries(&self) -> Vec<(String, Arc<Registry>)> {
@@ -173,7 +175,7 @@ impl Workspaces {
     pub(crate) async fn changed(&self, workspace: &str, tool_set: Option<&ToolSetRow>) -> Result<(), StoreError> {
         if let Some(row) = tool_set {
             let now = crate::unix_now();
-            if self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS).await? {
+            if self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS, true).await? {
                 let message = match kind_of(&row.spec) {
                     Some("mcp") => format!(
                         "connecting to {}",
@@ -269,7 +271,7 @@ impl Workspaces {
             return Ok(());
         }
         let now = crate::unix_now();
-        if !self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS).await? {
+        if !self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS, false).await? {
             // The instance holding the claim records it (or, if it does
             // not, this one will once the claim lapses).
             if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(&outcome) {
