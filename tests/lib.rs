@@ -283,11 +283,19 @@ pub fn serve_http(responses: Vec<String>) -> (u16, std::thread::JoinHandle<usize
 /// Like [`serve_http`], and the server's thread returns the requests it
 /// received (their head: request line and headers, as text).
 pub fn serve_http_recording(responses: Vec<String>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    serve_http_recording_for(responses, std::time::Duration::from_secs(20))
+}
+
+/// Like [`serve_http_recording`], serving for at most `time`.
+pub fn serve_http_recording_for(
+    responses: Vec<String>,
+    time: std::time::Duration,
+) -> (u16, std::thread::JoinHandle<Vec<String>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
         listener.set_nonblocking(true).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let deadline = std::time::Instant::now() + time;
         let mut requests = Vec::new();
         while requests.len() < responses.len() && std::time::Instant::now() < deadline {
             match listener.accept() {

@@ -437,3 +437,68 @@ fn two_instances_on_one_postgresql_share_tool_sets_and_record_each_sync_once() {
     assert_eq!(codes, [200, 409]);
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
+    let dir = scratch("http");
+    let answer = |body: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let (port, recorded) = toolhost_tests::serve_http_recording_for(
+        vec![answer(r#"{"city":"São Paulo","high":27}"#), answer(r#"{"filed":true}"#)],
+        std::time::Duration::from_secs(300),
+    );
+    let config =
+        service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &format!("127.0.0.1:{port}"));
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let tool_set = json!({"metadata": {"name": "weather"}, "spec": {"adapter": {"http": {
+        "baseUrl": format!("http://127.0.0.1:{port}/api"), "headers": {"x-tenant": "acme"}}}}});
+    let reply = rest("POST", &sets, Some(ACME), Some(&tool_set), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let forecast = json!({"metadata": {"name": "forecast"}, "spec": {
+        "description": "The forecast for a city",
+        "parameters": {"type": "object", "required": ["city"], "additionalProperties": false,
+                       "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}},
+        "config": {"http": {"requestMethod": "GET", "path": "/forecast/{city}", "query": {"days": "{days}"}}}}});
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&forecast), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["spec"]["status"], "TOOL_STATUS_AVAILABLE", "{}", reply.body);
+    assert_eq!(reply.body["info"]["toolSet"]["id"], id.as_str());
+    let report = json!({"metadata": {"name": "report"}, "spec": {
+        "description": "File a weather report",
+        "parameters": {"type": "object", "required": ["note"], "properties": {"note": {"type": "string"}}},
+        "config": {"http": {"requestMethod": "POST", "path": "/report",
+                            "requestBodyTemplate": "{\"text\": {note}, \"by\": \"toolhost\"}"}}}});
+    assert_eq!(rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&report), &[]).status, 201);
+    // A tool without its request is refused where it is wrong.
+    let mut incomplete = report.clone();
+    incomplete["metadata"]["name"] = json!("other");
+    incomplete["spec"]["config"] = json!({});
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&incomplete), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/config/http", "{}", reply.body);
+
+    let mcp = format!("{base}/mcp");
+    assert_eq!(mcp_tools(&mcp, ACME), ["weather__forecast", "weather__report"]);
+    let session = open_session(&mcp, Some(ACME));
+    // Arguments that break the tool's parameters never reach the server.
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("weather__forecast", json!({"days": 0})));
+    assert_eq!(answer.body["result"]["isError"], true, "{}", answer.body);
+    let answer =
+        post(&mcp, Some(ACME), Some(&session), &call("weather__forecast", json!({"city": "São Paulo", "days": 2})));
+    assert_eq!(answer.body["result"]["structuredContent"]["high"], 27, "{}", answer.body);
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("weather__report", json!({"note": "sunny \"all\" day"})));
+    assert_eq!(answer.body["result"]["structuredContent"]["filed"], true, "{}", answer.body);
+    let requests = recorded.join().expect("the server's requests");
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(requests[0].starts_with("GET /api/forecast/S%C3%A3o%20Paulo?days=2 HTTP/1.1\r\n"), "{}", requests[0]);
+    assert!(requests[0].to_ascii_lowercase().contains("x-tenant: acme"), "{}", requests[0]);
+    assert!(requests[1].starts_with("POST /api/report HTTP/1.1\r\n"), "{}", requests[1]);
+    assert!(requests[1].contains(r#"{"text": "sunny \"all\" day", "by": "toolhost"}"#), "{}", requests[1]);
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -16,6 +16,7 @@
 
 mod actor;
 mod api;
+mod http_adapter;
 pub mod model;
 mod settings;
 pub mod store;

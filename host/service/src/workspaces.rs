@@ -55,6 +55,8 @@ pub struct Workspaces {
     pending: Mutex<std::collections::BTreeSet<String>>,
     /// This instance's id, in the events it records.
     instance: String,
+    /// Connects http tool sets.
+    http: Arc<crate::http_adapter::HttpConnector>,
 }
 
 impl std::fmt::Debug for Workspaces {
@@ -83,7 +85,6 @@ impl Workspaces {
         let empty = Arc::new(Registry::with_runtime(runtime.clone(), Arc::new(toolhost::NoSecrets)));
         Arc::new(Workspaces {
             store,
-            settings,
             runtime,
             registries: RwLock::default(),
             empty,
@@ -92,6 +93,8 @@ impl Workspaces {
             seen: Mutex::default(),
             pending: Mutex::default(),
             instance: crate::new_id("instance"),
+            http: Arc::new(crate::http_adapter::HttpConnector::new(Arc::clone(&settings))),
+            settings,
         })
     }
 
@@ -108,7 +111,8 @@ impl Workspaces {
         let registry = registries.entry(workspace.to_owned()).or_insert_with(|| {
             Arc::new(
                 Registry::with_runtime(self.runtime.clone(), Arc::new(toolhost::NoSecrets))
-                    .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new())),
+                    .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new()))
+                    .with_connector("http", Arc::clone(&self.http) as Arc<dyn toolhost::ToolsetConnector>),
             )
         });
         Arc::clone(registry)
@@ -342,9 +346,7 @@ impl Workspaces {
                     "extensions": filters(&uri.include_tools, &uri.exclude_tools, &uri.tool_approvals),
                 })
             }
-            (None, None, Some(_)) => {
-                return Err("http adapters are checked and stored, but this version cannot call them yet".to_owned());
-            }
+            (None, None, Some(http)) => return Ok(http_config(row, http, tools)),
             _ => return Err("the tool set has no adapter (give one of spec.adapter.mcp, .uri, .http)".to_owned()),
         };
         if !overrides.is_empty() {
@@ -360,6 +362,43 @@ impl Workspaces {
         })?;
         file.toolsets.into_iter().next().ok_or_else(|| "the tool set made no toolset".to_owned())
     }
+}
+
+/// The toolset of an http tool set: its tools (made through the API) in
+/// `remote.server`, for [`crate::http_adapter::HttpConnector`].
+fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[ToolRow]) -> ToolsetConfig {
+    let mut config = ToolsetConfig::builtin(row.name.clone());
+    config.kind = "http".to_owned();
+    config.remote.headers = http.headers.clone();
+    let listed: Vec<Value> = tools
+        .iter()
+        .filter(|t| t.origin == "api")
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "description": t.spec.get("description").cloned().unwrap_or_default(),
+                "parameters": t.spec.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object"})),
+                "http": t.spec.pointer("/config/http").cloned().unwrap_or_default(),
+            })
+        })
+        .collect();
+    config.remote.server.insert("baseUrl".into(), Value::from(http.base_url.clone().unwrap_or_default()));
+    config.remote.server.insert("tools".into(), Value::Array(listed));
+    for tool in tools.iter().filter(|t| t.origin == "api") {
+        let filtered = tool.spec.get("status").and_then(Value::as_str) == Some("TOOL_STATUS_FILTERED");
+        let approval = tool.spec.get("requiresApproval").and_then(Value::as_bool);
+        if filtered || approval.is_some() {
+            config.tools.insert(
+                tool.name.clone(),
+                toolhost::ToolOverride {
+                    enabled: filtered.then_some(false),
+                    requires_approval: approval,
+                    required_scopes: None,
+                },
+            );
+        }
+    }
+    config
 }
 
 /// A tool set spec's adapter kind.
