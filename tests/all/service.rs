@@ -502,3 +502,44 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
     assert!(requests[1].contains(r#"{"text": "sunny \"all\" day", "by": "toolhost"}"#), "{}", requests[1]);
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_that_go() {
+    let dir = scratch("uri");
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:1");
+    let mut document: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
+    let plugins = example("calculator").parent().expect("the plugins' directory").to_path_buf();
+    document["serve"]["service"]["pluginDirs"] = json!([plugins.display().to_string()]);
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let plugin = |name: &str| {
+        json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {
+            "url": format!("file://{}", example(name).display())}}}})
+    };
+    // A file outside the allowed directories is refused at its pointer.
+    let outside = json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {"url": "file:///etc/passwd"}}}});
+    let reply = rest("POST", &sets, Some(ACME), Some(&outside), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/adapter/uri/url", "{}", reply.body);
+
+    let reply = rest("POST", &sets, Some(ACME), Some(&plugin("calculator")), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let mcp = format!("{base}/mcp");
+    let session = open_session(&mcp, Some(ACME));
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("wasm__multiply", json!({"a": 6, "b": 7})));
+    assert_eq!(answer.body["result"]["content"][0]["text"], "42", "{}", answer.body);
+
+    // Point it at another plugin: the calculator's tools are archived
+    // (kept, not offered), the text plugin's are available.
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&plugin("text")), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let all = statuses(&base, ACME, &id);
+    assert!(all.contains(&("multiply".to_owned(), "TOOL_STATUS_ARCHIVED".to_owned())), "{all:?}");
+    assert!(all.iter().any(|(_, status)| status == "TOOL_STATUS_AVAILABLE"), "{all:?}");
+    let listed = mcp_tools(&mcp, ACME);
+    assert!(!listed.contains(&"wasm__multiply".to_owned()) && !listed.is_empty(), "{listed:?}");
+    assert_eq!(reply.body["info"]["toolCount"].as_i64(), Some(listed.len() as i64), "{}", reply.body);
+    std::fs::remove_dir_all(dir).ok();
+}

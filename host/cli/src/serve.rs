@@ -168,8 +168,18 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         (None, None) => None,
         (store, section) => {
             let mut service = match section {
-                Some(section) => toolhost_service::ServiceSettings::from_section(section)
-                    .map_err(|problem| usage(anyhow::anyhow!("invalid configuration: {problem}")))?,
+                Some(section) => {
+                    let mut service = toolhost_service::ServiceSettings::from_section(section)
+                        .map_err(|problem| usage(anyhow::anyhow!("invalid configuration: {problem}")))?;
+                    // A relative SQLite path, like every path of the file,
+                    // is relative to the file.
+                    if let Some(path) = service.store.strip_prefix("sqlite://")
+                        && std::path::Path::new(path).is_relative()
+                    {
+                        service.store = format!("sqlite://{}", base.join(path).display());
+                    }
+                    service
+                }
                 None => toolhost_service::ServiceSettings::new(""),
             };
             if let Some(store) = store {

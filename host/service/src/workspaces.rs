@@ -34,6 +34,10 @@ const CLAIM_SECONDS: i64 = 30;
 /// tools (to record only what changed).
 type Seen = (Value, Vec<(String, Value)>);
 
+/// A tool set's toolset (or why it has none) and the revision it was made
+/// from.
+type Made = (i64, Result<ToolsetConfig, String>);
+
 /// The registries of every workspace, and what keeps them in line with
 /// the store.
 pub struct Workspaces {
@@ -57,6 +61,10 @@ pub struct Workspaces {
     instance: String,
     /// Connects http tool sets.
     http: Arc<crate::http_adapter::HttpConnector>,
+    /// Each tool set's toolset (or why it has none) at the revision it was
+    /// made from: a sync rebuilds only what changed, not every tool set of
+    /// the workspace.
+    configs: Mutex<HashMap<String, Made>>,
 }
 
 impl std::fmt::Debug for Workspaces {
@@ -94,6 +102,7 @@ impl Workspaces {
             pending: Mutex::default(),
             instance: crate::new_id("instance"),
             http: Arc::new(crate::http_adapter::HttpConnector::new(Arc::clone(&settings))),
+            configs: Mutex::default(),
             settings,
         })
     }
@@ -174,6 +183,11 @@ impl Workspaces {
         Ok(())
     }
 
+    /// Whether this instance last saw tool set `id` in `workspace`.
+    fn in_workspace(&self, id: &str, workspace: &str) -> bool {
+        self.applied.lock().unwrap_or_else(|e| e.into_inner()).get(id).is_some_and(|(w, _)| w == workspace)
+    }
+
     /// This instance changed `tool_set` (of `workspace`): claim the right
     /// to record its syncs, record that one starts, and sync the workspace.
     pub(crate) async fn changed(&self, workspace: &str, tool_set: Option<&ToolSetRow>) -> Result<(), StoreError> {
@@ -223,11 +237,26 @@ impl Workspaces {
         let mut configs = Vec::new();
         let mut unusable = Vec::new();
         for row in &rows {
-            let tools = self.store.tools_of(&row.id).await?;
-            match self.config_of(row, &tools).await {
+            let cached = self.configs.lock().unwrap_or_else(|e| e.into_inner()).get(&row.id).cloned();
+            let made = match cached {
+                Some((revision, made)) if revision == row.revision => made,
+                _ => {
+                    let tools = self.store.tools_of(&row.id).await?;
+                    let made = self.config_of(row, &tools).await;
+                    let mut cache = self.configs.lock().unwrap_or_else(|e| e.into_inner());
+                    cache.insert(row.id.clone(), (row.revision, made.clone()));
+                    made
+                }
+            };
+            match made {
                 Ok(config) => configs.push(config),
                 Err(problem) => unusable.push((row, problem)),
             }
+        }
+        {
+            let present: std::collections::HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
+            let mut cache = self.configs.lock().unwrap_or_else(|e| e.into_inner());
+            cache.retain(|id, _| present.contains(id.as_str()) || !self.in_workspace(id, workspace));
         }
         let registry = self.registry(workspace);
         let report = registry.sync(configs).await;
