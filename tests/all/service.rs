@@ -261,13 +261,20 @@ fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_s
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// An upstream MCP server and a service on SQLite in `dir` allowed to
+/// reach it: both processes, the upstream's URL, the service's base URL.
+fn on_sqlite(dir: &std::path::Path) -> (Server, String, Server, String) {
+    let (upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
+    let (service, base) = spawn_service(&config);
+    (upstream, upstream_url, service, base)
+}
+
 #[test]
 fn concurrent_updates_of_one_version_let_exactly_one_through() {
     let dir = scratch("concurrent");
-    let (_upstream, upstream_url) = upstream();
-    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
-    let (_service, base) = spawn_service(&config);
+    let (_upstream, upstream_url, _service, base) = on_sqlite(&dir);
     let sets = format!("{base}/v1/tool_sets");
     let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
     assert_eq!(reply.status, 201, "{}", reply.body);
@@ -295,10 +302,7 @@ fn concurrent_updates_of_one_version_let_exactly_one_through() {
 #[test]
 fn a_managed_tool_sets_tools_are_changed_only_by_api_key_actors() {
     let dir = scratch("managed");
-    let (_upstream, upstream_url) = upstream();
-    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
-    let (_service, base) = spawn_service(&config);
+    let (_upstream, upstream_url, _service, base) = on_sqlite(&dir);
     let sets = format!("{base}/v1/tool_sets");
     let mut managed = mcp_tool_set("calc", &upstream_url, None);
     managed["spec"]["managed"] = json!(true);

@@ -379,20 +379,28 @@ impl Metadata<'_> {
     }
 }
 
+/// The metadata of a stored row (a tool set's or a tool's: the same
+/// columns).
+macro_rules! metadata_of {
+    ($row:expr) => {
+        Metadata {
+            id: &$row.id,
+            account_id: &$row.account_id,
+            workspace_id: &$row.workspace_id,
+            profile_id: &$row.profile_id,
+            name: &$row.name,
+            created_at: &$row.created_at,
+            updated_at: &$row.updated_at,
+            external_id: &$row.external_id,
+            labels: &$row.labels,
+            version: $row.version,
+        }
+        .json()
+    };
+}
+
 fn tool_set_metadata(row: &ToolSetRow) -> Value {
-    Metadata {
-        id: &row.id,
-        account_id: &row.account_id,
-        workspace_id: &row.workspace_id,
-        profile_id: &row.profile_id,
-        name: &row.name,
-        created_at: &row.created_at,
-        updated_at: &row.updated_at,
-        external_id: &row.external_id,
-        labels: &row.labels,
-        version: row.version,
-    }
-    .json()
+    metadata_of!(row)
 }
 
 fn tool_set_json(row: &ToolSetRow) -> Value {
@@ -587,19 +595,7 @@ async fn list_events(
 // ---- tools ----------------------------------------------------------------
 
 fn tool_json(row: &ToolRow, tool_set: &ToolSetRow) -> Value {
-    let metadata = Metadata {
-        id: &row.id,
-        account_id: &row.account_id,
-        workspace_id: &row.workspace_id,
-        profile_id: &row.profile_id,
-        name: &row.name,
-        created_at: &row.created_at,
-        updated_at: &row.updated_at,
-        external_id: &row.external_id,
-        labels: &row.labels,
-        version: row.version,
-    }
-    .json();
+    let metadata = metadata_of!(row);
     json!({
         "metadata": metadata,
         "spec": row.spec,

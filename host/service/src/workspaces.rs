@@ -358,7 +358,7 @@ impl Workspaces {
                 "kind": "mcp",
                 "server": {"url": mcp.url},
                 "headers": mcp.headers,
-                "extensions": filters(&mcp.include_tools, &mcp.exclude_tools, &mcp.tool_approvals),
+                "extensions": mcp.filters,
             }),
             (None, Some(uri), None) => {
                 let mut server = json!({"url": uri.url});
@@ -372,7 +372,7 @@ impl Workspaces {
                     "id": row.name,
                     "kind": "uri",
                     "server": server,
-                    "extensions": filters(&uri.include_tools, &uri.exclude_tools, &uri.tool_approvals),
+                    "extensions": uri.filters,
                 })
             }
             (None, None, Some(http)) => return Ok(http_config(row, http, tools)),
@@ -434,21 +434,6 @@ fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[Tool
 pub(crate) fn kind_of(spec: &Value) -> Option<&'static str> {
     let adapter = spec.get("adapter")?;
     ["mcp", "uri", "http"].into_iter().find(|kind| adapter.get(*kind).is_some_and(|v| !v.is_null()))
-}
-
-/// The `extensions` of a toolsets entry from an adapter's filters.
-fn filters(include: &Option<Value>, exclude: &Option<Value>, approvals: &Option<Value>) -> Value {
-    let mut extensions = serde_json::Map::new();
-    if let Some(include) = include {
-        extensions.insert("includeTools".into(), include.clone());
-    }
-    if let Some(exclude) = exclude {
-        extensions.insert("excludeTools".into(), exclude.clone());
-    }
-    if let Some(approvals) = approvals {
-        extensions.insert("toolApprovals".into(), approvals.clone());
-    }
-    Value::Object(extensions)
 }
 
 /// A synced tool's spec, from what the registry made of it.
