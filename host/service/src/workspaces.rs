@@ -53,6 +53,9 @@ pub struct Workspaces {
     applied: Mutex<BTreeMap<String, (String, i64)>>,
     /// What was last recorded of each tool set.
     seen: Mutex<HashMap<String, Seen>>,
+    /// When the registry's sync of each tool set that was last settled
+    /// (recorded, or found recorded) happened.
+    settled: Mutex<HashMap<String, std::time::SystemTime>>,
     /// Workspaces with a sync not recorded because another instance held
     /// the claim: tried again on each poll until recorded (by this
     /// instance once the claim lapses, if the other did not record it).
@@ -99,6 +102,7 @@ impl Workspaces {
             locks: Mutex::default(),
             applied: Mutex::default(),
             seen: Mutex::default(),
+            settled: Mutex::default(),
             pending: Mutex::default(),
             instance: crate::new_id("instance"),
             http: Arc::new(crate::http_adapter::HttpConnector::new(Arc::clone(&settings))),
@@ -209,6 +213,7 @@ impl Workspaces {
                 // What the sync ends in is recorded, even when it ends as
                 // the last one did.
                 self.seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&row.id);
+                self.settled.lock().unwrap_or_else(|e| e.into_inner()).remove(&row.id);
             }
         }
         self.sync(workspace).await
@@ -272,36 +277,58 @@ impl Workspaces {
         }
         let outcomes: HashMap<String, toolhost::ToolsetEvent> =
             registry.last_syncs().into_iter().map(|e| (e.tool_set_id.clone(), e)).collect();
+        // A toolset whose last sync was settled already has nothing new:
+        // only the others' tools are looked at.
+        let unsettled: Vec<&ToolSetRow> = {
+            let settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+            rows.iter()
+                .filter(|row| {
+                    unusable.iter().any(|(r, _)| r.id == row.id)
+                        || outcomes.get(&row.name).is_some_and(|event| settled.get(&row.id) != Some(&event.at))
+                })
+                .collect()
+        };
+        if unsettled.is_empty() {
+            return Ok(());
+        }
+        let mut by_toolset: HashMap<&str, Vec<(String, Value)>> = HashMap::new();
         let tools = registry.all_tools();
-        for row in &rows {
-            let (outcome, found) = match unusable.iter().find(|(r, _)| r.id == row.id) {
+        for tool in &tools {
+            by_toolset.entry(tool.toolset.as_str()).or_default().push((tool.tool.name.clone(), synced_spec(tool)));
+        }
+        for row in unsettled {
+            let (outcome, found, at) = match unusable.iter().find(|(r, _)| r.id == row.id) {
                 Some((_, problem)) => (
                     json!({"SyncFailed": {"error": true, "errorType": "INVALID_CONFIGURATION", "message": problem}}),
                     Vec::new(),
+                    None,
                 ),
                 None => match outcomes.get(&row.name) {
                     None => continue,
-                    Some(event) => {
-                        let found: Vec<(String, Value)> = tools
-                            .iter()
-                            .filter(|t| t.toolset == row.name)
-                            .map(|t| (t.tool.name.clone(), synced_spec(t)))
-                            .collect();
-                        (serde_json::to_value(&event.event).unwrap_or(Value::Null), found)
-                    }
+                    Some(event) => (
+                        serde_json::to_value(&event.event).unwrap_or(Value::Null),
+                        by_toolset.remove(row.name.as_str()).unwrap_or_default(),
+                        Some(event.at),
+                    ),
                 },
             };
-            self.settle(row, outcome, found).await?;
+            if self.settle(row, outcome, found).await?
+                && let Some(at) = at
+            {
+                self.settled.lock().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), at);
+            }
         }
         Ok(())
     }
 
     /// Record a tool set's sync outcome and tools, if they differ from what
-    /// was seen and this instance holds the claim to record them.
-    async fn settle(&self, row: &ToolSetRow, outcome: Value, found: Vec<(String, Value)>) -> Result<(), StoreError> {
+    /// was seen and this instance holds the claim to record them: whether
+    /// they are recorded now (by this instance or, as far as it can tell,
+    /// by another).
+    async fn settle(&self, row: &ToolSetRow, outcome: Value, found: Vec<(String, Value)>) -> Result<bool, StoreError> {
         let seen = (outcome.clone(), found.clone());
         if self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&row.id) == Some(&seen) {
-            return Ok(());
+            return Ok(true);
         }
         let now = crate::unix_now();
         if !self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS, false).await? {
@@ -309,19 +336,22 @@ impl Workspaces {
             // not, this one will once the claim lapses).
             if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(&outcome) {
                 self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(row.workspace_id.clone());
+                return Ok(false);
             }
-            return Ok(());
+            return Ok(true);
         }
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), seen);
         let event = self.record(row, outcome.clone()).await?;
         // A failed sync keeps the tools recorded before (they are not
         // archived by a server that is away).
         if outcome.get("SyncFailed").is_some() {
-            return self.store.apply_sync_outcome(&row.id, &event).await;
+            self.store.apply_sync_outcome(&row.id, &event).await?;
+            return Ok(true);
         }
         let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
         let found: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
-        self.store.apply_sync(row, &found, &system, &event, &crate::now_rfc3339()).await
+        self.store.apply_sync(row, &found, &system, &event, &crate::now_rfc3339()).await?;
+        Ok(true)
     }
 
     /// Whether a tool set about to be stored would load: why not.
