@@ -207,6 +207,20 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     }
     assert_eq!(event_names(&base, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
 
+    // The adapter's kind cannot change; an unknown page token is an error,
+    // not the first page.
+    let mut other_kind = change.clone();
+    other_kind["spec"]["adapter"] = json!({"http": {"baseUrl": upstream_url}});
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&other_kind), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/adapter", "{}", reply.body);
+    let reply = rest("GET", &format!("{sets}/{id}/events?pageToken=event_nope"), Some(ACME), None, &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    // The probes name no tenant's tool set.
+    let (status, ready) = crate::production::get(&format!("{base}/readyz"));
+    assert_eq!(status, 200, "{ready}");
+    assert!(!ready.contains("calc") && ready.contains("\"workspaces\""), "{ready}");
+
     // Call a tool over MCP as the workspace: `calc__add` is there,
     // `calc__divide` is not.
     let mcp = format!("{base}/mcp");

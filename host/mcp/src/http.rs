@@ -371,11 +371,26 @@ async fn readyz(axum::extract::State(front): axum::extract::State<Front>) -> Res
     if let crate::ToolSource::Plugin(plugin) = &front.source {
         toolsets.insert(plugin.name().to_owned(), Value::from("SyncCompleted"));
     }
-    // A tenant's toolsets are named `<tenant>/<toolset>`.
-    for (tenant, registry) in front.source.registries() {
+    #[cfg(feature = "production")]
+    if let crate::ToolSource::Tenants(tenants) = &front.source {
+        // Tenants' toolsets are theirs: unauthenticated probes get counts
+        // of sync states, never names.
+        let registries = tenants.registries();
+        let mut states: std::collections::BTreeMap<&'static str, u64> = Default::default();
+        for (_, registry) in &registries {
+            for event in registry.last_syncs() {
+                *states.entry(event.event.name()).or_default() += 1;
+            }
+        }
+        let status = if draining { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+        return json_response(
+            status,
+            &serde_json::json!({"ready": !draining, "workspaces": registries.len(), "syncs": states}),
+        );
+    }
+    for (_, registry) in front.source.registries() {
         for event in registry.last_syncs() {
-            let name = if tenant.is_empty() { event.tool_set_id } else { format!("{tenant}/{}", event.tool_set_id) };
-            toolsets.insert(name, Value::from(event.event.name()));
+            toolsets.insert(event.tool_set_id, Value::from(event.event.name()));
         }
     }
     let status = if draining { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };

@@ -454,8 +454,17 @@ async fn find_tool_set(service: &Service, actor: &Actor, id: &str) -> Result<Too
 /// After a write: sync the workspace (a failure to record is logged; the
 /// write stands), then read the tool set again.
 async fn synced(service: &Service, actor: &Actor, row: &ToolSetRow) -> Result<ToolSetRow, Refusal> {
-    if let Err(error) = service.workspaces.changed(&actor.workspace_id, Some(row)).await {
-        tracing::warn!(tool_set = %row.id, "the change is stored, but its sync could not be recorded: {error}");
+    // On a task of its own: a client that goes away does not leave a sync
+    // started and never recorded.
+    let (workspaces, workspace, changed) =
+        (std::sync::Arc::clone(&service.workspaces), actor.workspace_id.clone(), row.clone());
+    let sync = tokio::spawn(async move { workspaces.changed(&workspace, Some(&changed)).await });
+    match sync.await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(tool_set = %row.id, "the change is stored, but its sync could not be recorded: {error}")
+        }
+        Err(error) => tracing::error!(tool_set = %row.id, "the sync of a change failed: {error}"),
     }
     find_tool_set(service, actor, &row.id).await
 }
@@ -536,7 +545,21 @@ async fn update_tool_set(
     same_id(&body, &id)?;
     let expected = expected_version(&headers, &body)?;
     let current = find_tool_set(&service, &actor, &id).await?;
+    // Without a version, the one just read: what was checked (managed, the
+    // adapter's kind) is what is changed.
+    let expected = expected.or(Some(current.version));
     service.check_spec(&body["spec"])?;
+    let (was, now) = (kind_of(&current.spec), kind_of(&body["spec"]));
+    if was != now {
+        return Err(Refusal::invalid(vec![(
+            "/spec/adapter".to_owned(),
+            format!(
+                "the adapter's kind cannot change ({} to {}): make a new tool set",
+                was.unwrap_or("none"),
+                now.unwrap_or("none")
+            ),
+        )]));
+    }
     let spec: ToolSetSpec = serde_json::from_value(body["spec"].clone())
         .map_err(|e| Refusal::invalid(vec![("/spec".to_owned(), e.to_string())]))?;
     let was_managed = current.spec.get("managed").and_then(Value::as_bool).unwrap_or(false);
@@ -564,6 +587,7 @@ async fn delete_tool_set(State(service): State<Service>, headers: HeaderMap, Pat
     if current.spec.get("managed").and_then(Value::as_bool).unwrap_or(false) && !actor.may_manage() {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "only API-key actors may delete a managed tool set"));
     }
+    let expected = expected.or(Some(current.version));
     service.store.delete_tool_set(&actor.workspace_id, &id, expected).await?;
     if let Err(error) = service.workspaces.changed(&actor.workspace_id, None).await {
         tracing::warn!(tool_set = %id, "deleted, but the registry could not be brought in line: {error}");
@@ -583,6 +607,12 @@ async fn list_events(
     let (after, size) = page.limits()?;
     // Events outlive their tool set: a deleted one's events are still
     // listed (only ever to its own workspace).
+    if !after.is_empty() && !service.store.event_exists(&actor.workspace_id, &id, &after).await? {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("pageToken `{after}` is not an event of this tool set"),
+        ));
+    }
     let events = service.store.list_events(&actor.workspace_id, &id, &after, size).await?;
     if events.is_empty() && after.is_empty() {
         find_tool_set(&service, &actor, &id).await?;
@@ -749,6 +779,12 @@ async fn update_tool(
             change.approval_override = Some(approval);
         }
     } else {
+        if body.pointer("/spec/config/http").is_none() {
+            return Err(Refusal::invalid(vec![(
+                "/spec/config/http".to_owned(),
+                "a tool of an http tool set says its request (config.http)".to_owned(),
+            )]));
+        }
         change.name = text_at(&body, "/metadata/name").unwrap_or_default();
         let mut spec = body["spec"].clone();
         if spec.get("status").is_none_or(|s| s == "TOOL_STATUS_UNSPECIFIED") {

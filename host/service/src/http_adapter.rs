@@ -34,18 +34,18 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// URL, the headers and the tools (as the store has them).
 pub(crate) struct HttpConnector {
     settings: Arc<ServiceSettings>,
-    client: reqwest::Client,
+    /// (None only where TLS could not be set up: its tools fail, saying so.)
+    client: Option<reqwest::Client>,
 }
 
 impl HttpConnector {
     pub(crate) fn new(settings: Arc<ServiceSettings>) -> HttpConnector {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(TIMEOUT)
-            .build()
-            .unwrap_or_default();
-        HttpConnector { settings, client }
+        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(TIMEOUT).build();
+        if let Err(error) = &client {
+            tracing::error!("the http adapter has no HTTP client, its tools will fail: {error}");
+        }
+        HttpConnector { settings, client: client.ok() }
     }
 }
 
@@ -75,12 +75,9 @@ impl toolhost::ToolsetConnector for HttpConnector {
                 .map_err(|e| format!("the tools: {e}"))?;
             let mut toolset = BuiltinToolset::new(config.id.clone());
             for tool in tools {
-                let request = Arc::new(Request {
-                    client: self.client.clone(),
-                    base: base.clone(),
-                    headers: headers.clone(),
-                    http: tool.http,
-                });
+                let client = self.client.clone().ok_or("the http adapter has no HTTP client (see the log)")?;
+                let request =
+                    Arc::new(Request { client, base: base.clone(), headers: headers.clone(), http: tool.http });
                 let described = Tool::new(tool.name, tool.description, tool.parameters);
                 toolset = toolset.with_tool(BuiltinTool::from_tool(described, move |call: BuiltinCall| {
                     let request = Arc::clone(&request);

@@ -313,28 +313,33 @@ impl Store {
         self.get_tool_set(workspace, id).await
     }
 
-    /// Remove a tool set and its tools, if its version is still `expected`.
+    /// Remove a tool set and (by `ON DELETE CASCADE`) its tools, if its
+    /// version is still `expected`. The tool set's row is locked first, as
+    /// every other write locks it first: no deadlock with a sync.
     pub async fn delete_tool_set(&self, workspace: &str, id: &str, expected: Option<i64>) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM tools WHERE tool_set_id = $1 AND workspace_id = $2")
-            .bind(id)
-            .bind(workspace)
-            .execute(&mut *tx)
-            .await?;
         let done =
             sqlx::query("DELETE FROM tool_sets WHERE workspace_id = $1 AND id = $2 AND ($3 < 0 OR version = $3)")
                 .bind(workspace)
                 .bind(id)
                 .bind(expected.unwrap_or(-1))
-                .execute(&mut *tx)
+                .execute(&self.pool)
                 .await?;
         if done.rows_affected() == 0 {
-            tx.rollback().await?;
             let current = self.get_tool_set(workspace, id).await?;
             return Err(changed_since(current.version, expected));
         }
-        tx.commit().await?;
         Ok(())
+    }
+
+    /// Whether `event` is an event of this tool set in this workspace.
+    pub async fn event_exists(&self, workspace: &str, tool_set: &str, event: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT seq FROM events WHERE workspace_id = $1 AND tool_set_id = $2 AND id = $3")
+            .bind(workspace)
+            .bind(tool_set)
+            .bind(event)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
     }
 
     /// A page of a tool set's tools, by id.

@@ -64,6 +64,8 @@ pub struct Workspaces {
     instance: String,
     /// Connects http tool sets.
     http: Arc<crate::http_adapter::HttpConnector>,
+    /// Itself, for the tasks that follow its registries.
+    me: std::sync::Weak<Workspaces>,
     /// Each tool set's toolset (or why it has none) at the revision it was
     /// made from: a sync rebuilds only what changed, not every tool set of
     /// the workspace.
@@ -94,7 +96,8 @@ impl toolhost_mcp::Tenants for Workspaces {
 impl Workspaces {
     pub(crate) fn new(store: Store, settings: Arc<ServiceSettings>, runtime: toolhost::Runtime) -> Arc<Workspaces> {
         let empty = Arc::new(Registry::with_runtime(runtime.clone(), Arc::new(toolhost::NoSecrets)));
-        Arc::new(Workspaces {
+        Arc::new_cyclic(|me| Workspaces {
+            me: me.clone(),
             store,
             runtime,
             registries: RwLock::default(),
@@ -122,11 +125,25 @@ impl Workspaces {
         }
         let mut registries = self.registries.write().unwrap_or_else(|e| e.into_inner());
         let registry = registries.entry(workspace.to_owned()).or_insert_with(|| {
-            Arc::new(
+            let registry = Arc::new(
                 Registry::with_runtime(self.runtime.clone(), Arc::new(toolhost::NoSecrets))
                     .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new()))
                     .with_connector("http", Arc::clone(&self.http) as Arc<dyn toolhost::ToolsetConnector>),
-            )
+            );
+            // When the registry changes by itself (an MCP server's tools
+            // changed, and the registry loaded them again), what it found
+            // is recorded: statuses, ARCHIVED, events.
+            let mut changes = registry.subscribe();
+            let (me, workspace) = (self.me.clone(), workspace.to_owned());
+            tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    let Some(workspaces) = me.upgrade() else { return };
+                    if let Err(error) = workspaces.sync(&workspace).await {
+                        tracing::warn!(workspace, "cannot record the registry's change: {error}");
+                    }
+                }
+            });
+            registry
         });
         Arc::clone(registry)
     }
@@ -182,7 +199,11 @@ impl Workspaces {
             changed
         };
         for workspace in changed {
-            self.sync(&workspace).await?;
+            // One workspace's failure is its own: the others are synced.
+            if let Err(error) = self.sync(&workspace).await {
+                tracing::warn!(workspace, "cannot sync the workspace: {error}");
+                self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(workspace);
+            }
         }
         Ok(())
     }
@@ -259,9 +280,12 @@ impl Workspaces {
             }
         }
         {
+            // What is kept of tool sets that are gone goes with them.
             let present: std::collections::HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
-            let mut cache = self.configs.lock().unwrap_or_else(|e| e.into_inner());
-            cache.retain(|id, _| present.contains(id.as_str()) || !self.in_workspace(id, workspace));
+            let gone = |id: &String| !present.contains(id.as_str()) && self.in_workspace(id, workspace);
+            self.configs.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
+            self.seen.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
+            self.settled.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
         }
         let registry = self.registry(workspace);
         let report = registry.sync(configs).await;
@@ -354,6 +378,17 @@ impl Workspaces {
         Ok(true)
     }
 
+    /// Whether the operator lets tool sets reach `url`'s host.
+    fn reachable(&self, url: &str) -> Result<(), String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let host = parsed.host_str().unwrap_or("");
+        if self.settings.allows_host(host, parsed.port_or_known_default()) {
+            Ok(())
+        } else {
+            Err(format!("the host `{host}` is not one this service may reach (serve.service.allowedHosts)"))
+        }
+    }
+
     /// Whether a tool set about to be stored would load: why not.
     pub(crate) async fn config_of_new(&self, row: &ToolSetRow) -> Result<ToolsetConfig, String> {
         self.config_of(row, &[]).await
@@ -382,6 +417,27 @@ impl Workspaces {
                 })
             })
             .collect();
+        // What the operator allows is checked again at every load: a host
+        // or directory taken off the lists is not reached by tool sets
+        // stored before.
+        if let Some(url) = adapter.mcp.as_ref().and_then(|m| m.url.as_deref()) {
+            self.reachable(url)?;
+        }
+        if let Some(uri) = &adapter.uri {
+            if let Some(path) = uri.url.strip_prefix("file://") {
+                let inside = std::fs::canonicalize(path).is_ok_and(|real| {
+                    self.settings
+                        .plugin_dirs
+                        .iter()
+                        .any(|dir| std::fs::canonicalize(dir).is_ok_and(|dir| real.starts_with(dir)))
+                });
+                if !inside {
+                    return Err("its plugin file is not inside one of serve.service.pluginDirs".to_owned());
+                }
+            } else if uri.url.starts_with("https://") {
+                self.reachable(&uri.url)?;
+            }
+        }
         let mut entry = match (&adapter.mcp, &adapter.uri, &adapter.http) {
             (Some(mcp), None, None) => json!({
                 "id": row.name,
