@@ -282,13 +282,7 @@ impl Service {
         let url_allowed = |pointer: &str, text: &str, schemes: &[&str]| -> Option<(String, String)> {
             match url::Url::parse(text) {
                 Ok(url) if schemes.contains(&url.scheme()) => {
-                    let host = url.host_str().unwrap_or("");
-                    (!self.settings.allows_host(host, url.port_or_known_default())).then(|| {
-                        (
-                            pointer.to_owned(),
-                            format!("the host `{host}` is not one this service may reach (serve.service.allowedHosts)"),
-                        )
-                    })
+                    self.settings.reaches(&url).err().map(|message| (pointer.to_owned(), message))
                 }
                 Ok(url) => Some((pointer.to_owned(), format!("the scheme `{}` is not allowed here", url.scheme()))),
                 Err(e) => Some((pointer.to_owned(), format!("not a URL: {e}"))),
@@ -303,17 +297,11 @@ impl Service {
         if let Some(url) = spec.pointer("/adapter/uri/url").and_then(Value::as_str) {
             let pointer = "/spec/adapter/uri/url";
             if let Some(path) = url.strip_prefix("file://") {
-                match std::fs::canonicalize(path) {
-                    Ok(real)
-                        if self
-                            .settings
-                            .plugin_dirs
-                            .iter()
-                            .any(|dir| std::fs::canonicalize(dir).is_ok_and(|dir| real.starts_with(dir))) => {}
-                    _ => problems.push((
+                if !self.settings.holds_plugin(path) {
+                    problems.push((
                         pointer.to_owned(),
                         "a file:// plugin must be a file inside one of serve.service.pluginDirs".to_owned(),
-                    )),
+                    ));
                 }
             } else if url.starts_with("https://") {
                 if spec.pointer("/adapter/uri/digest").is_none() {

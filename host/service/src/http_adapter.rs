@@ -64,12 +64,7 @@ impl toolhost::ToolsetConnector for HttpConnector {
             let server = &config.remote.server;
             let base = server.get("baseUrl").and_then(Value::as_str).ok_or("the tool set has no baseUrl")?;
             let base = url::Url::parse(base).map_err(|e| format!("baseUrl: {e}"))?;
-            let host = base.host_str().unwrap_or("");
-            if !self.settings.allows_host(host, base.port_or_known_default()) {
-                return Err(format!(
-                    "the host `{host}` is not one this service may reach (serve.service.allowedHosts)"
-                ));
-            }
+            self.settings.reaches(&base)?;
             let headers: BTreeMap<String, String> = config.remote.headers.clone();
             let tools: Vec<HttpTool> = serde_json::from_value(server.get("tools").cloned().unwrap_or_default())
                 .map_err(|e| format!("the tools: {e}"))?;

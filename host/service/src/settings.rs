@@ -95,6 +95,26 @@ impl ServiceSettings {
     }
 }
 
+impl ServiceSettings {
+    /// Whether a tenant's adapter may reach `url`'s host: why not.
+    pub fn reaches(&self, url: &url::Url) -> Result<(), String> {
+        let host = url.host_str().unwrap_or("");
+        if self.allows_host(host, url.port_or_known_default()) {
+            Ok(())
+        } else {
+            Err(format!("the host `{host}` is not one this service may reach (serve.service.allowedHosts)"))
+        }
+    }
+
+    /// Whether `path` is a file inside one of the plugin directories (both
+    /// resolved, so `..` and links cannot leave them).
+    pub fn holds_plugin(&self, path: &str) -> bool {
+        std::fs::canonicalize(path).is_ok_and(|real| {
+            self.plugin_dirs.iter().any(|dir| std::fs::canonicalize(dir).is_ok_and(|dir| real.starts_with(dir)))
+        })
+    }
+}
+
 /// A store URL without its password.
 pub(crate) fn redact(url: &str) -> String {
     match url::Url::parse(url) {

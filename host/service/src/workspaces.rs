@@ -381,12 +381,7 @@ impl Workspaces {
     /// Whether the operator lets tool sets reach `url`'s host.
     fn reachable(&self, url: &str) -> Result<(), String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-        let host = parsed.host_str().unwrap_or("");
-        if self.settings.allows_host(host, parsed.port_or_known_default()) {
-            Ok(())
-        } else {
-            Err(format!("the host `{host}` is not one this service may reach (serve.service.allowedHosts)"))
-        }
+        self.settings.reaches(&parsed)
     }
 
     /// Whether a tool set about to be stored would load: why not.
@@ -425,13 +420,7 @@ impl Workspaces {
         }
         if let Some(uri) = &adapter.uri {
             if let Some(path) = uri.url.strip_prefix("file://") {
-                let inside = std::fs::canonicalize(path).is_ok_and(|real| {
-                    self.settings
-                        .plugin_dirs
-                        .iter()
-                        .any(|dir| std::fs::canonicalize(dir).is_ok_and(|dir| real.starts_with(dir)))
-                });
-                if !inside {
+                if !self.settings.holds_plugin(path) {
                     return Err("its plugin file is not inside one of serve.service.pluginDirs".to_owned());
                 }
             } else if uri.url.starts_with("https://") {
