@@ -430,6 +430,8 @@ pub fn spawn_serve_http(args: &[&str], env: &[(&str, &str)]) -> (std::process::C
 pub struct Postgres {
     dir: PathBuf,
     bin: PathBuf,
+    /// Running as root: PostgreSQL's programs run as `postgres`.
+    root: bool,
     /// `postgres://postgres@127.0.0.1:PORT/toolhost`.
     pub url: String,
 }
@@ -460,15 +462,10 @@ impl Postgres {
             let status = std::process::Command::new("chown").args(["-R", "postgres:"]).arg(&dir).status();
             assert!(status.is_ok_and(|s| s.success()), "chown the PostgreSQL directory");
         }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let postgres = Postgres { url: format!("postgres://postgres@127.0.0.1:{port}/toolhost"), dir, bin, root };
         let run = |program: &str, args: &[&str]| {
-            let mut command = if root {
-                let mut command = std::process::Command::new("runuser");
-                command.args(["-u", "postgres", "--"]).arg(bin.join(program));
-                command
-            } else {
-                std::process::Command::new(bin.join(program))
-            };
-            let output = command.args(args).output().expect("run a PostgreSQL program");
+            let output = postgres.command(program).args(args).output().expect("run a PostgreSQL program");
             assert!(
                 output.status.success(),
                 "{program} failed: {}{}",
@@ -476,31 +473,32 @@ impl Postgres {
                 String::from_utf8_lossy(&output.stderr)
             );
         };
-        let data = dir.join("data");
-        let data_arg = data.display().to_string();
+        let data_arg = postgres.dir.join("data").display().to_string();
         run("initdb", &["-D", &data_arg, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
-        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on", dir.display());
-        let log = dir.join("log").display().to_string();
+        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on", postgres.dir.display());
+        let log = postgres.dir.join("log").display().to_string();
         run("pg_ctl", &["-D", &data_arg, "-o", &options, "-l", &log, "-w", "-t", "60", "start"]);
         let port_arg = port.to_string();
         run("createdb", &["-h", "127.0.0.1", "-p", &port_arg, "-U", "postgres", "toolhost"]);
-        Some(Postgres { url: format!("postgres://postgres@127.0.0.1:{port}/toolhost"), dir, bin })
+        Some(postgres)
+    }
+
+    /// One of PostgreSQL's programs, to run as `postgres` when root.
+    fn command(&self, program: &str) -> std::process::Command {
+        if self.root {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(self.bin.join(program));
+            command
+        } else {
+            std::process::Command::new(self.bin.join(program))
+        }
     }
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
         let data = self.dir.join("data");
-        let mut command = std::process::Command::new("runuser");
-        let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-        let mut command = if root {
-            command.args(["-u", "postgres", "--"]).arg(self.bin.join("pg_ctl"));
-            command
-        } else {
-            std::process::Command::new(self.bin.join("pg_ctl"))
-        };
-        let _ = command.arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output();
+        let _ = self.command("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output();
         std::fs::remove_dir_all(&self.dir).ok();
     }
 }

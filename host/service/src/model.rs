@@ -100,18 +100,6 @@ pub struct ToolFilters {
     pub tool_approvals: Option<Value>,
 }
 
-impl ToolSetAdapter {
-    /// `http`, `mcp` or `uri`.
-    pub fn kind(&self) -> Option<&'static str> {
-        match (&self.http, &self.mcp, &self.uri) {
-            (Some(_), None, None) => Some("http"),
-            (None, Some(_), None) => Some("mcp"),
-            (None, None, Some(_)) => Some("uri"),
-            _ => None,
-        }
-    }
-}
-
 /// `config.http`: the request a call makes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
