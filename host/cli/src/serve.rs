@@ -235,7 +235,9 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     if let Some(service) = service_settings
         && let Some(options) = http.take()
     {
-        let auth = options.auth.clone().expect("the tool-set service is refused without serve.auth");
+        let Some(auth) = options.auth.clone() else {
+            return Err(usage(anyhow::anyhow!("the tool-set service needs serve.auth in the toolsets file")));
+        };
         let redacted = service.store_redacted();
         let service = toolhost_service::Service::start(service, auth, crate::runtime().clone()).await.map_err(
             |error| match error {
