@@ -207,13 +207,45 @@ impl Registry {
     /// writer of a registry that follows a configuration: toolsets added or
     /// removed by others while it loads are overwritten by the swap.
     pub async fn sync(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
+        // Built-in toolsets the program added, which the configuration does
+        // not name, stay.
+        self.reconcile(toolsets, |_, loaded| loaded.owned_by_program).await
+    }
+
+    /// Bring only some toolsets in line, leaving every other one as it is:
+    /// those of `toolsets` are loaded, or reloaded if their configuration
+    /// or plugin file changed (as [`sync`](Self::sync) does), and those
+    /// named in `removed` are removed. For a registry that follows many
+    /// toolsets changing one at a time: the cost is that of the toolsets
+    /// named, not of the whole registry. Subscribers are notified once if
+    /// anything changed.
+    pub async fn sync_some(&self, toolsets: Vec<ToolsetConfig>, removed: &[String]) -> LoadReport {
+        self.reconcile(toolsets, |id, _| !removed.iter().any(|gone| gone == id)).await
+    }
+
+    /// The tools of one toolset, available or not, sorted by namespaced
+    /// name (none if it is not loaded).
+    pub fn tools_of(&self, toolset: &str) -> Vec<RegisteredTool> {
+        let mut tools = self.read().get(toolset).map(|t| t.tools.clone()).unwrap_or_default();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    /// The last sync outcome (`SyncCompleted` or `SyncFailed`) of one
+    /// toolset, if it was ever loaded.
+    pub fn last_sync(&self, toolset: &str) -> Option<ToolsetEvent> {
+        self.log.last_of(toolset)
+    }
+
+    /// The toolsets of `toolsets` loaded or kept, with the current toolsets
+    /// they do not name for which `keep` holds; swapped in at once.
+    async fn reconcile(&self, toolsets: Vec<ToolsetConfig>, keep: impl Fn(&str, &LoadedToolset) -> bool) -> LoadReport {
         let current = self.read().clone();
         let builtins = self.builtins();
         let mut next: BTreeMap<String, Arc<LoadedToolset>> = BTreeMap::new();
-        // Built-in toolsets the program added, which the configuration does
-        // not name, stay.
+        let named: std::collections::BTreeSet<&str> = toolsets.iter().map(|t| t.id.as_str()).collect();
         for (id, loaded) in &current {
-            if loaded.owned_by_program && !toolsets.iter().any(|t| &t.id == id) {
+            if !named.contains(id.as_str()) && keep(id, loaded) {
                 next.insert(id.clone(), Arc::clone(loaded));
             }
         }

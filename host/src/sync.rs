@@ -152,6 +152,10 @@ impl SyncLog {
         self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).values().cloned().collect()
     }
 
+    pub(crate) fn last_of(&self, toolset: &str) -> Option<ToolsetEvent> {
+        self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(toolset).cloned()
+    }
+
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<ToolsetEvent> {
         self.sender.subscribe()
     }

@@ -254,7 +254,8 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert_eq!(reply.body["metadata"]["labels"]["environment"], "production");
     assert_eq!(statuses(&base, ACME, &id), after);
     let events = event_names(&base, ACME, &id);
-    assert_eq!(events[..4], ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"], "{events:?}");
+    // Reloading what it had is no sync to record.
+    assert_eq!(events, ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
     let mcp = format!("{base}/mcp");
     let session = open_session(&mcp, Some(ACME));
     let answer = post(&mcp, Some(ACME), Some(&session), &call("calc__add", json!({"a": 20, "b": 22})));

@@ -371,6 +371,43 @@ async fn a_new_configuration_is_swapped_in_at_once_and_announced_once() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// `sync_some` touches only the toolsets it names: the one given is
+/// reloaded, the one named removed, the rest kept as they were (the same
+/// loaded instance), with one notification.
+#[tokio::test]
+async fn syncing_some_toolsets_leaves_the_others_as_they_were() {
+    let dir = scratch("sync-some");
+    let path = dir.join("t.json");
+    let toolset = |id: &str, plugin: &str| json!({"id": id, "kind": "uri", "server": {"url": example(plugin).display().to_string()}});
+    let load = |toolsets: Value| {
+        std::fs::write(&path, json!({"schema": "s", "toolsets": toolsets}).to_string()).expect("config");
+        let path = path.clone();
+        async move { load_toolsets(&path, &NoSecrets).await.expect("config").toolsets }
+    };
+    let registry = Registry::new(Arc::new(NoSecrets));
+    let all =
+        load(json!([toolset("calc", "calculator"), toolset("text", "text"), toolset("kept", "calculator")])).await;
+    assert!(registry.sync(all).await.failures.is_empty());
+    let kept_before = registry.tools_of("kept");
+    let events_before = registry.last_sync("kept").expect("kept was loaded");
+    let mut changes = registry.subscribe();
+    changes.borrow_and_update();
+    let count = *changes.borrow();
+
+    let mut calc = toolset("calc", "calculator");
+    calc["tools"] = json!([{"name": "divide", "enabled": false}]);
+    let report = registry.sync_some(load(json!([calc])).await, &["text".to_owned()]).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(registry.toolset_ids(), ["calc", "kept"]);
+    let divide = registry.tools_of("calc").into_iter().find(|t| t.name == "calc__divide").expect("divide");
+    assert!(!divide.enabled, "the named toolset was reloaded with its new settings");
+    assert!(registry.tools_of("text").is_empty());
+    assert_eq!(registry.last_sync("kept").map(|e| e.at), Some(events_before.at), "the other was not reloaded");
+    assert_eq!(registry.tools_of("kept").len(), kept_before.len());
+    assert_eq!(*changes.borrow(), count + 1, "one call, one notification");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[tokio::test]
 async fn the_watcher_applies_a_changed_file_and_keeps_the_old_set_when_the_new_one_is_broken() {
     use toolhost::{ToolsetsWatcher, WatchEvent};

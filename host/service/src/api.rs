@@ -446,7 +446,7 @@ async fn synced(service: &Service, actor: &Actor, row: &ToolSetRow) -> Result<To
     // started and never recorded.
     let (workspaces, workspace, changed) =
         (std::sync::Arc::clone(&service.workspaces), actor.workspace_id.clone(), row.clone());
-    let sync = tokio::spawn(async move { workspaces.changed(&workspace, Some(&changed)).await });
+    let sync = tokio::spawn(async move { workspaces.changed(&workspace, &changed).await });
     match sync.await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => {
@@ -577,7 +577,7 @@ async fn delete_tool_set(State(service): State<Service>, headers: HeaderMap, Pat
     }
     let expected = expected.or(Some(current.version));
     service.store.delete_tool_set(&actor.workspace_id, &id, expected).await?;
-    if let Err(error) = service.workspaces.changed(&actor.workspace_id, None).await {
+    if let Err(error) = service.workspaces.deleted(&actor.workspace_id, &id).await {
         tracing::warn!(tool_set = %id, "deleted, but the registry could not be brought in line: {error}");
     }
     let mut response = Response::new(Body::empty());

@@ -39,11 +39,6 @@ pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-/// Unix seconds now.
-pub(crate) fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The service: its store, its workspaces' registries, its API.
 #[derive(Clone)]
 pub struct Service {

@@ -486,31 +486,34 @@ impl Store {
         Ok(())
     }
 
-    /// Take (or keep) the right to record `tool_set`'s syncs until
-    /// `until` (Unix seconds): whether this instance has it. The instance
-    /// that changed a tool set has it first; after it lapses, the first
-    /// instance to sync takes it.
-    /// With `take`, the claim is taken whoever holds it (the instance
-    /// that changed the tool set records the sync of its change).
+    /// Take (or keep) the right to record `tool_set`'s syncs for `seconds`
+    /// (by the database's clock, which every instance shares): whether this
+    /// instance has it. The instance that changed a tool set has it first;
+    /// after it lapses, the first instance to sync takes it. With `take`,
+    /// the claim is taken whoever holds it (the instance that changed the
+    /// tool set records the sync of its change).
     pub async fn claim_sync(
         &self,
         tool_set: &str,
         instance: &str,
-        now: i64,
-        until: i64,
+        seconds: i64,
         take: bool,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE tool_sets SET sync_owner = $1, sync_until = $2 \
-             WHERE id = $3 AND ($5 = 1 OR sync_owner IS NULL OR sync_owner = $1 OR sync_until < $4)",
-        )
-        .bind(instance)
-        .bind(until)
-        .bind(tool_set)
-        .bind(now)
-        .bind(i64::from(take))
-        .execute(&self.pool)
-        .await?;
+        let now = match self.backend {
+            Backend::Sqlite => "CAST(strftime('%s', 'now') AS INTEGER)",
+            Backend::Postgres => "CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)",
+        };
+        let sql = format!(
+            "UPDATE tool_sets SET sync_owner = $1, sync_until = {now} + $2 \
+             WHERE id = $3 AND ($4 = 1 OR sync_owner IS NULL OR sync_owner = $1 OR sync_until < {now})"
+        );
+        let done = sqlx::query(&sql)
+            .bind(instance)
+            .bind(seconds)
+            .bind(tool_set)
+            .bind(i64::from(take))
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 

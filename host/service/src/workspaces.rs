@@ -14,7 +14,7 @@
 //! it lapses, by the first to see a change), so two instances following
 //! the same MCP server do not record each change twice.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Value, json};
@@ -38,6 +38,35 @@ type Seen = (Value, Vec<(String, Value)>);
 /// from.
 type Made = (i64, Result<ToolsetConfig, String>);
 
+/// What this instance keeps of one tool set it follows.
+#[derive(Debug, Clone, Default)]
+struct Tracked {
+    /// Its workspace.
+    workspace: String,
+    /// Its name: the id of its toolset in the workspace's registry.
+    name: String,
+    /// Its toolset (or why it has none), made from the revision it names:
+    /// that revision is what this instance applied.
+    made: Option<Made>,
+    /// What was last recorded of its sync.
+    seen: Option<Seen>,
+    /// When the registry's sync that was last settled (recorded, or found
+    /// recorded) happened.
+    settled: Option<std::time::SystemTime>,
+    /// This instance recorded `SyncStarted` for it: the sync's outcome is
+    /// recorded whatever the store holds already.
+    started: bool,
+}
+
+/// Which of a workspace's tool sets a sync brings in line.
+enum Which {
+    /// All of them (the registry is made to match the store).
+    All,
+    /// These (by id; one that is gone from the store is removed), the
+    /// others left as they are.
+    Some(Vec<String>),
+}
+
 /// The registries of every workspace, and what keeps them in line with
 /// the store.
 pub struct Workspaces {
@@ -49,27 +78,19 @@ pub struct Workspaces {
     empty: Arc<Registry>,
     /// One sync at a time per workspace.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Each tool set's revision as last applied here, with its workspace.
-    applied: Mutex<BTreeMap<String, (String, i64)>>,
-    /// What was last recorded of each tool set.
-    seen: Mutex<HashMap<String, Seen>>,
-    /// When the registry's sync of each tool set that was last settled
-    /// (recorded, or found recorded) happened.
-    settled: Mutex<HashMap<String, std::time::SystemTime>>,
-    /// Workspaces with a sync not recorded because another instance held
-    /// the claim: tried again on each poll until recorded (by this
-    /// instance once the claim lapses, if the other did not record it).
-    pending: Mutex<std::collections::BTreeSet<String>>,
+    /// Every tool set this instance follows, by id.
+    tracked: Mutex<HashMap<String, Tracked>>,
+    /// Tool sets (workspace, id) with a sync not recorded because another
+    /// instance held the claim, or whose sync failed: tried again on each
+    /// poll until recorded (by this instance once the claim lapses, if
+    /// the other did not record it).
+    pending: Mutex<BTreeSet<(String, String)>>,
     /// This instance's id, in the events it records.
     instance: String,
     /// Connects http tool sets.
     http: Arc<crate::http_adapter::HttpConnector>,
     /// Itself, for the tasks that follow its registries.
     me: std::sync::Weak<Workspaces>,
-    /// Each tool set's toolset (or why it has none) at the revision it was
-    /// made from: a sync rebuilds only what changed, not every tool set of
-    /// the workspace.
-    configs: Mutex<HashMap<String, Made>>,
 }
 
 impl std::fmt::Debug for Workspaces {
@@ -103,19 +124,24 @@ impl Workspaces {
             registries: RwLock::default(),
             empty,
             locks: Mutex::default(),
-            applied: Mutex::default(),
-            seen: Mutex::default(),
-            settled: Mutex::default(),
+            tracked: Mutex::default(),
             pending: Mutex::default(),
             instance: crate::new_id("instance"),
             http: Arc::new(crate::http_adapter::HttpConnector::new(Arc::clone(&settings))),
-            configs: Mutex::default(),
             settings,
         })
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Registry>>> {
         self.registries.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tracked>> {
+        self.tracked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The registry of a workspace, made when first needed.
@@ -138,7 +164,7 @@ impl Workspaces {
             tokio::spawn(async move {
                 while changes.changed().await.is_ok() {
                     let Some(workspaces) = me.upgrade() else { return };
-                    if let Err(error) = workspaces.sync(&workspace).await {
+                    if let Err(error) = workspaces.recheck(&workspace).await {
                         tracing::warn!(workspace, "cannot record the registry's change: {error}");
                     }
                 }
@@ -160,7 +186,7 @@ impl Workspaces {
         workspaces.sort();
         workspaces.dedup();
         for workspace in workspaces {
-            self.sync(&workspace).await?;
+            self.sync(&workspace, Which::All).await?;
         }
         Ok(())
     }
@@ -181,63 +207,83 @@ impl Workspaces {
         });
     }
 
-    /// Reload the workspaces whose tool sets' revisions moved since they
-    /// were last applied here.
+    /// Bring in line the tool sets whose revisions moved since they were
+    /// last applied here (and those that are gone), workspace by
+    /// workspace.
     async fn poll(&self) -> Result<(), StoreError> {
         let now = self.store.revisions().await?;
-        let changed: Vec<String> = {
-            let applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
-            let mut changed: Vec<String> = now
-                .iter()
-                .filter(|(id, seen)| applied.get(*id) != Some(seen))
-                .map(|(_, (workspace, _))| workspace.clone())
-                .chain(applied.iter().filter(|(id, _)| !now.contains_key(*id)).map(|(_, (w, _))| w.clone()))
-                .collect();
-            changed.extend(std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner())));
-            changed.sort();
-            changed.dedup();
-            changed
-        };
-        for workspace in changed {
+        let mut changed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        {
+            let tracked = self.tracked();
+            for (id, (workspace, revision)) in &now {
+                let applied = tracked.get(id).and_then(|t| t.made.as_ref()).map(|(revision, _)| *revision);
+                if applied != Some(*revision) {
+                    changed.entry(workspace.clone()).or_default().push(id.clone());
+                }
+            }
+            for (id, t) in tracked.iter().filter(|(id, _)| !now.contains_key(*id)) {
+                changed.entry(t.workspace.clone()).or_default().push(id.clone());
+            }
+        }
+        for (workspace, id) in std::mem::take(&mut *self.pending()) {
+            changed.entry(workspace).or_default().push(id);
+        }
+        for (workspace, mut ids) in changed {
+            ids.sort();
+            ids.dedup();
             // One workspace's failure is its own: the others are synced.
-            if let Err(error) = self.sync(&workspace).await {
+            if let Err(error) = self.sync(&workspace, Which::Some(ids.clone())).await {
                 tracing::warn!(workspace, "cannot sync the workspace: {error}");
-                self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(workspace);
+                self.pending().extend(ids.into_iter().map(|id| (workspace.clone(), id)));
             }
         }
         Ok(())
     }
 
-    /// Whether this instance last saw tool set `id` in `workspace`.
-    fn in_workspace(&self, id: &str, workspace: &str) -> bool {
-        self.applied.lock().unwrap_or_else(|e| e.into_inner()).get(id).is_some_and(|(w, _)| w == workspace)
+    /// The registry of `workspace` changed: record what it did by itself
+    /// (the tool sets whose last sync there is not settled yet).
+    async fn recheck(&self, workspace: &str) -> Result<(), StoreError> {
+        let registry = self.registry(workspace);
+        let ids: Vec<String> = self
+            .tracked()
+            .iter()
+            .filter(|(_, t)| t.workspace == workspace)
+            .filter(|(_, t)| registry.last_sync(&t.name).is_some_and(|event| t.settled != Some(event.at)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.sync(workspace, Which::Some(ids)).await
     }
 
     /// This instance changed `tool_set` (of `workspace`): claim the right
-    /// to record its syncs, record that one starts, and sync the workspace.
-    pub(crate) async fn changed(&self, workspace: &str, tool_set: Option<&ToolSetRow>) -> Result<(), StoreError> {
-        if let Some(row) = tool_set {
-            let now = crate::unix_now();
-            if self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS, true).await? {
-                let message = match kind_of(&row.spec) {
-                    Some("mcp") => format!(
-                        "connecting to {}",
-                        row.spec.pointer("/adapter/mcp/url").and_then(Value::as_str).unwrap_or("?")
-                    ),
-                    Some("uri") => format!(
-                        "loading {}",
-                        row.spec.pointer("/adapter/uri/url").and_then(Value::as_str).unwrap_or("?")
-                    ),
-                    _ => "loading its tools".to_owned(),
-                };
-                self.record(row, json!({"SyncStarted": {"message": message}})).await?;
-                // What the sync ends in is recorded, even when it ends as
-                // the last one did.
-                self.seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&row.id);
-                self.settled.lock().unwrap_or_else(|e| e.into_inner()).remove(&row.id);
-            }
+    /// to record its syncs, record that one starts, and bring it in line.
+    pub(crate) async fn changed(&self, workspace: &str, row: &ToolSetRow) -> Result<(), StoreError> {
+        if self.store.claim_sync(&row.id, &self.instance, CLAIM_SECONDS, true).await? {
+            let message = match kind_of(&row.spec) {
+                Some("mcp") => format!(
+                    "connecting to {}",
+                    row.spec.pointer("/adapter/mcp/url").and_then(Value::as_str).unwrap_or("?")
+                ),
+                Some("uri") => {
+                    format!("loading {}", row.spec.pointer("/adapter/uri/url").and_then(Value::as_str).unwrap_or("?"))
+                }
+                _ => "loading its tools".to_owned(),
+            };
+            self.record(row, json!({"SyncStarted": {"message": message}})).await?;
+            // What the sync ends in is recorded, even when it ends as the
+            // last one did.
+            let mut tracked = self.tracked();
+            let t = tracked.entry(row.id.clone()).or_default();
+            (t.seen, t.settled, t.started) = (None, None, true);
         }
-        self.sync(workspace).await
+        self.sync(workspace, Which::Some(vec![row.id.clone()])).await
+    }
+
+    /// This instance deleted tool set `id` of `workspace`: its toolset goes.
+    pub(crate) async fn deleted(&self, workspace: &str, id: &str) -> Result<(), StoreError> {
+        self.sync(workspace, Which::Some(vec![id.to_owned()])).await
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
@@ -254,92 +300,108 @@ impl Workspaces {
         Ok(crate::api::event_json(&event))
     }
 
-    /// Bring a workspace's registry in line with its tool sets in the
-    /// store, then record what changed.
-    pub(crate) async fn sync(&self, workspace: &str) -> Result<(), StoreError> {
+    /// Bring tool sets of a workspace (`which`) in line with the store: the
+    /// registry reloads only what changed, and what the syncs did is
+    /// recorded.
+    async fn sync(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
         let lock = self.lock(workspace);
         let _one_at_a_time = lock.lock().await;
-        let rows = self.store.workspace_tool_sets(workspace).await?;
+        // Read under the lock: a sync never applies rows older than the
+        // last one applied.
+        let mut rows = Vec::new();
+        let mut gone = Vec::new();
+        let all = matches!(which, Which::All);
+        match which {
+            Which::All => {
+                rows = self.store.workspace_tool_sets(workspace).await?;
+                let present: HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
+                gone = (self.tracked().iter())
+                    .filter(|(id, t)| t.workspace == workspace && !present.contains(id.as_str()))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+            }
+            Which::Some(ids) => {
+                for id in ids {
+                    match self.store.get_tool_set(workspace, &id).await {
+                        Ok(row) => rows.push(row),
+                        Err(StoreError::NotFound) => gone.push(id),
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+        }
         let mut configs = Vec::new();
         let mut unusable = Vec::new();
+        // Toolsets that go from the registry: those of tool sets that are
+        // gone, renamed, or unusable now.
+        let mut removed: Vec<String> = Vec::new();
         for row in &rows {
-            let cached = self.configs.lock().unwrap_or_else(|e| e.into_inner()).get(&row.id).cloned();
+            let cached = self.tracked().get(&row.id).and_then(|t| t.made.clone());
             let made = match cached {
                 Some((revision, made)) if revision == row.revision => made,
                 _ => {
                     let tools = self.store.tools_of(&row.id).await?;
-                    let made = self.config_of(row, &tools).await;
-                    let mut cache = self.configs.lock().unwrap_or_else(|e| e.into_inner());
-                    cache.insert(row.id.clone(), (row.revision, made.clone()));
-                    made
+                    self.config_of(row, &tools).await
                 }
             };
+            {
+                let mut tracked = self.tracked();
+                let t = tracked.entry(row.id.clone()).or_default();
+                if !t.name.is_empty() && t.name != row.name {
+                    removed.push(std::mem::take(&mut t.name));
+                }
+                t.workspace = row.workspace_id.clone();
+                t.name = row.name.clone();
+                t.made = Some((row.revision, made.clone()));
+            }
             match made {
                 Ok(config) => configs.push(config),
-                Err(problem) => unusable.push((row, problem)),
+                Err(problem) => {
+                    removed.push(row.name.clone());
+                    unusable.push((row, problem));
+                }
             }
         }
         {
             // What is kept of tool sets that are gone goes with them.
-            let present: std::collections::HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
-            let gone = |id: &String| !present.contains(id.as_str()) && self.in_workspace(id, workspace);
-            self.configs.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
-            self.seen.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
-            self.settled.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| !gone(id));
+            let mut tracked = self.tracked();
+            for id in &gone {
+                if let Some(t) = tracked.remove(id) {
+                    removed.push(t.name);
+                }
+            }
         }
+        // A name removed and used again (a rename onto it) stays.
+        removed.retain(|name| !configs.iter().any(|config| &config.id == name));
         let registry = self.registry(workspace);
-        let report = registry.sync(configs).await;
+        let report = if all { registry.sync(configs).await } else { registry.sync_some(configs, &removed).await };
         for warning in &report.warnings {
             tracing::info!(workspace, "{warning}");
         }
-        {
-            let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
-            applied.retain(|_, (w, _)| w != workspace);
-            for row in &rows {
-                applied.insert(row.id.clone(), (workspace.to_owned(), row.revision));
-            }
-        }
-        let outcomes: HashMap<String, toolhost::ToolsetEvent> =
-            registry.last_syncs().into_iter().map(|e| (e.tool_set_id.clone(), e)).collect();
-        // A toolset whose last sync was settled already has nothing new:
-        // only the others' tools are looked at.
-        let unsettled: Vec<&ToolSetRow> = {
-            let settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
-            rows.iter()
-                .filter(|row| {
-                    unusable.iter().any(|(r, _)| r.id == row.id)
-                        || outcomes.get(&row.name).is_some_and(|event| settled.get(&row.id) != Some(&event.at))
-                })
-                .collect()
-        };
-        if unsettled.is_empty() {
-            return Ok(());
-        }
-        let mut by_toolset: HashMap<&str, Vec<(String, Value)>> = HashMap::new();
-        let tools = registry.all_tools();
-        for tool in &tools {
-            by_toolset.entry(tool.toolset.as_str()).or_default().push((tool.tool.name.clone(), synced_spec(tool)));
-        }
-        for row in unsettled {
+        for row in &rows {
             let (outcome, found, at) = match unusable.iter().find(|(r, _)| r.id == row.id) {
                 Some((_, problem)) => (
                     json!({"SyncFailed": {"error": true, "errorType": "INVALID_CONFIGURATION", "message": problem}}),
                     Vec::new(),
                     None,
                 ),
-                None => match outcomes.get(&row.name) {
-                    None => continue,
-                    Some(event) => (
-                        serde_json::to_value(&event.event).unwrap_or(Value::Null),
-                        by_toolset.remove(row.name.as_str()).unwrap_or_default(),
-                        Some(event.at),
-                    ),
-                },
+                None => {
+                    // A toolset whose last sync was settled already has
+                    // nothing new.
+                    let Some(event) = registry.last_sync(&row.name) else { continue };
+                    if self.tracked().get(&row.id).is_some_and(|t| t.settled == Some(event.at)) {
+                        continue;
+                    }
+                    let found =
+                        registry.tools_of(&row.name).iter().map(|t| (t.tool.name.clone(), synced_spec(t))).collect();
+                    (serde_json::to_value(&event.event).unwrap_or(Value::Null), found, Some(event.at))
+                }
             };
             if self.settle(row, outcome, found).await?
                 && let Some(at) = at
+                && let Some(t) = self.tracked().get_mut(&row.id)
             {
-                self.settled.lock().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), at);
+                t.settled = Some(at);
             }
         }
         Ok(())
@@ -351,20 +413,35 @@ impl Workspaces {
     /// by another).
     async fn settle(&self, row: &ToolSetRow, outcome: Value, found: Vec<(String, Value)>) -> Result<bool, StoreError> {
         let seen = (outcome.clone(), found.clone());
-        if self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&row.id) == Some(&seen) {
+        let (known, started) = match self.tracked().get(&row.id) {
+            Some(t) => (t.seen.clone(), t.started),
+            None => (None, false),
+        };
+        if known.as_ref() == Some(&seen) {
             return Ok(true);
         }
-        let now = crate::unix_now();
-        if !self.store.claim_sync(&row.id, &self.instance, now, now + CLAIM_SECONDS, false).await? {
+        if !self.store.claim_sync(&row.id, &self.instance, CLAIM_SECONDS, false).await? {
             // The instance holding the claim records it (or, if it does
             // not, this one will once the claim lapses).
             if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(&outcome) {
-                self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(row.workspace_id.clone());
+                self.pending().insert((row.workspace_id.clone(), row.id.clone()));
                 return Ok(false);
             }
             return Ok(true);
         }
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(row.id.clone(), seen);
+        // Nothing seen here yet (this instance just started) and no sync
+        // started by it: if the store holds this outcome and these tools
+        // already (a restart reloading what it had), there is nothing to
+        // record.
+        if known.is_none() && !started && self.recorded_already(row, &outcome, &found).await? {
+            if let Some(t) = self.tracked().get_mut(&row.id) {
+                t.seen = Some(seen);
+            }
+            return Ok(true);
+        }
+        if let Some(t) = self.tracked().get_mut(&row.id) {
+            (t.seen, t.started) = (Some(seen), false);
+        }
         let event = self.record(row, outcome.clone()).await?;
         // A failed sync keeps the tools recorded before (they are not
         // archived by a server that is away).
@@ -376,6 +453,32 @@ impl Workspaces {
         let found: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
         self.store.apply_sync(row, &found, &system, &event, &crate::now_rfc3339()).await?;
         Ok(true)
+    }
+
+    /// Whether the store holds `outcome` as the tool set's last sync and
+    /// exactly `found` as its synced tools (none archived that were found).
+    async fn recorded_already(
+        &self,
+        row: &ToolSetRow,
+        outcome: &Value,
+        found: &[(String, Value)],
+    ) -> Result<bool, StoreError> {
+        if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(outcome) {
+            return Ok(false);
+        }
+        if outcome.get("SyncFailed").is_some() {
+            return Ok(true);
+        }
+        let mut stored: Vec<(String, Value)> = (self.store.tools_of(&row.id).await?.into_iter())
+            .filter(|t| {
+                t.origin == "sync" && t.spec.get("status").and_then(Value::as_str) != Some("TOOL_STATUS_ARCHIVED")
+            })
+            .map(|t| (t.name, t.spec))
+            .collect();
+        stored.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut found = found.to_vec();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(stored == found)
     }
 
     /// Whether the operator lets tool sets reach `url`'s host.
