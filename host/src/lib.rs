@@ -93,7 +93,7 @@ pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
 pub use runtime::{CACHE_DIR_ENV, PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
-pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, parse_duration, parse_size};
+pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, host_matches, parse_duration, parse_size};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,

@@ -322,6 +322,48 @@ pub(crate) fn split_host_port(pattern: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Does `host` on `port` match a grant pattern? The host part matches with
+/// `*` as any run of characters, case-insensitively, as host names compare;
+/// a pattern with a port (`127.0.0.1:8080`, `*.example.com:443`,
+/// `[::1]:8080`) matches that port only, one without matches any port.
+pub fn host_matches(patterns: &[String], host: &str, port: Option<u16>) -> bool {
+    let host = host.to_ascii_lowercase();
+    patterns.iter().any(|pattern| {
+        let (host_pattern, port_pattern) = split_host_port(pattern);
+        let port_matches = match port_pattern {
+            None => true,
+            Some(wanted) => port.is_some_and(|port| wanted.parse::<u16>() == Ok(port)),
+        };
+        port_matches && wildcard(&host_pattern.to_ascii_lowercase(), &host)
+    })
+}
+
+/// `*` matches any run of characters. Greedy with one backtrack point (the
+/// last `*`), so the time is at most pattern length × text length, whatever
+/// the pattern (a host name is the plugin's to choose).
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let (pattern, text): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((star_p, star_t)) = star {
+            // Let the last `*` take one more character.
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
 /// Parse a duration: `500ms`, `10s`, `2m`, `1h`, `1.5s`, `250us`.
 pub fn parse_duration(text: &str) -> Result<Duration, PolicyError> {
     let error = || PolicyError::Duration(text.to_owned());

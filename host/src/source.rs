@@ -151,6 +151,16 @@ pub enum SourceError {
         /// What is wrong with it.
         message: String,
     },
+    /// The source's host, or a host its download was redirected to, is not
+    /// one the runtime's downloads may reach
+    /// ([`RuntimeBuilder::with_download_hosts`](crate::RuntimeBuilder::with_download_hosts)).
+    #[error("{url}: the download would reach `{host}`, which is not one of the hosts downloads may reach")]
+    HostNotAllowed {
+        /// The source.
+        url: String,
+        /// The host (and port, if not the scheme's).
+        host: String,
+    },
     /// `caFile` could not be read or holds no certificate.
     #[error("{url}: caFile {}: {message}", path.display())]
     CaFile {
@@ -243,16 +253,22 @@ pub(crate) struct Fetched {
 
 /// Fetch an `https://` plugin: from the cache if it is there, else
 /// downloaded, checked against its pin and kept.
-pub(crate) async fn fetch_https(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+pub(crate) async fn fetch_https(
+    plugin: &RemotePlugin,
+    cache: &DownloadCache,
+    hosts: Option<&[String]>,
+) -> Result<Fetched, SourceError> {
     #[cfg(feature = "https")]
     {
+        check_host(plugin, &plugin.url, hosts)?;
         if let Some(wasm) = cache.get(&plugin.digest) {
             return Ok(Fetched { wasm, from_cache: true });
         }
-        let owned = plugin.clone();
-        let wasm = tokio::task::spawn_blocking(move || https::download(&owned)).await.map_err(|e| {
-            SourceError::Fetch { url: plugin.url.clone(), message: format!("the download stopped: {e}") }
-        })??;
+        let (owned, hosts) = (plugin.clone(), hosts.map(<[String]>::to_vec));
+        let wasm =
+            tokio::task::spawn_blocking(move || https::download(&owned, hosts.as_deref())).await.map_err(|e| {
+                SourceError::Fetch { url: plugin.url.clone(), message: format!("the download stopped: {e}") }
+            })??;
         let actual = Sha256Digest::of(&wasm);
         if actual != plugin.digest {
             return Err(SourceError::DigestMismatch {
@@ -267,23 +283,50 @@ pub(crate) async fn fetch_https(plugin: &RemotePlugin, cache: &DownloadCache) ->
     }
     #[cfg(not(feature = "https"))]
     {
-        let _ = cache;
+        let _ = (cache, hosts);
         Err(SourceError::NotBuiltIn { url: plugin.url.clone(), feature: "https" })
     }
 }
 
 /// Fetch an `oci://` plugin: its manifest by the pinned digest, then the
 /// layer holding the module, each from the cache if it is there.
-pub(crate) async fn fetch_oci(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+///
+/// With a host policy, the registry's host must match it; what the
+/// registry itself then redirects to (its blob storage, its token service)
+/// is the registry's to say.
+pub(crate) async fn fetch_oci(
+    plugin: &RemotePlugin,
+    cache: &DownloadCache,
+    hosts: Option<&[String]>,
+) -> Result<Fetched, SourceError> {
     #[cfg(feature = "oci")]
     {
+        let registry = format!("https://{}", plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url));
+        check_host(plugin, &registry, hosts)?;
         oci::pull(plugin, cache).await
     }
     #[cfg(not(feature = "oci"))]
     {
-        let _ = cache;
+        let _ = (cache, hosts);
         Err(SourceError::NotBuiltIn { url: plugin.url.clone(), feature: "oci" })
     }
+}
+
+/// Whether `url` (the source's, or one it was redirected to) is on a host
+/// the runtime's downloads may reach.
+#[cfg(any(feature = "https", feature = "oci"))]
+fn check_host(plugin: &RemotePlugin, url: &str, hosts: Option<&[String]>) -> Result<(), SourceError> {
+    let Some(hosts) = hosts else { return Ok(()) };
+    let refuse = |host: String| SourceError::HostNotAllowed { url: plugin.url.clone(), host };
+    let parsed = url::Url::parse(url).map_err(|_| refuse(url.chars().take(200).collect()))?;
+    let host = parsed.host_str().unwrap_or_default();
+    if crate::sandbox::host_matches(hosts, host, parsed.port_or_known_default()) {
+        return Ok(());
+    }
+    Err(refuse(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }))
 }
 
 /// The certificates of a PEM file, as DER.
@@ -317,7 +360,7 @@ mod https {
     /// The whole download may take this long.
     const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
-    pub(super) fn download(plugin: &RemotePlugin) -> Result<Vec<u8>, SourceError> {
+    pub(super) fn download(plugin: &RemotePlugin, hosts: Option<&[String]>) -> Result<Vec<u8>, SourceError> {
         let fail = |message: String| SourceError::Fetch { url: plugin.url.clone(), message };
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(path) = &plugin.ca_file {
@@ -327,16 +370,49 @@ mod https {
                 .collect();
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
         }
+        // Redirects are followed here, not by ureq: each one's host is
+        // checked against the runtime's download hosts first.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .https_only(true)
-            .max_redirects(MAX_REDIRECTS)
+            .max_redirects(0)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(DOWNLOAD_TIMEOUT))
             .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls.build())
             .build()
             .into();
-        let response = agent.get(&plugin.url).call().map_err(|e| fail(format!("download failed: {e}")))?;
+        let started = std::time::Instant::now();
+        let mut url = url::Url::parse(&plugin.url).map_err(|e| fail(format!("not a URL: {e}")))?;
+        let mut redirects = 0;
+        let response = loop {
+            let Some(left) = DOWNLOAD_TIMEOUT.checked_sub(started.elapsed()) else {
+                return Err(fail(format!("download failed: not done in {}s", DOWNLOAD_TIMEOUT.as_secs())));
+            };
+            let response = agent
+                .get(url.as_str())
+                .config()
+                .timeout_global(Some(left))
+                .build()
+                .call()
+                .map_err(|e| fail(format!("download failed: {e}")))?;
+            if !response.status().is_redirection() {
+                break response;
+            }
+            redirects += 1;
+            if redirects > MAX_REDIRECTS {
+                return Err(fail(format!("download failed: more than {MAX_REDIRECTS} redirects")));
+            }
+            let location = response
+                .headers()
+                .get("location")
+                .and_then(|l| l.to_str().ok())
+                .ok_or_else(|| fail(format!("download failed: a {} without a Location", response.status())))?;
+            url = url.join(location).map_err(|e| fail(format!("download failed: a redirect to a bad URL: {e}")))?;
+            if url.scheme() != "https" {
+                return Err(fail("download failed: redirected to a URL that is not https://".to_owned()));
+            }
+            super::check_host(plugin, url.as_str(), hosts)?;
+        };
         if let Some(length) = response.body().content_length()
             && length > MAX_PLUGIN_BYTES
         {

@@ -562,3 +562,61 @@ fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_th
     assert_eq!(reply.body["info"]["toolCount"].as_i64(), Some(listed.len() as i64), "{}", reply.body);
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The operator's quotas hold: a workspace has at most `maxToolSets` tool
+/// sets and an http tool set at most `maxTools` tools; past them a create
+/// is refused with 429 and nothing is stored; another workspace has its
+/// own quota; a delete makes room.
+fn quotas(store: &str, dir: &std::path::Path) {
+    let config = service_config(dir, store, "127.0.0.1:9");
+    let mut document: Value = serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    document["serve"]["service"]["maxToolSets"] = json!(2);
+    document["serve"]["service"]["maxTools"] = json!(1);
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let http_set = |name: &str| json!({"metadata": {"name": name}, "spec": {"adapter": {"http": {"baseUrl": "http://127.0.0.1:9"}}}});
+    let mut ids = Vec::new();
+    for name in ["one", "two"] {
+        let reply = rest("POST", &sets, Some(ACME), Some(&http_set(name)), &[]);
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        ids.push(reply.body["metadata"]["id"].as_str().expect("id").to_owned());
+    }
+    let reply = rest("POST", &sets, Some(ACME), Some(&http_set("three")), &[]);
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert_eq!(reply.body["error"]["status"], "RESOURCE_EXHAUSTED", "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("2 tool sets"), "{}", reply.body);
+    assert_eq!(rest("GET", &sets, Some(ACME), None, &[]).body["toolSets"].as_array().map(Vec::len), Some(2));
+    // Another workspace's quota is its own.
+    assert_eq!(rest("POST", &sets, Some(GLOBEX), Some(&http_set("three")), &[]).status, 201);
+
+    let tool = |name: &str| {
+        json!({"metadata": {"name": name}, "spec": {"description": "d", "parameters": {"type": "object"},
+               "config": {"http": {"requestMethod": "GET", "path": "/x"}}}})
+    };
+    let tools = format!("{sets}/{}/tools", ids[0]);
+    assert_eq!(rest("POST", &tools, Some(ACME), Some(&tool("a")), &[]).status, 201);
+    let reply = rest("POST", &tools, Some(ACME), Some(&tool("b")), &[]);
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("1 tools"), "{}", reply.body);
+    assert_eq!(rest("GET", &tools, Some(ACME), None, &[]).body["tools"].as_array().map(Vec::len), Some(1));
+
+    // A delete makes room.
+    assert_eq!(rest("DELETE", &format!("{sets}/{}", ids[1]), Some(ACME), None, &[]).status, 204);
+    assert_eq!(rest("POST", &sets, Some(ACME), Some(&http_set("three")), &[]).status, 201);
+}
+
+#[test]
+fn quotas_bound_tool_sets_per_workspace_and_tools_per_tool_set_on_sqlite() {
+    let dir = scratch("quotas");
+    quotas(&format!("sqlite://{}", dir.join("tools.db").display()), &dir);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn quotas_bound_tool_sets_per_workspace_and_tools_per_tool_set_on_postgresql() {
+    let Some(postgres) = toolhost_tests::Postgres::start("quotas") else { return };
+    let dir = scratch("quotas-pg");
+    quotas(&postgres.url, &dir);
+    std::fs::remove_dir_all(dir).ok();
+}

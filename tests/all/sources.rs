@@ -208,6 +208,68 @@ async fn an_https_plugin_is_refused_on_a_wrong_digest_and_with_the_right_one_loa
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A runtime whose downloads may reach only some hosts (the tool-set
+/// service's: `allowedHosts`) does not follow a redirect anywhere else: the
+/// server a tenant names cannot send the download to a host the operator
+/// did not allow (an internal one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_is_not_redirected_to_a_host_the_runtime_may_not_reach() {
+    let dir = scratch("redirect");
+    let ca = test_ca(&dir, "https");
+    let served = dir.join("www");
+    std::fs::create_dir_all(&served).expect("www");
+    let wasm = std::fs::read(example("calculator")).expect("the calculator plugin");
+    std::fs::write(served.join("calculator.wasm"), &wasm).expect("serve the plugin");
+    let server = https_server(&served, &ca);
+    // The same server under another name: `localhost` is not `127.0.0.1`.
+    let elsewhere = format!("https://localhost:{}/calculator.wasm", server.port);
+    std::fs::write(served.join("moved.wasm.redirect"), &elsewhere).expect("the redirect");
+    let config = write_config(
+        &dir,
+        json!([{"id": "calc", "kind": "uri",
+                "server": {"url": format!("https://127.0.0.1:{}/moved.wasm", server.port),
+                           "digest": sha256(&wasm), "caFile": "https-ca.pem"}}]),
+    );
+    let load_with = |hosts: Option<Vec<String>>| {
+        let config = config.clone();
+        async move {
+            let file = load_toolsets(&config, &NoSecrets).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut runtime = Runtime::builder().with_download_cache(DownloadCache::disabled());
+            if let Some(hosts) = hosts {
+                runtime = runtime.with_download_hosts(hosts);
+            }
+            let registry = Registry::with_runtime(runtime.build(), Arc::new(NoSecrets));
+            let report = registry.load_all(file.toolsets).await;
+            (registry, report)
+        }
+    };
+
+    let (registry, report) = load_with(Some(vec!["127.0.0.1".to_owned()])).await;
+    assert!(registry.tools().is_empty());
+    let failure = &report.failures[0].error;
+    let source = std::error::Error::source(failure).and_then(|s| s.downcast_ref::<SourceError>());
+    match source {
+        Some(SourceError::HostNotAllowed { host, .. }) => assert_eq!(host, &format!("localhost:{}", server.port)),
+        other => panic!("not refused for its host: {other:?} ({failure})"),
+    }
+    let asked: Vec<String> = server.requests();
+    assert!(asked.iter().any(|r| r.contains("/moved.wasm")), "{asked:?}");
+    assert!(!asked.iter().any(|r| r.contains("/calculator.wasm")), "the redirect was followed: {asked:?}");
+
+    // The source's own host must be allowed too.
+    let (_, report) = load_with(Some(vec!["localhost".to_owned()])).await;
+    let message = report.failures[0].error.to_string();
+    assert!(message.contains("`127.0.0.1:") && message.contains("not one of the hosts"), "{message}");
+
+    // Both allowed, or no limit (the user's own toolsets file): followed.
+    for hosts in [Some(vec!["127.0.0.1".to_owned(), format!("localhost:{}", server.port)]), None] {
+        let (registry, report) = load_with(hosts).await;
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        assert_eq!(add(&registry, "calc__add").await, "5");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test]
 async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configuration_error() {
     let dir = scratch("pins");

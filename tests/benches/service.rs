@@ -62,7 +62,7 @@ fn run(store: &str, label: &str, dir: &std::path::Path) {
         "serve": {
             "resource": "http://toolhost.test/mcp",
             "auth": {"apiKeys": [{"key": KEY, "subject": "bench", "claims": {"workspace_id": "bench"}}]},
-            "service": {"store": store, "allowedHosts": ["127.0.0.1:9"]},
+            "service": {"store": store, "allowedHosts": ["127.0.0.1:9"], "maxToolSets": tool_sets()},
         },
     });
     let config = dir.join(format!("{label}.json"));

@@ -3,16 +3,31 @@
     python3 serve.py DIR CERT_PEM KEY_PEM
 
 Serves DIR over TLS on a free loopback port, prints the port on stdout, and
-logs each request's path on stderr (the tests count downloads with it).
+logs each request's path on stderr (the tests count downloads with it). A
+request for PATH where DIR holds PATH.redirect is answered 302 with that
+file's text as the Location.
 """
 
 import functools
 import http.server
+import os
 import ssl
 import sys
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        target = os.path.join(self.directory, self.path.lstrip("/") + ".redirect")
+        if "/" not in self.path.lstrip("/") and os.path.isfile(target):
+            with open(target) as f:
+                location = f.read().strip()
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+
     def log_message(self, format, *args):
         sys.stderr.write(f"GET {self.path}\n")
         sys.stderr.flush()

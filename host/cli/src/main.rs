@@ -31,12 +31,15 @@ use crate::terminal::escaped;
 /// `~/.cache/toolhost`), so a plugin compiles once across runs.
 pub(crate) fn runtime() -> &'static toolhost::Runtime {
     static RUNTIME: std::sync::OnceLock<toolhost::Runtime> = std::sync::OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        toolhost::Runtime::builder()
-            .with_module_cache(toolhost::ModuleCache::from_env())
-            .with_download_cache(toolhost::DownloadCache::from_env())
-            .build()
-    })
+    RUNTIME.get_or_init(|| runtime_builder().build())
+}
+
+/// The settings of the CLI's runtime, for a runtime of its own (the
+/// tool-set service's).
+pub(crate) fn runtime_builder() -> toolhost::RuntimeBuilder {
+    toolhost::Runtime::builder()
+        .with_module_cache(toolhost::ModuleCache::from_env())
+        .with_download_cache(toolhost::DownloadCache::from_env())
 }
 
 /// Run WebAssembly tool plugins: describe them, call their tools.

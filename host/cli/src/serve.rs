@@ -239,7 +239,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
             return Err(usage(anyhow::anyhow!("the tool-set service needs serve.auth in the toolsets file")));
         };
         let redacted = service.store_redacted();
-        let service = toolhost_service::Service::start(service, auth, crate::runtime().clone()).await.map_err(
+        let service = toolhost_service::Service::start(service, auth, crate::runtime_builder()).await.map_err(
             |error| match error {
                 toolhost_service::ServiceError::Settings(_) => usage(anyhow::anyhow!(error)),
                 _ => Failure { code: exit::PLUGIN_FAILED, error: anyhow::anyhow!(error) },

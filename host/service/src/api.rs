@@ -75,7 +75,7 @@ fn status_name(status: StatusCode) -> &'static str {
         StatusCode::FORBIDDEN => "PERMISSION_DENIED",
         StatusCode::NOT_FOUND => "NOT_FOUND",
         StatusCode::CONFLICT => "ABORTED",
-        StatusCode::PAYLOAD_TOO_LARGE => "RESOURCE_EXHAUSTED",
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
         _ => "INTERNAL",
     }
 }
@@ -103,6 +103,7 @@ impl From<StoreError> for Refusal {
         match error {
             StoreError::NotFound => Refusal::not_found("resource"),
             StoreError::Conflict(message) => Refusal::new(StatusCode::CONFLICT, message),
+            StoreError::Quota(message) => Refusal::new(StatusCode::TOO_MANY_REQUESTS, message),
             other => {
                 tracing::error!("the store failed: {other}");
                 Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "the store failed; the change was not made")
@@ -485,7 +486,7 @@ async fn create_tool_set(State(service): State<Service>, headers: HeaderMap, bod
         last_sync: None,
     };
     service.check_config(&row).await?;
-    service.store.create_tool_set(&row).await?;
+    service.store.create_tool_set(&row, service.settings.tool_set_quota()).await?;
     let row = synced(&service, &actor, &row).await?;
     let mut response = with_etag(json_response(StatusCode::CREATED, &tool_set_json(&row)), row.version);
     if let Ok(location) = HeaderValue::from_str(&format!("/v1/tool_sets/{}", row.id)) {
@@ -717,7 +718,7 @@ async fn create_tool(
         enabled_override: None,
         approval_override: None,
     };
-    service.store.create_tool(&row).await?;
+    service.store.create_tool(&row, service.settings.tool_quota()).await?;
     let tool_set = synced(&service, &actor, &tool_set).await?;
     let row = find_tool(&service, &actor, &set, &row.id).await?;
     Ok(with_etag(json_response(StatusCode::CREATED, &tool_json(&row, &tool_set)), row.version))

@@ -69,13 +69,16 @@ pub enum ServiceError {
 impl Service {
     /// Open the store, load every workspace's tool sets into its registry,
     /// and start following the store (other instances' changes). Requests
-    /// are authenticated by `auth`.
+    /// are authenticated by `auth`. Plugins run on a runtime made from
+    /// `runtime`, whose downloads reach only the allowed hosts (a tenant's
+    /// `https://` plugin redirected elsewhere is refused).
     pub async fn start(
         settings: ServiceSettings,
         auth: Arc<toolhost_mcp::auth::Authenticator>,
-        runtime: toolhost::Runtime,
+        runtime: toolhost::RuntimeBuilder,
     ) -> Result<Service, ServiceError> {
         settings.check()?;
+        let runtime = runtime.with_download_hosts(settings.allowed_hosts.clone()).build();
         let store = Store::open(&settings.store).await?;
         let settings = Arc::new(settings);
         let workspaces = Workspaces::new(store.clone(), Arc::clone(&settings), runtime);

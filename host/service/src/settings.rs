@@ -23,6 +23,10 @@ pub struct ServiceSettings {
     /// How often to look for other instances' changes, in milliseconds
     /// (default 1000).
     pub poll_millis: Option<u64>,
+    /// The most tool sets one workspace may have (default 1,000).
+    pub max_tool_sets: Option<u64>,
+    /// The most tools one `http` tool set may have (default 1,000).
+    pub max_tools: Option<u64>,
 }
 
 /// A setting that cannot be used.
@@ -33,7 +37,14 @@ pub struct SettingsError(pub String);
 impl ServiceSettings {
     /// Settings for a store, nothing else allowed.
     pub fn new(store: impl Into<String>) -> Self {
-        ServiceSettings { store: store.into(), allowed_hosts: Vec::new(), plugin_dirs: Vec::new(), poll_millis: None }
+        ServiceSettings {
+            store: store.into(),
+            allowed_hosts: Vec::new(),
+            plugin_dirs: Vec::new(),
+            poll_millis: None,
+            max_tool_sets: None,
+            max_tools: None,
+        }
     }
 
     /// Read the `serve.service` section.
@@ -52,8 +63,15 @@ impl ServiceSettings {
                 redact(&self.store)
             )));
         }
-        if self.poll_millis == Some(0) {
-            return Err(SettingsError("pollMillis must be at least 1".to_owned()));
+        for (name, value) in
+            [("pollMillis", self.poll_millis), ("maxToolSets", self.max_tool_sets), ("maxTools", self.max_tools)]
+        {
+            if value == Some(0) {
+                return Err(SettingsError(format!("{name} must be at least 1")));
+            }
+        }
+        for pattern in &self.allowed_hosts {
+            toolhost::check_host_pattern(pattern).map_err(|e| SettingsError(format!("allowedHosts: {e}")))?;
         }
         for dir in &self.plugin_dirs {
             if !dir.is_absolute() {
@@ -73,25 +91,21 @@ impl ServiceSettings {
         std::time::Duration::from_millis(self.poll_millis.unwrap_or(1000))
     }
 
-    /// Whether a tenant's adapter may reach `host` (`port`).
+    /// The most tool sets one workspace may have.
+    pub fn tool_set_quota(&self) -> i64 {
+        self.max_tool_sets.unwrap_or(1000).try_into().unwrap_or(i64::MAX)
+    }
+
+    /// The most tools one `http` tool set may have.
+    pub fn tool_quota(&self) -> i64 {
+        self.max_tools.unwrap_or(1000).try_into().unwrap_or(i64::MAX)
+    }
+
+    /// Whether a tenant's adapter may reach `host` (`port`): the patterns
+    /// of `allowedHosts` match as a plugin's host grants do
+    /// ([`toolhost::host_matches`]).
     pub fn allows_host(&self, host: &str, port: Option<u16>) -> bool {
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-        self.allowed_hosts.iter().any(|pattern| {
-            let pattern = pattern.to_ascii_lowercase();
-            if pattern == "*" {
-                return true;
-            }
-            let (name, wanted_port) = match pattern.rsplit_once(':') {
-                Some((name, p)) if !name.contains(':') || name.ends_with(']') => (name.to_owned(), p.parse().ok()),
-                _ => (pattern.clone(), None),
-            };
-            let name = name.trim_start_matches('[').trim_end_matches(']');
-            let name_ok = match name.strip_prefix("*.") {
-                Some(domain) => host.ends_with(&format!(".{domain}")),
-                None => host == name,
-            };
-            name_ok && (wanted_port.is_none() || wanted_port == port)
-        })
+        toolhost::host_matches(&self.allowed_hosts, host, port)
     }
 }
 

@@ -31,6 +31,9 @@ pub enum StoreError {
     /// A migration failed.
     #[error("the store's migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A quota of the workspace or tool set is used up.
+    #[error("{0}")]
+    Quota(String),
     /// A stored JSON column did not parse (the store was changed by hand).
     #[error("a stored value is corrupt: {0}")]
     Corrupt(String),
@@ -254,11 +257,15 @@ impl Store {
     }
 
     /// Add a tool set; its name must be free in its workspace.
-    pub async fn create_tool_set(&self, row: &ToolSetRow) -> Result<(), StoreError> {
+    pub async fn create_tool_set(&self, row: &ToolSetRow, quota: i64) -> Result<(), StoreError> {
+        // The count and the insert are one statement: the quota holds
+        // against concurrent creates (exactly on SQLite, which writes one
+        // at a time).
         let sql = format!(
-            "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+            "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+             WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $16"
         );
-        sqlx::query(&sql)
+        let done = sqlx::query(&sql)
             .bind(&row.id)
             .bind(&row.account_id)
             .bind(&row.workspace_id)
@@ -274,9 +281,13 @@ impl Store {
             .bind(row.revision)
             .bind(row.tool_count)
             .bind(row.last_sync.as_ref().map(Value::to_string))
+            .bind(quota)
             .execute(&self.pool)
             .await
             .map_err(|e| name_taken(e, &row.name))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Quota(format!("the workspace has {quota} tool sets, as many as it may have")));
+        }
         Ok(())
     }
 
@@ -374,7 +385,7 @@ impl Store {
 
     /// Add a tool to a tool set (its name free in the set); the tool set's
     /// revision moves.
-    pub async fn create_tool(&self, row: &ToolRow) -> Result<(), StoreError> {
+    pub async fn create_tool(&self, row: &ToolRow, quota: i64) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let bumped = sqlx::query("UPDATE tool_sets SET revision = revision + 1 WHERE id = $1 AND workspace_id = $2")
             .bind(&row.tool_set_id)
@@ -385,9 +396,10 @@ impl Store {
             return Err(StoreError::NotFound);
         }
         let sql = format!(
-            "INSERT INTO tools ({TOOL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+            "INSERT INTO tools ({TOOL_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 \
+             WHERE (SELECT COUNT(*) FROM tools WHERE tool_set_id = $2) < $17"
         );
-        sqlx::query(&sql)
+        let done = sqlx::query(&sql)
             .bind(&row.id)
             .bind(&row.tool_set_id)
             .bind(&row.account_id)
@@ -404,9 +416,14 @@ impl Store {
             .bind(row.version)
             .bind(row.enabled_override.map(i64::from))
             .bind(row.approval_override.map(i64::from))
+            .bind(quota)
             .execute(&mut *tx)
             .await
             .map_err(|e| name_taken(e, &row.name))?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Err(StoreError::Quota(format!("the tool set has {quota} tools, as many as it may have")));
+        }
         tx.commit().await?;
         Ok(())
     }

@@ -228,13 +228,24 @@ impl Workspaces {
         for (workspace, id) in std::mem::take(&mut *self.pending()) {
             changed.entry(workspace).or_default().push(id);
         }
+        // Workspaces sync side by side: one whose MCP server is slow to
+        // answer does not hold up the others. One's failure is its own.
+        let Some(this) = self.me.upgrade() else { return Ok(()) };
+        let mut syncs = tokio::task::JoinSet::new();
         for (workspace, mut ids) in changed {
             ids.sort();
             ids.dedup();
-            // One workspace's failure is its own: the others are synced.
-            if let Err(error) = self.sync(&workspace, Which::Some(ids.clone())).await {
-                tracing::warn!(workspace, "cannot sync the workspace: {error}");
-                self.pending().extend(ids.into_iter().map(|id| (workspace.clone(), id)));
+            let this = Arc::clone(&this);
+            syncs.spawn(async move {
+                if let Err(error) = this.sync(&workspace, Which::Some(ids.clone())).await {
+                    tracing::warn!(workspace, "cannot sync the workspace: {error}");
+                    this.pending().extend(ids.into_iter().map(|id| (workspace.clone(), id)));
+                }
+            });
+        }
+        while let Some(done) = syncs.join_next().await {
+            if let Err(error) = done {
+                tracing::error!("a workspace's sync failed: {error}");
             }
         }
         Ok(())
@@ -528,6 +539,8 @@ impl Workspaces {
                 }
             } else if uri.url.starts_with("https://") {
                 self.reachable(&uri.url)?;
+            } else if let Some(reference) = uri.url.strip_prefix("oci://") {
+                self.reachable(&format!("https://{reference}"))?;
             }
         }
         let mut entry = match (&adapter.mcp, &adapter.uri, &adapter.http) {

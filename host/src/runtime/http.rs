@@ -56,50 +56,6 @@ pub(crate) struct HttpResponse {
 #[cfg(feature = "http")]
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
 
-/// Does `host` on `port` match a grant pattern? The host part matches with
-/// `*` as any run of characters, case-insensitively, as host names compare;
-/// a pattern with a port (`127.0.0.1:8080`, `*.example.com:443`,
-/// `[::1]:8080`) matches that port only, one without matches any port.
-#[cfg(feature = "http")]
-pub(crate) fn host_allowed(patterns: &[String], host: &str, port: Option<u16>) -> bool {
-    let host = host.to_ascii_lowercase();
-    patterns.iter().any(|pattern| {
-        let (host_pattern, port_pattern) = crate::sandbox::split_host_port(pattern);
-        let port_matches = match port_pattern {
-            None => true,
-            Some(wanted) => port.is_some_and(|port| wanted.parse::<u16>() == Ok(port)),
-        };
-        port_matches && wildcard(&host_pattern.to_ascii_lowercase(), &host)
-    })
-}
-
-/// `*` matches any run of characters. Greedy with one backtrack point (the
-/// last `*`), so the time is at most pattern length × text length, whatever
-/// the pattern (a host name is the plugin's to choose).
-#[cfg(feature = "http")]
-fn wildcard(pattern: &str, text: &str) -> bool {
-    let (pattern, text): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((star_p, star_t)) = star {
-            // Let the last `*` take one more character.
-            p = star_p + 1;
-            t = star_t + 1;
-            star = Some((star_p, star_t + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
-}
-
 #[cfg(feature = "http")]
 fn denied(url: &str) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Denied(format!(
@@ -120,7 +76,7 @@ fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
         return Err(host_error(format!("HTTP request to {url}: only http and https URLs are supported")));
     }
     match parsed.host_str() {
-        Some(host) if host_allowed(allowed, host, parsed.port_or_known_default()) => Ok(parsed),
+        Some(host) if crate::sandbox::host_matches(allowed, host, parsed.port_or_known_default()) => Ok(parsed),
         _ => Err(denied(url)),
     }
 }
@@ -244,18 +200,18 @@ mod tests {
     #[test]
     fn host_patterns_match_whole_names_with_wildcards() {
         let patterns = vec!["api.example.com".to_owned(), "*.example.org".to_owned(), "127.0.0.1".to_owned()];
-        assert!(host_allowed(&patterns, "api.example.com", None));
-        assert!(host_allowed(&patterns, "API.Example.com", None));
-        assert!(!host_allowed(&patterns, "evil-api.example.com", None));
-        assert!(!host_allowed(&patterns, "api.example.com.evil.net", None));
-        assert!(host_allowed(&patterns, "a.b.example.org", None));
-        assert!(!host_allowed(&patterns, "example.org", None));
-        assert!(host_allowed(&patterns, "127.0.0.1", None));
-        assert!(!host_allowed(&patterns, "127.0.0.2", None));
-        assert!(!host_allowed(&[], "anything", None));
-        assert!(host_allowed(&["a*b*c".to_owned()], "axxbyyc", None));
-        assert!(!host_allowed(&["a*b*c".to_owned()], "axxbyy", None));
-        assert!(host_allowed(&["*".to_owned()], "", None));
+        assert!(crate::sandbox::host_matches(&patterns, "api.example.com", None));
+        assert!(crate::sandbox::host_matches(&patterns, "API.Example.com", None));
+        assert!(!crate::sandbox::host_matches(&patterns, "evil-api.example.com", None));
+        assert!(!crate::sandbox::host_matches(&patterns, "api.example.com.evil.net", None));
+        assert!(crate::sandbox::host_matches(&patterns, "a.b.example.org", None));
+        assert!(!crate::sandbox::host_matches(&patterns, "example.org", None));
+        assert!(crate::sandbox::host_matches(&patterns, "127.0.0.1", None));
+        assert!(!crate::sandbox::host_matches(&patterns, "127.0.0.2", None));
+        assert!(!crate::sandbox::host_matches(&[], "anything", None));
+        assert!(crate::sandbox::host_matches(&["a*b*c".to_owned()], "axxbyyc", None));
+        assert!(!crate::sandbox::host_matches(&["a*b*c".to_owned()], "axxbyy", None));
+        assert!(crate::sandbox::host_matches(&["*".to_owned()], "", None));
     }
 
     #[test]
@@ -266,16 +222,16 @@ mod tests {
             "[::1]:9000".to_owned(),
             "[::2]".to_owned(),
         ];
-        assert!(host_allowed(&patterns, "127.0.0.1", Some(8080)));
-        assert!(!host_allowed(&patterns, "127.0.0.1", Some(8081)));
-        assert!(!host_allowed(&patterns, "127.0.0.1", None));
-        assert!(host_allowed(&patterns, "api.example.com", Some(443)));
-        assert!(!host_allowed(&patterns, "api.example.com", Some(80)));
-        assert!(host_allowed(&patterns, "[::1]", Some(9000)));
-        assert!(!host_allowed(&patterns, "[::1]", Some(9001)));
+        assert!(crate::sandbox::host_matches(&patterns, "127.0.0.1", Some(8080)));
+        assert!(!crate::sandbox::host_matches(&patterns, "127.0.0.1", Some(8081)));
+        assert!(!crate::sandbox::host_matches(&patterns, "127.0.0.1", None));
+        assert!(crate::sandbox::host_matches(&patterns, "api.example.com", Some(443)));
+        assert!(!crate::sandbox::host_matches(&patterns, "api.example.com", Some(80)));
+        assert!(crate::sandbox::host_matches(&patterns, "[::1]", Some(9000)));
+        assert!(!crate::sandbox::host_matches(&patterns, "[::1]", Some(9001)));
         // Without a port, any port.
-        assert!(host_allowed(&patterns, "[::2]", Some(1)));
-        assert!(host_allowed(&["localhost".to_owned()], "localhost", Some(5432)));
+        assert!(crate::sandbox::host_matches(&patterns, "[::2]", Some(1)));
+        assert!(crate::sandbox::host_matches(&["localhost".to_owned()], "localhost", Some(5432)));
         let allowed = vec!["127.0.0.1:8080".to_owned()];
         assert!(check_url("http://127.0.0.1:8080/x", &allowed).is_ok());
         assert!(check_url("http://127.0.0.1/x", &allowed).is_err(), "port 80 is not 8080");
@@ -288,7 +244,7 @@ mod tests {
         let pattern = vec![format!("{}b", "*a".repeat(20))];
         let host = "a".repeat(253);
         let started = std::time::Instant::now();
-        assert!(!host_allowed(&pattern, &host, None));
+        assert!(!crate::sandbox::host_matches(&pattern, &host, None));
         // Exponential backtracking would take hours; this is microseconds.
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }

@@ -153,6 +153,8 @@ struct RuntimeInner {
     limits: Limits,
     observer: Option<Arc<dyn CallObserver>>,
     downloads: crate::DownloadCache,
+    /// The hosts plugin downloads may reach, if limited.
+    download_hosts: Option<Arc<[String]>>,
     /// Calls running now.
     in_flight: AtomicUsize,
     /// Set by [`Runtime::shutdown`]: nothing new starts.
@@ -197,6 +199,7 @@ pub struct RuntimeBuilder {
     limits: Option<Limits>,
     observer: Option<Arc<dyn CallObserver>>,
     downloads: Option<crate::DownloadCache>,
+    download_hosts: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -207,6 +210,7 @@ impl std::fmt::Debug for RuntimeBuilder {
         f.field("limits", &self.limits)
             .field("observer", &self.observer.is_some())
             .field("downloads", &self.downloads)
+            .field("download_hosts", &self.download_hosts)
             .finish()
     }
 }
@@ -246,6 +250,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Let plugin downloads (`https://`, `oci://`) reach only hosts matching
+    /// these patterns (as [`Policy::allowed_hosts`](crate::Policy::allowed_hosts)
+    /// writes them: `host`, `host:port`, `*.example.com`): a source's own
+    /// host, and every host an `https://` download is redirected to. For a
+    /// program that loads plugins others name (a multi-tenant service): a
+    /// redirect cannot take a download where the operator did not allow.
+    /// By default any host may be reached (the sources are the user's own).
+    pub fn with_download_hosts(mut self, patterns: impl IntoIterator<Item = String>) -> Self {
+        self.download_hosts = Some(patterns.into_iter().collect());
+        self
+    }
+
     /// The runtime. Its engines and ticker thread are made when the first
     /// plugin is loaded.
     pub fn build(self) -> Runtime {
@@ -259,6 +275,7 @@ impl RuntimeBuilder {
                 limits: self.limits.unwrap_or_default(),
                 observer: self.observer,
                 downloads: self.downloads.unwrap_or_default(),
+                download_hosts: self.download_hosts.map(Arc::from),
                 in_flight: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
                 idle: tokio::sync::Notify::new(),
@@ -335,8 +352,12 @@ impl Runtime {
     ) -> Result<crate::PluginBuilder, crate::Error> {
         let fetched = match source {
             crate::PluginSource::File(path) => return Ok(self.plugin_from_file(path)),
-            crate::PluginSource::Https(plugin) => crate::source::fetch_https(plugin, &self.inner.downloads).await,
-            crate::PluginSource::Oci(plugin) => crate::source::fetch_oci(plugin, &self.inner.downloads).await,
+            crate::PluginSource::Https(plugin) => {
+                crate::source::fetch_https(plugin, &self.inner.downloads, self.download_hosts()).await
+            }
+            crate::PluginSource::Oci(plugin) => {
+                crate::source::fetch_oci(plugin, &self.inner.downloads, self.download_hosts()).await
+            }
         };
         match fetched {
             Ok(fetched) => {
@@ -357,6 +378,12 @@ impl Runtime {
     /// Where plugins downloaded by this runtime are kept.
     pub fn download_cache(&self) -> &crate::DownloadCache {
         &self.inner.downloads
+    }
+
+    /// The hosts plugin downloads may reach, if limited
+    /// ([`RuntimeBuilder::with_download_hosts`]).
+    pub fn download_hosts(&self) -> Option<&[String]> {
+        self.inner.download_hosts.as_deref()
     }
 
     /// The compiled-module cache plugins of this runtime use.
