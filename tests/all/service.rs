@@ -620,3 +620,31 @@ fn quotas_bound_tool_sets_per_workspace_and_tools_per_tool_set_on_postgresql() {
     quotas(&postgres.url, &dir);
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `perWorkspace` bounds each workspace's requests, all its tokens
+/// together: past the burst, 429 with `Retry-After`, while another
+/// workspace goes on.
+#[test]
+fn a_workspace_over_its_request_rate_is_refused_and_others_are_not() {
+    let dir = scratch("rate");
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:9");
+    let mut document: Value = serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    // One request per 100 s after a burst of 3: the fourth is refused
+    // however slowly the requests go.
+    document["serve"]["service"]["perWorkspace"] = json!({"perSecond": 0.01, "burst": 3});
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    // Two tokens of one workspace share its rate.
+    for token in [ACME, ACME_BOT, ACME] {
+        assert_eq!(rest("GET", &sets, Some(token), None, &[]).status, 200);
+    }
+    let reply = rest("GET", &sets, Some(ACME_BOT), None, &[]);
+    assert_eq!(reply.status, 429, "{}", reply.body);
+    assert_eq!(reply.body["error"]["status"], "RESOURCE_EXHAUSTED", "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("this workspace"), "{}", reply.body);
+    let wait: u64 = reply.header("retry-after").parse().expect("Retry-After in seconds");
+    assert!(wait >= 1, "{wait}");
+    assert_eq!(rest("GET", &sets, Some(GLOBEX), None, &[]).status, 200);
+    std::fs::remove_dir_all(dir).ok();
+}

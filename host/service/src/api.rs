@@ -48,11 +48,13 @@ pub(crate) struct Refusal {
     message: String,
     details: Vec<(String, String)>,
     challenge: Option<String>,
+    /// When a request over a rate could pass.
+    retry_after: Option<std::time::Duration>,
 }
 
 impl Refusal {
     fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
-        Refusal { status, message: message.into(), details: Vec::new(), challenge: None }
+        Refusal { status, message: message.into(), details: Vec::new(), challenge: None, retry_after: None }
     }
 
     fn invalid(details: Vec<(String, String)>) -> Refusal {
@@ -60,7 +62,7 @@ impl Refusal {
             [(pointer, message)] => format!("{}: {message}", if pointer.is_empty() { "/" } else { pointer }),
             _ => format!("the body has {} problems", details.len()),
         };
-        Refusal { status: StatusCode::BAD_REQUEST, message, details, challenge: None }
+        Refusal { status: StatusCode::BAD_REQUEST, message, details, challenge: None, retry_after: None }
     }
 
     fn not_found(what: &str) -> Refusal {
@@ -93,6 +95,11 @@ impl axum::response::IntoResponse for Refusal {
         let mut response = json_response(self.status, &body);
         if let Some(challenge) = self.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up (RFC 9110).
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
         response
     }
@@ -141,9 +148,21 @@ async fn actor(service: &Service, headers: &HeaderMap) -> Result<Actor, Refusal>
             message: failure.to_string(),
             details: Vec::new(),
             challenge: Some(service.auth.challenge(&failure)),
+            retry_after: None,
         }
     })?;
-    Actor::of(&principal).map_err(|message| Refusal::new(StatusCode::FORBIDDEN, message))
+    let actor = Actor::of(&principal).map_err(|message| Refusal::new(StatusCode::FORBIDDEN, message))?;
+    if let Some(limiter) = &service.limiter
+        && let Err(limited) = limiter.admit(&actor.workspace_id, None)
+    {
+        let mut refusal = Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            limited.message.replacen(&format!("client `{}`", actor.workspace_id), "this workspace", 1),
+        );
+        refusal.retry_after = limited.retry_after;
+        return Err(refusal);
+    }
+    Ok(actor)
 }
 
 /// The version an update expects: `If-Match`, else the body's

@@ -46,6 +46,8 @@ pub struct Service {
     workspaces: Arc<Workspaces>,
     settings: Arc<ServiceSettings>,
     auth: Arc<toolhost_mcp::auth::Authenticator>,
+    /// Each workspace's request rate, if limited.
+    limiter: Option<Arc<toolhost_mcp::limits::Limiter>>,
 }
 
 impl std::fmt::Debug for Service {
@@ -84,7 +86,12 @@ impl Service {
         let workspaces = Workspaces::new(store.clone(), Arc::clone(&settings), runtime);
         workspaces.load_all().await?;
         Workspaces::follow(&workspaces);
-        Ok(Service { store, workspaces, settings, auth })
+        let limiter = settings.per_workspace.map(|rate| {
+            let mut limits = toolhost_mcp::RateLimits::default();
+            limits.per_client = Some(rate);
+            Arc::new(toolhost_mcp::limits::Limiter::new(limits))
+        });
+        Ok(Service { store, workspaces, settings, auth, limiter })
     }
 
     /// The registries, one per workspace, for the MCP server

@@ -27,6 +27,9 @@ pub struct ServiceSettings {
     pub max_tool_sets: Option<u64>,
     /// The most tools one `http` tool set may have (default 1,000).
     pub max_tools: Option<u64>,
+    /// The requests to `/v1` one workspace may make (a rate with a burst;
+    /// none by default): over it, `429` with `Retry-After`.
+    pub per_workspace: Option<toolhost_mcp::Rate>,
 }
 
 /// A setting that cannot be used.
@@ -44,6 +47,7 @@ impl ServiceSettings {
             poll_millis: None,
             max_tool_sets: None,
             max_tools: None,
+            per_workspace: None,
         }
     }
 
@@ -69,6 +73,11 @@ impl ServiceSettings {
             if value == Some(0) {
                 return Err(SettingsError(format!("{name} must be at least 1")));
             }
+        }
+        if let Some(rate) = &self.per_workspace
+            && !(rate.per_second.is_finite() && rate.per_second > 0.0)
+        {
+            return Err(SettingsError("perWorkspace.perSecond must be a number above 0".to_owned()));
         }
         for pattern in &self.allowed_hosts {
             toolhost::check_host_pattern(pattern).map_err(|e| SettingsError(format!("allowedHosts: {e}")))?;
