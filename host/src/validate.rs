@@ -460,7 +460,7 @@ pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<Cal
 /// not guarantee (`structuredContent` an object, priorities between 0 and
 /// 1), with the pointers the protocol schema would give, then the tool's
 /// `outputSchema`.
-#[cfg(any(test, feature = "component"))]
+#[cfg(feature = "component")]
 pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Validator>) -> Result<(), Vec<Violation>> {
     let mut problems = Vec::new();
     if let Some(structured) = &result.structured_content
