@@ -243,9 +243,9 @@ impl Registry {
         let current = self.read().clone();
         let builtins = self.builtins();
         let mut next: BTreeMap<String, Arc<LoadedToolset>> = BTreeMap::new();
-        let named: std::collections::BTreeSet<&str> = toolsets.iter().map(|t| t.id.as_str()).collect();
+        let named: std::collections::BTreeSet<String> = toolsets.iter().map(|t| t.id.clone()).collect();
         for (id, loaded) in &current {
-            if !named.contains(id.as_str()) && keep(id, loaded) {
+            if !named.contains(id) && keep(id, loaded) {
                 next.insert(id.clone(), Arc::clone(loaded));
             }
         }
@@ -290,6 +290,15 @@ impl Registry {
             }
         }
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The toolsets kept are taken as they are now, not as they were
+        // when the loads began: one reloaded meanwhile (its server's tools
+        // changed) stays reloaded, one removed meanwhile stays removed.
+        next.retain(|id, _| named.contains(id));
+        for (id, loaded) in toolsets.iter() {
+            if !named.contains(id) && keep(id, loaded) {
+                next.insert(id.clone(), Arc::clone(loaded));
+            }
+        }
         let unchanged = toolsets.len() == next.len()
             && toolsets.iter().zip(&next).all(|((a, old), (b, new))| a == b && Arc::ptr_eq(old, new));
         if !unchanged {

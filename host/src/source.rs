@@ -301,8 +301,14 @@ pub(crate) async fn fetch_oci(
 ) -> Result<Fetched, SourceError> {
     #[cfg(feature = "oci")]
     {
-        let registry = format!("https://{}", plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url));
-        check_host(plugin, &registry, hosts)?;
+        // The registry the client will ask (a reference without one, or
+        // with a first part that is no host name, is Docker Hub's).
+        let name = plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url);
+        let registry = match name.parse::<oci_client::Reference>() {
+            Ok(reference) => reference.resolve_registry().to_owned(),
+            Err(_) => name.split('/').next().unwrap_or_default().to_owned(),
+        };
+        check_host(plugin, &format!("https://{registry}/"), hosts)?;
         oci::pull(plugin, cache).await
     }
     #[cfg(not(feature = "oci"))]

@@ -454,6 +454,26 @@ fn two_instances_on_one_postgresql_share_tool_sets_and_record_each_sync_once() {
     let mut codes: Vec<u16> = writers.into_iter().map(|w| w.join().expect("writer")).collect();
     codes.sort();
     assert_eq!(codes, [200, 409]);
+
+    // Renamed through A, and its old name taken at once through B: when B
+    // applies the rename, the new tool set keeps the name it holds.
+    let mut renamed = change.clone();
+    renamed["metadata"]["name"] = json!("arith");
+    let reply =
+        rest("PUT", &format!("{base_a}/v1/tool_sets/{id}"), Some(ACME), Some(&renamed), &[("if-match", "\"3\"")]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = rest(
+        "POST",
+        &format!("{base_b}/v1/tool_sets"),
+        Some(ACME),
+        Some(&mcp_tool_set("calc", &upstream_url, None)),
+        &[],
+    );
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    eventually("B serves the renamed tool set", || mcp_tools(&mcp_b, ACME).contains(&"arith__divide".to_owned()));
+    let listed = mcp_tools(&mcp_b, ACME);
+    assert!(listed.contains(&"calc__add".to_owned()), "the new `calc` lost its toolset: {listed:?}");
+    assert!(!listed.contains(&"arith__add".to_owned()), "{listed:?}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -258,9 +258,17 @@ impl Store {
 
     /// Add a tool set; its name must be free in its workspace.
     pub async fn create_tool_set(&self, row: &ToolSetRow, quota: i64) -> Result<(), StoreError> {
-        // The count and the insert are one statement: the quota holds
-        // against concurrent creates (exactly on SQLite, which writes one
-        // at a time).
+        // The count and the insert are one statement, in a transaction
+        // that on PostgreSQL first takes the workspace's advisory lock:
+        // concurrent creates cannot both see room for one (SQLite writes
+        // one at a time anyway).
+        let mut tx = self.pool.begin().await?;
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS workspace_lock")
+                .bind(&row.workspace_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         let sql = format!(
             "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
              WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $16"
@@ -282,12 +290,14 @@ impl Store {
             .bind(row.tool_count)
             .bind(row.last_sync.as_ref().map(Value::to_string))
             .bind(quota)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| name_taken(e, &row.name))?;
         if done.rows_affected() == 0 {
+            tx.rollback().await?;
             return Err(StoreError::Quota(format!("the workspace has {quota} tool sets, as many as it may have")));
         }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -340,6 +350,24 @@ impl Store {
             return Err(changed_since(current.version, expected));
         }
         Ok(())
+    }
+
+    /// The newest event of a tool set, if it has any.
+    pub async fn latest_event(&self, tool_set: &str) -> Result<Option<Value>, StoreError> {
+        let row = sqlx::query("SELECT event FROM events WHERE tool_set_id = $1 ORDER BY seq DESC LIMIT 1")
+            .bind(tool_set)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| json_column(&row, "event")).transpose()
+    }
+
+    /// The names of a workspace's tool sets.
+    pub async fn workspace_names(&self, workspace: &str) -> Result<std::collections::HashSet<String>, StoreError> {
+        let rows = sqlx::query("SELECT name FROM tool_sets WHERE workspace_id = $1")
+            .bind(workspace)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok(row.try_get("name")?)).collect()
     }
 
     /// Whether `event` is an event of this tool set in this workspace.

@@ -221,7 +221,8 @@ impl Workspaces {
                     changed.entry(workspace.clone()).or_default().push(id.clone());
                 }
             }
-            for (id, t) in tracked.iter().filter(|(id, _)| !now.contains_key(*id)) {
+            // (An entry not applied yet is a create in progress here.)
+            for (id, t) in tracked.iter().filter(|(id, t)| !now.contains_key(*id) && t.made.is_some()) {
                 changed.entry(t.workspace.clone()).or_default().push(id.clone());
             }
         }
@@ -265,36 +266,63 @@ impl Workspaces {
         if ids.is_empty() {
             return Ok(());
         }
-        self.sync(workspace, Which::Some(ids)).await
+        let done = self.sync(workspace, Which::Some(ids.clone())).await;
+        if done.is_err() {
+            self.pending().extend(ids.into_iter().map(|id| (workspace.to_owned(), id)));
+        }
+        done
     }
 
     /// This instance changed `tool_set` (of `workspace`): claim the right
     /// to record its syncs, record that one starts, and bring it in line.
     pub(crate) async fn changed(&self, workspace: &str, row: &ToolSetRow) -> Result<(), StoreError> {
-        if self.store.claim_sync(&row.id, &self.instance, CLAIM_SECONDS, true).await? {
-            let message = match kind_of(&row.spec) {
-                Some("mcp") => format!(
-                    "connecting to {}",
-                    row.spec.pointer("/adapter/mcp/url").and_then(Value::as_str).unwrap_or("?")
-                ),
-                Some("uri") => {
-                    format!("loading {}", row.spec.pointer("/adapter/uri/url").and_then(Value::as_str).unwrap_or("?"))
-                }
-                _ => "loading its tools".to_owned(),
-            };
-            self.record(row, json!({"SyncStarted": {"message": message}})).await?;
-            // What the sync ends in is recorded, even when it ends as the
-            // last one did.
-            let mut tracked = self.tracked();
-            let t = tracked.entry(row.id.clone()).or_default();
-            (t.seen, t.settled, t.started) = (None, None, true);
+        // Under the workspace's lock: a sync in flight cannot settle the
+        // old outcome over the reset below.
+        let lock = self.lock(workspace);
+        let _one_at_a_time = lock.lock().await;
+        let done = self.start(row).await;
+        let done = match done {
+            Ok(()) => self.sync_locked(workspace, Which::Some(vec![row.id.clone()])).await,
+            Err(error) => Err(error),
+        };
+        if done.is_err() {
+            // Tried again on the next poll.
+            self.pending().insert((workspace.to_owned(), row.id.clone()));
         }
-        self.sync(workspace, Which::Some(vec![row.id.clone()])).await
+        done
+    }
+
+    /// Claim the right to record `row`'s syncs and record that one starts.
+    async fn start(&self, row: &ToolSetRow) -> Result<(), StoreError> {
+        if !self.store.claim_sync(&row.id, &self.instance, CLAIM_SECONDS, true).await? {
+            return Ok(());
+        }
+        let message = match kind_of(&row.spec) {
+            Some("mcp") => {
+                format!("connecting to {}", row.spec.pointer("/adapter/mcp/url").and_then(Value::as_str).unwrap_or("?"))
+            }
+            Some("uri") => {
+                format!("loading {}", row.spec.pointer("/adapter/uri/url").and_then(Value::as_str).unwrap_or("?"))
+            }
+            _ => "loading its tools".to_owned(),
+        };
+        self.record(row, json!({"SyncStarted": {"message": message}})).await?;
+        // What the sync ends in is recorded, even when it ends as the last
+        // one did.
+        let mut tracked = self.tracked();
+        let t = tracked.entry(row.id.clone()).or_default();
+        t.workspace = row.workspace_id.clone();
+        (t.seen, t.settled, t.started) = (None, None, true);
+        Ok(())
     }
 
     /// This instance deleted tool set `id` of `workspace`: its toolset goes.
     pub(crate) async fn deleted(&self, workspace: &str, id: &str) -> Result<(), StoreError> {
-        self.sync(workspace, Which::Some(vec![id.to_owned()])).await
+        let done = self.sync(workspace, Which::Some(vec![id.to_owned()])).await;
+        if done.is_err() {
+            self.pending().insert((workspace.to_owned(), id.to_owned()));
+        }
+        done
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
@@ -317,6 +345,11 @@ impl Workspaces {
     async fn sync(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
         let lock = self.lock(workspace);
         let _one_at_a_time = lock.lock().await;
+        self.sync_locked(workspace, which).await
+    }
+
+    /// [`sync`](Self::sync), the workspace's lock held by the caller.
+    async fn sync_locked(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
         // Read under the lock: a sync never applies rows older than the
         // last one applied.
         let mut rows = Vec::new();
@@ -344,10 +377,16 @@ impl Workspaces {
         let mut configs = Vec::new();
         let mut unusable = Vec::new();
         // Toolsets that go from the registry: those of tool sets that are
-        // gone, renamed, or unusable now.
+        // gone, renamed, or unusable now. What is kept of each tool set
+        // changes only once the registry has changed (a failure before
+        // leaves it as it was, to be tried again whole).
         let mut removed: Vec<String> = Vec::new();
+        let mut made_now = Vec::new();
         for row in &rows {
-            let cached = self.tracked().get(&row.id).and_then(|t| t.made.clone());
+            let (cached, old_name) = match self.tracked().get(&row.id) {
+                Some(t) => (t.made.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
+                None => (None, None),
+            };
             let made = match cached {
                 Some((revision, made)) if revision == row.revision => made,
                 _ => {
@@ -355,16 +394,8 @@ impl Workspaces {
                     self.config_of(row, &tools).await
                 }
             };
-            {
-                let mut tracked = self.tracked();
-                let t = tracked.entry(row.id.clone()).or_default();
-                if !t.name.is_empty() && t.name != row.name {
-                    removed.push(std::mem::take(&mut t.name));
-                }
-                t.workspace = row.workspace_id.clone();
-                t.name = row.name.clone();
-                t.made = Some((row.revision, made.clone()));
-            }
+            removed.extend(old_name);
+            made_now.push((row, made.clone()));
             match made {
                 Ok(config) => configs.push(config),
                 Err(problem) => {
@@ -373,21 +404,33 @@ impl Workspaces {
                 }
             }
         }
-        {
-            // What is kept of tool sets that are gone goes with them.
-            let mut tracked = self.tracked();
-            for id in &gone {
-                if let Some(t) = tracked.remove(id) {
-                    removed.push(t.name);
-                }
-            }
-        }
+        removed.extend((self.tracked().iter()).filter(|(id, _)| gone.contains(*id)).map(|(_, t)| t.name.clone()));
         // A name removed and used again (a rename onto it) stays.
         removed.retain(|name| !configs.iter().any(|config| &config.id == name));
+        // So does a name another tool set of the store holds now (taken over
+        // after a delete or rename elsewhere): that tool set's own sync puts
+        // its toolset there.
+        let unusable_names: HashSet<&str> = unusable.iter().map(|(row, _)| row.name.as_str()).collect();
+        if !all && removed.iter().any(|name| !unusable_names.contains(name.as_str())) {
+            let in_use = self.store.workspace_names(workspace).await?;
+            removed.retain(|name| unusable_names.contains(name.as_str()) || !in_use.contains(name));
+        }
         let registry = self.registry(workspace);
         let report = if all { registry.sync(configs).await } else { registry.sync_some(configs, &removed).await };
         for warning in &report.warnings {
             tracing::info!(workspace, "{warning}");
+        }
+        {
+            let mut tracked = self.tracked();
+            for (row, made) in made_now {
+                let t = tracked.entry(row.id.clone()).or_default();
+                t.workspace = row.workspace_id.clone();
+                t.name = row.name.clone();
+                t.made = Some((row.revision, made));
+            }
+            for id in &gone {
+                tracked.remove(id);
+            }
         }
         for row in &rows {
             let (outcome, found, at) = match unusable.iter().find(|(r, _)| r.id == row.id) {
@@ -400,7 +443,7 @@ impl Workspaces {
                     // A toolset whose last sync was settled already has
                     // nothing new.
                     let Some(event) = registry.last_sync(&row.name) else { continue };
-                    if self.tracked().get(&row.id).is_some_and(|t| t.settled == Some(event.at)) {
+                    if self.tracked().get(&row.id).is_some_and(|t| t.settled == Some(event.at) && !t.started) {
                         continue;
                     }
                     let found =
@@ -450,19 +493,20 @@ impl Workspaces {
             }
             return Ok(true);
         }
+        let event = self.record(row, outcome.clone()).await?;
+        if outcome.get("SyncFailed").is_some() {
+            // A failed sync keeps the tools recorded before (they are not
+            // archived by a server that is away).
+            self.store.apply_sync_outcome(&row.id, &event).await?;
+        } else {
+            let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
+            let tools: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
+            self.store.apply_sync(row, &tools, &system, &event, &crate::now_rfc3339()).await?;
+        }
+        // Seen once recorded: a write that failed is tried again.
         if let Some(t) = self.tracked().get_mut(&row.id) {
             (t.seen, t.started) = (Some(seen), false);
         }
-        let event = self.record(row, outcome.clone()).await?;
-        // A failed sync keeps the tools recorded before (they are not
-        // archived by a server that is away).
-        if outcome.get("SyncFailed").is_some() {
-            self.store.apply_sync_outcome(&row.id, &event).await?;
-            return Ok(true);
-        }
-        let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
-        let found: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
-        self.store.apply_sync(row, &found, &system, &event, &crate::now_rfc3339()).await?;
         Ok(true)
     }
 
@@ -475,6 +519,11 @@ impl Workspaces {
         found: &[(String, Value)],
     ) -> Result<bool, StoreError> {
         if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(outcome) {
+            return Ok(false);
+        }
+        // A sync started (by an instance that stopped before its end) is
+        // answered, even by what was recorded before it.
+        if self.store.latest_event(&row.id).await?.is_some_and(|event| event.get("SyncStarted").is_some()) {
             return Ok(false);
         }
         if outcome.get("SyncFailed").is_some() {
