@@ -596,12 +596,20 @@ fn quotas(store: &str, dir: &std::path::Path) {
     let (_service, base) = spawn_service(&config);
     let sets = format!("{base}/v1/tool_sets");
     let http_set = |name: &str| json!({"metadata": {"name": name}, "spec": {"adapter": {"http": {"baseUrl": "http://127.0.0.1:9"}}}});
-    let mut ids = Vec::new();
-    for name in ["one", "two"] {
-        let reply = rest("POST", &sets, Some(ACME), Some(&http_set(name)), &[]);
-        assert_eq!(reply.status, 201, "{}", reply.body);
-        ids.push(reply.body["metadata"]["id"].as_str().expect("id").to_owned());
-    }
+    // Six creates at once against a quota of two: exactly two pass.
+    let creates: Vec<_> = (0..6)
+        .map(|i| {
+            let (sets, body) = (sets.clone(), http_set(&format!("set-{i}")));
+            std::thread::spawn(move || rest("POST", &sets, Some(ACME), Some(&body), &[]))
+        })
+        .collect();
+    let replies: Vec<Reply> = creates.into_iter().map(|c| c.join().expect("creator")).collect();
+    let mut codes: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    codes.sort();
+    assert_eq!(codes, [201, 201, 429, 429, 429, 429]);
+    let ids: Vec<String> = (replies.iter().filter(|r| r.status == 201))
+        .map(|r| r.body["metadata"]["id"].as_str().expect("id").to_owned())
+        .collect();
     let reply = rest("POST", &sets, Some(ACME), Some(&http_set("three")), &[]);
     assert_eq!(reply.status, 429, "{}", reply.body);
     assert_eq!(reply.body["error"]["status"], "RESOURCE_EXHAUSTED", "{}", reply.body);
