@@ -4,13 +4,15 @@
 //!
 //! - `in-process`: `Plugin::call_tool`, 1 and 64 concurrent callers.
 //! - `stdio`: one `toolhost serve` session on pipes, raw JSON-RPC; first one
-//!   request at a time, then 64 requests kept in flight on the session.
+//!   request at a time, then 16 and 64 requests kept in flight on the
+//!   session.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
 //!   connection) calling concurrently.
 //!
 //! Each line gives calls/s and the latency percentiles of one call, measured
-//! by the client (request written to answer read). Figures, not
+//! by the client (request written to answer read), and for `serve` the
+//! server process's CPU time (user and system) per call. Figures, not
 //! assertions: the targets live in the performance issue. Run it on a
 //! release build (`cargo bench` builds `toolhost` in the bench's profile).
 
@@ -41,18 +43,34 @@ fn initialized() -> Value {
     json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
 }
 
-/// Latencies of `calls` calls that took `elapsed` in all, as one line.
-fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration) {
+/// Latencies of `calls` calls that took `elapsed` in all, as one line,
+/// with the server's CPU time per call if it is known.
+fn report(name: &str, mut latencies: Vec<Duration>, elapsed: Duration, server_cpu: Option<f64>) {
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let cpu =
+        server_cpu.map(|seconds| format!("   server CPU {:>6.1} µs/call", seconds * 1e6 / latencies.len() as f64));
     println!(
-        "{name:<28} {:>9.0} calls/s   p50 {:>8.1} µs   p90 {:>8.1} µs   p99 {:>8.1} µs",
+        "{name:<28} {:>9.0} calls/s   p50 {:>8.1} µs   p90 {:>8.1} µs   p99 {:>8.1} µs{}",
         latencies.len() as f64 / elapsed.as_secs_f64(),
         us(at(0.50)),
         us(at(0.90)),
         us(at(0.99)),
+        cpu.unwrap_or_default(),
     );
+}
+
+/// CPU seconds (user and system) a process has used, from
+/// `/proc/PID/stat` (Linux; `None` elsewhere).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state is field 3, utime 14,
+    // stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // The kernel's USER_HZ, 100 on Linux.
+    Some(ticks / 100.0)
 }
 
 fn in_process() {
@@ -86,7 +104,7 @@ fn in_process() {
             }
             all
         });
-        report(&format!("in-process/{concurrency}"), latencies, started.elapsed());
+        report(&format!("in-process/{concurrency}"), latencies, started.elapsed(), None);
     }
 }
 
@@ -116,8 +134,9 @@ fn stdio() {
     output.read_line(&mut line).expect("initialize answer");
     send(&mut input, initialized());
 
-    for in_flight in [1, CONCURRENCY] {
+    for in_flight in [1, 16, CONCURRENCY] {
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
+            let cpu_before = cpu_seconds(server.id());
             // A writer keeps `in_flight` requests outstanding; the reader
             // (this thread) takes the answers and frees a slot each.
             let (slot_tx, slot_rx) = std::sync::mpsc::sync_channel::<()>(in_flight);
@@ -158,7 +177,8 @@ fn stdio() {
             }
             input = writer.join().expect("writer");
             if measured {
-                report(&format!("stdio/{in_flight} in flight"), latencies, started.elapsed());
+                let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
+                report(&format!("stdio/{in_flight} in flight"), latencies, started.elapsed(), cpu);
             }
         }
     }
@@ -215,6 +235,7 @@ fn http() {
     for sessions in [1, CONCURRENCY] {
         let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url)).collect();
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
+            let cpu_before = cpu_seconds(server.id());
             let started = Instant::now();
             let latencies: Vec<Duration> = std::thread::scope(|scope| {
                 let workers: Vec<_> = open
@@ -235,10 +256,12 @@ fn http() {
                 workers.into_iter().flat_map(|w| w.join().expect("worker")).collect()
             });
             if measured {
+                let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
                 report(
                     &format!("http/{sessions} session{}", if sessions == 1 { "" } else { "s" }),
                     latencies,
                     started.elapsed(),
+                    cpu,
                 );
             }
         }

@@ -16,7 +16,49 @@ use crate::{McpServer, ServeError};
 /// stdin or `shutdown` resolves (e.g. on a signal); then the output is
 /// drained for at most [`SHUTDOWN_GRACE`].
 pub async fn serve_stdio(server: McpServer, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+    // Pipes (what MCP clients give a server they start) are read and
+    // written on the reactor, without a blocking thread per read and
+    // write; anything else (a terminal, a file) through tokio's stdio.
+    #[cfg(unix)]
+    if let Some((input, output)) = pipes() {
+        return serve_stdio_on(server, input, output, shutdown).await;
+    }
     serve_stdio_on(server, tokio::io::stdin(), tokio::io::stdout(), shutdown).await
+}
+
+/// Stdin and stdout, if both are pipes or sockets, as non-blocking streams
+/// on the reactor.
+#[cfg(unix)]
+fn pipes() -> Option<(Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box<dyn tokio::io::AsyncWrite + Unpin + Send>)> {
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let input = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let kind = |fd: &std::os::fd::OwnedFd| -> Option<std::fs::FileType> {
+        let file = std::fs::File::from(fd.try_clone().ok()?);
+        Some(file.metadata().ok()?.file_type())
+    };
+    let (input_kind, output_kind) = (kind(&input)?, kind(&output)?);
+    let input: Box<dyn tokio::io::AsyncRead + Unpin + Send> = if input_kind.is_fifo() {
+        Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(input).ok()?)
+    } else if input_kind.is_socket() {
+        // (Node's child processes get socket pairs, not pipes.)
+        let stream = std::os::unix::net::UnixStream::from(input);
+        stream.set_nonblocking(true).ok()?;
+        Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+    } else {
+        return None;
+    };
+    let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = if output_kind.is_fifo() {
+        Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(output).ok()?)
+    } else if output_kind.is_socket() {
+        let stream = std::os::unix::net::UnixStream::from(output);
+        stream.set_nonblocking(true).ok()?;
+        Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+    } else {
+        return None;
+    };
+    Some((input, output))
 }
 
 /// [`serve_stdio`] on any byte streams (a pipe, a socket, a test's duplex).
@@ -55,6 +97,9 @@ where
 
 /// What the front does with one incoming message (or batch).
 enum Incoming {
+    /// Hand this line to rmcp as it came (one message that passed the
+    /// checks).
+    Line,
     /// Hand these messages to rmcp, one line each.
     Forward(Vec<Value>),
     /// Answer at once, without rmcp.
@@ -135,7 +180,7 @@ fn classify(line: &[u8]) -> Option<Incoming> {
             ));
         }
         Ok(message) => match check_message(message) {
-            Ok(message) => Incoming::Forward(vec![message]),
+            Ok(_) => Incoming::Line,
             Err(answer) => Incoming::Answer(answer),
         },
     })
@@ -156,7 +201,7 @@ enum Outgoing {
 /// The stdio front: reads messages from `input`, answers the ones rmcp
 /// would mishandle, forwards the rest to rmcp (`to_server`), and writes
 /// rmcp's output and its own answers to `output`.
-async fn stdio_front<I, O, R, W>(input: I, mut output: O, from_server: R, mut to_server: W)
+async fn stdio_front<I, O, R, W>(input: I, output: O, from_server: R, mut to_server: W)
 where
     I: tokio::io::AsyncRead + Unpin + Send + 'static,
     O: tokio::io::AsyncWrite + Unpin,
@@ -194,6 +239,16 @@ where
             };
             let messages = match incoming {
                 None => continue,
+                Some(Incoming::Line) => {
+                    // As it came, without its line end (`\r\n` too).
+                    let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |at| at + 1);
+                    line.truncate(end);
+                    line.push(b'\n');
+                    if to_server.write_all(&line).await.is_err() || to_server.flush().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 Some(Incoming::Answer(answer)) => {
                     let _ = sender.send(Outgoing::Answer(answer));
                     continue;
@@ -227,6 +282,9 @@ where
         // End of input: rmcp sees it too and ends the session.
         let _ = to_server.shutdown().await;
     });
+    // Lines are gathered and written out together when no more are
+    // waiting: one write for many answers under load, at once when idle.
+    let mut output = tokio::io::BufWriter::with_capacity(64 << 10, output);
     let mut batches: Vec<PendingBatch> = Vec::new();
     while let Some(message) = outgoing.recv().await {
         let line = match message {
@@ -265,15 +323,18 @@ where
                 lines.push(Value::Array(batch.answers).to_string().into_bytes());
             }
         }
+        let mut failed = false;
         for mut line in lines {
             if line.last() != Some(&b'\n') {
                 line.push(b'\n');
             }
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
+            failed |= output.write_all(&line).await.is_err();
+        }
+        if failed || (outgoing.is_empty() && output.flush().await.is_err()) {
+            break;
         }
     }
+    let _ = output.flush().await;
     reader.abort();
     server_lines.abort();
 }
