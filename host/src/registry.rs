@@ -244,11 +244,14 @@ impl Registry {
         let builtins = self.builtins();
         let mut next: BTreeMap<String, Arc<LoadedToolset>> = BTreeMap::new();
         let named: std::collections::BTreeSet<String> = toolsets.iter().map(|t| t.id.clone()).collect();
-        for (id, loaded) in &current {
-            if !named.contains(id) && keep(id, loaded) {
-                next.insert(id.clone(), Arc::clone(loaded));
-            }
-        }
+        // The toolsets of `map` that `toolsets` does not name and that stay.
+        let kept = |map: &BTreeMap<String, Arc<LoadedToolset>>| -> Vec<(String, Arc<LoadedToolset>)> {
+            (map.iter())
+                .filter(|(id, loaded)| !named.contains(*id) && keep(id, loaded))
+                .map(|(id, loaded)| (id.clone(), Arc::clone(loaded)))
+                .collect()
+        };
+        next.extend(kept(&current));
         let mut report = LoadReport::default();
         let mut loading = Vec::new();
         for config in toolsets {
@@ -294,11 +297,7 @@ impl Registry {
         // when the loads began: one reloaded meanwhile (its server's tools
         // changed) stays reloaded, one removed meanwhile stays removed.
         next.retain(|id, _| named.contains(id));
-        for (id, loaded) in toolsets.iter() {
-            if !named.contains(id) && keep(id, loaded) {
-                next.insert(id.clone(), Arc::clone(loaded));
-            }
-        }
+        next.extend(kept(&toolsets));
         let unchanged = toolsets.len() == next.len()
             && toolsets.iter().zip(&next).all(|((a, old), (b, new))| a == b && Arc::ptr_eq(old, new));
         if !unchanged {

@@ -39,22 +39,23 @@ fn pipes() -> Option<(Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box<dyn toki
         Some(file.metadata().ok()?.file_type())
     };
     let (input_kind, output_kind) = (kind(&input)?, kind(&output)?);
+    // (Node's child processes get socket pairs, not pipes.)
+    let socket = |fd: std::os::fd::OwnedFd| {
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        stream.set_nonblocking(true).ok()?;
+        tokio::net::UnixStream::from_std(stream).ok()
+    };
     let input: Box<dyn tokio::io::AsyncRead + Unpin + Send> = if input_kind.is_fifo() {
         Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(input).ok()?)
     } else if input_kind.is_socket() {
-        // (Node's child processes get socket pairs, not pipes.)
-        let stream = std::os::unix::net::UnixStream::from(input);
-        stream.set_nonblocking(true).ok()?;
-        Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+        Box::new(socket(input)?)
     } else {
         return None;
     };
     let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = if output_kind.is_fifo() {
         Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(output).ok()?)
     } else if output_kind.is_socket() {
-        let stream = std::os::unix::net::UnixStream::from(output);
-        stream.set_nonblocking(true).ok()?;
-        Box::new(tokio::net::UnixStream::from_std(stream).ok()?)
+        Box::new(socket(output)?)
     } else {
         return None;
     };

@@ -155,9 +155,14 @@ async fn actor(service: &Service, headers: &HeaderMap) -> Result<Actor, Refusal>
     if let Some(limiter) = &service.limiter
         && let Err(limited) = limiter.admit(&actor.workspace_id, None)
     {
+        let wait = limited.retry_after.unwrap_or_default();
+        let per_second = service.settings.per_workspace.map(|rate| rate.per_second).unwrap_or_default();
         let mut refusal = Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
-            limited.message.replacen(&format!("client `{}`", actor.workspace_id), "this workspace", 1),
+            format!(
+                "rate limit: this workspace is limited to {per_second} requests/s (serve.service.perWorkspace); retry in {} ms",
+                wait.as_millis().max(1)
+            ),
         );
         refusal.retry_after = limited.retry_after;
         return Err(refusal);

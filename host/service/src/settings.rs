@@ -116,9 +116,7 @@ impl ServiceSettings {
     pub fn allows_host(&self, host: &str, port: Option<u16>) -> bool {
         toolhost::host_matches(&self.allowed_hosts, host, port)
     }
-}
 
-impl ServiceSettings {
     /// Whether a tenant's adapter may reach `url`'s host: why not.
     pub fn reaches(&self, url: &url::Url) -> Result<(), String> {
         let host = url.host_str().unwrap_or("");

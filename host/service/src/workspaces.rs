@@ -238,9 +238,8 @@ impl Workspaces {
             ids.dedup();
             let this = Arc::clone(&this);
             syncs.spawn(async move {
-                if let Err(error) = this.sync(&workspace, Which::Some(ids.clone())).await {
+                if let Err(error) = this.sync(&workspace, Which::Some(ids)).await {
                     tracing::warn!(workspace, "cannot sync the workspace: {error}");
-                    this.pending().extend(ids.into_iter().map(|id| (workspace.clone(), id)));
                 }
             });
         }
@@ -266,11 +265,7 @@ impl Workspaces {
         if ids.is_empty() {
             return Ok(());
         }
-        let done = self.sync(workspace, Which::Some(ids.clone())).await;
-        if done.is_err() {
-            self.pending().extend(ids.into_iter().map(|id| (workspace.to_owned(), id)));
-        }
-        done
+        self.sync(workspace, Which::Some(ids)).await
     }
 
     /// This instance changed `tool_set` (of `workspace`): claim the right
@@ -280,16 +275,12 @@ impl Workspaces {
         // old outcome over the reset below.
         let lock = self.lock(workspace);
         let _one_at_a_time = lock.lock().await;
-        let done = self.start(row).await;
-        let done = match done {
-            Ok(()) => self.sync_locked(workspace, Which::Some(vec![row.id.clone()])).await,
-            Err(error) => Err(error),
-        };
-        if done.is_err() {
+        if let Err(error) = self.start(row).await {
             // Tried again on the next poll.
             self.pending().insert((workspace.to_owned(), row.id.clone()));
+            return Err(error);
         }
-        done
+        self.sync_locked(workspace, Which::Some(vec![row.id.clone()])).await
     }
 
     /// Claim the right to record `row`'s syncs and record that one starts.
@@ -318,11 +309,7 @@ impl Workspaces {
 
     /// This instance deleted tool set `id` of `workspace`: its toolset goes.
     pub(crate) async fn deleted(&self, workspace: &str, id: &str) -> Result<(), StoreError> {
-        let done = self.sync(workspace, Which::Some(vec![id.to_owned()])).await;
-        if done.is_err() {
-            self.pending().insert((workspace.to_owned(), id.to_owned()));
-        }
-        done
+        self.sync(workspace, Which::Some(vec![id.to_owned()])).await
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
@@ -348,8 +335,22 @@ impl Workspaces {
         self.sync_locked(workspace, which).await
     }
 
-    /// [`sync`](Self::sync), the workspace's lock held by the caller.
+    /// [`sync`](Self::sync), the workspace's lock held by the caller. Tool
+    /// sets whose sync fails are tried again on the next poll.
     async fn sync_locked(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
+        let retry = match &which {
+            Which::Some(ids) => ids.clone(),
+            Which::All => Vec::new(),
+        };
+        let done = self.bring_in_line(workspace, which).await;
+        if done.is_err() {
+            self.pending().extend(retry.into_iter().map(|id| (workspace.to_owned(), id)));
+        }
+        done
+    }
+
+    /// The work of [`sync_locked`](Self::sync_locked).
+    async fn bring_in_line(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
         // Read under the lock: a sync never applies rows older than the
         // last one applied.
         let mut rows = Vec::new();
@@ -477,7 +478,7 @@ impl Workspaces {
         if !self.store.claim_sync(&row.id, &self.instance, CLAIM_SECONDS, false).await? {
             // The instance holding the claim records it (or, if it does
             // not, this one will once the claim lapses).
-            if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(&outcome) {
+            if last_outcome(row) != Some(&outcome) {
                 self.pending().insert((row.workspace_id.clone(), row.id.clone()));
                 return Ok(false);
             }
@@ -518,7 +519,7 @@ impl Workspaces {
         outcome: &Value,
         found: &[(String, Value)],
     ) -> Result<bool, StoreError> {
-        if row.last_sync.as_ref().and_then(|last| last.get("event")) != Some(outcome) {
+        if last_outcome(row) != Some(outcome) {
             return Ok(false);
         }
         // A sync started (by an instance that stopped before its end) is
@@ -577,20 +578,15 @@ impl Workspaces {
             .collect();
         // What the operator allows is checked again at every load: a host
         // or directory taken off the lists is not reached by tool sets
-        // stored before.
+        // stored before. (`https://` and `oci://` plugins are checked by
+        // the runtime itself, whose downloads reach only `allowedHosts`.)
         if let Some(url) = adapter.mcp.as_ref().and_then(|m| m.url.as_deref()) {
             self.reachable(url)?;
         }
-        if let Some(uri) = &adapter.uri {
-            if let Some(path) = uri.url.strip_prefix("file://") {
-                if !self.settings.holds_plugin(path) {
-                    return Err("its plugin file is not inside one of serve.service.pluginDirs".to_owned());
-                }
-            } else if uri.url.starts_with("https://") {
-                self.reachable(&uri.url)?;
-            } else if let Some(reference) = uri.url.strip_prefix("oci://") {
-                self.reachable(&format!("https://{reference}"))?;
-            }
+        if let Some(path) = adapter.uri.as_ref().and_then(|uri| uri.url.strip_prefix("file://"))
+            && !self.settings.holds_plugin(path)
+        {
+            return Err("its plugin file is not inside one of serve.service.pluginDirs".to_owned());
         }
         let mut entry = match (&adapter.mcp, &adapter.uri, &adapter.http) {
             (Some(mcp), None, None) => json!({
@@ -668,6 +664,11 @@ fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[Tool
         }
     }
     config
+}
+
+/// The outcome of a tool set's last recorded sync (`{"SyncCompleted": ...}`).
+fn last_outcome(row: &ToolSetRow) -> Option<&Value> {
+    row.last_sync.as_ref().and_then(|last| last.get("event"))
 }
 
 /// A tool set spec's adapter kind.
