@@ -1,13 +1,18 @@
 //! MCP over a process's stdin and stdout (feature `stdio`).
 //!
-//! rmcp does the protocol; [`stdio_front`] sits in front of it and reads the
-//! lines itself: an unparsable line is answered with `-32700` (id null), a
-//! line over [`MAX_LINE`] with `-32700` too instead of being dropped, a
-//! JSON-RPC batch is split and its answers joined again, and a `tools/call`
-//! with malformed params gets `-32602` (see DESIGN.md, `serve`).
+//! rmcp does the protocol; [`StdioFront`] is the transport it is given, and
+//! reads the lines itself: an unparsable line is answered with `-32700` (id
+//! null), a line over [`MAX_LINE`] with `-32700` too instead of being
+//! dropped, a JSON-RPC batch is split and its answers joined again, and a
+//! `tools/call` with malformed params gets `-32602` (see DESIGN.md, `serve`).
 
-use serde_json::{Value, json};
+use std::collections::VecDeque;
+
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId, ServerJsonRpcMessage};
+use serde::Deserialize as _;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response};
 use crate::{McpServer, ServeError};
@@ -74,12 +79,16 @@ where
     O: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use rmcp::ServiceExt;
-    // rmcp talks to one end of an in-memory pipe; the front owns the real
-    // input and output.
-    let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let (from_server, to_server) = tokio::io::split(ours);
-    let front = tokio::spawn(stdio_front(input, output, from_server, to_server));
-    let running = server.serve(tokio::io::split(theirs)).await.map_err(|e| ServeError::Start(e.to_string()))?;
+    let (sender, outgoing) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
+    let writer = tokio::spawn(write_out(output, outgoing));
+    let front = StdioFront {
+        input: tokio::io::BufReader::with_capacity(64 << 10, input),
+        line: Vec::new(),
+        skipped: 0,
+        queued: VecDeque::new(),
+        out: sender,
+    };
+    let running = server.serve(front).await.map_err(|e| ServeError::Start(e.to_string()))?;
     let cancel = running.cancellation_token();
     tokio::select! {
         outcome = running.waiting() => { outcome.map_err(|e| ServeError::Failed(e.to_string()))?; }
@@ -88,254 +97,359 @@ where
             cancel.cancel();
         }
     }
-    // The session is over: the front writes out what the server wrote and
-    // ends (it does not wait for more input).
-    if tokio::time::timeout(SHUTDOWN_GRACE, front).await.is_err() {
+    // The session is over: the writer writes out what the server sent and
+    // ends (nothing more is read).
+    if tokio::time::timeout(SHUTDOWN_GRACE, writer).await.is_err() {
         tracing::warn!("the output did not drain within {SHUTDOWN_GRACE:?}");
     }
     Ok(())
 }
 
-/// What the front does with one incoming message (or batch).
-enum Incoming {
-    /// Hand this line to rmcp as it came (one message that passed the
-    /// checks).
-    Line,
-    /// Hand these messages to rmcp, one line each.
-    Forward(Vec<Value>),
-    /// Answer at once, without rmcp.
-    Answer(Value),
-}
-
-/// A batch waits for the answers to these request ids.
-struct PendingBatch {
-    waiting: Vec<Value>,
-    answers: Vec<Value>,
-}
-
-/// Read one line of at most [`MAX_LINE`] bytes. `Ok(None)` at the end of
-/// input; `Ok(Some(Err(len)))` for a line that was too long (and skipped).
-async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
-    input: &mut R,
-    line: &mut Vec<u8>,
-) -> std::io::Result<Option<Result<(), usize>>> {
-    line.clear();
-    let mut skipped = 0usize;
-    loop {
-        let buffer = input.fill_buf().await?;
-        if buffer.is_empty() {
-            return Ok(if line.is_empty() && skipped == 0 {
-                None
-            } else if skipped > 0 {
-                Some(Err(skipped))
-            } else {
-                Some(Ok(()))
-            });
-        }
-        let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
-            Some(at) => (&buffer[..at], Some(at + 1)),
-            None => (buffer, None),
-        };
-        if skipped > 0 || line.len() + chunk.len() > MAX_LINE {
-            skipped += line.len() + chunk.len();
-            line.clear();
-        } else {
-            line.extend_from_slice(chunk);
-        }
-        let used = done.unwrap_or(buffer.len());
-        input.consume(used);
-        if done.is_some() {
-            return Ok(Some(if skipped > 0 { Err(skipped) } else { Ok(()) }));
-        }
-    }
-}
-
-/// Classify one line of input.
-fn classify(line: &[u8]) -> Option<Incoming> {
-    let text = std::str::from_utf8(line).ok().map(str::trim);
-    if text.is_some_and(str::is_empty) {
-        return None;
-    }
-    let parsed: Result<Value, String> = match text {
-        Some(text) => serde_json::from_str(text).map_err(|e| e.to_string()),
-        None => Err("the line is not UTF-8".to_owned()),
-    };
-    Some(match parsed {
-        Err(e) => Incoming::Answer(error_response(Value::Null, -32700, format!("Parse error: {e}"))),
-        Ok(Value::Array(batch)) if batch.is_empty() => {
-            Incoming::Answer(error_response(Value::Null, -32600, "an empty batch is not a request"))
-        }
-        Ok(Value::Array(batch)) => {
-            // Checked answers stay in the batch: an answer array is only sent
-            // once every forwarded request has its answer too.
-            let mut forward = Vec::new();
-            let mut answers = Vec::new();
-            for message in batch {
-                match check_message(message) {
-                    Ok(message) => forward.push(message),
-                    Err(answer) => answers.push(answer),
-                }
-            }
-            return Some(Incoming::Forward(
-                std::iter::once(json!({"__batch_answers": answers})).chain(forward).collect(),
-            ));
-        }
-        Ok(message) => match check_message(message) {
-            Ok(_) => Incoming::Line,
-            Err(answer) => Incoming::Answer(answer),
-        },
-    })
+/// The transport rmcp serves on: it reads and checks the input itself
+/// (answering what rmcp would mishandle), hands rmcp typed messages, and
+/// passes rmcp's messages, serialised, to the writer task.
+///
+/// `receive` is polled inside rmcp's `select!` and may be dropped at any
+/// await: the line being read lives in the struct, and a line is handled
+/// without awaiting, so nothing read is lost.
+struct StdioFront<I> {
+    input: tokio::io::BufReader<I>,
+    /// The line being read (without its newline).
+    line: Vec<u8>,
+    /// Bytes of an over-long line skipped so far (0: none).
+    skipped: usize,
+    /// Messages read (of a batch) that rmcp has not taken yet.
+    queued: VecDeque<ClientJsonRpcMessage>,
+    out: UnboundedSender<Outgoing>,
 }
 
 /// What the writer task is told.
 enum Outgoing {
-    /// A line rmcp wrote.
-    FromServer(Vec<u8>),
-    /// An answer of the front's own.
-    Answer(Value),
+    /// A line to write (without its newline); `answers` the request it
+    /// answers, if it is a response.
+    Line { line: Vec<u8>, answers: Option<RequestId> },
     /// A batch whose answers are to be joined.
     Batch(PendingBatch),
-    /// rmcp closed its end: the session is over.
+    /// rmcp closed the transport: the session is over.
     ServerDone,
 }
 
-/// The stdio front: reads messages from `input`, answers the ones rmcp
-/// would mishandle, forwards the rest to rmcp (`to_server`), and writes
-/// rmcp's output and its own answers to `output`.
-async fn stdio_front<I, O, R, W>(input: I, output: O, from_server: R, mut to_server: W)
-where
-    I: tokio::io::AsyncRead + Unpin + Send + 'static,
-    O: tokio::io::AsyncWrite + Unpin,
-    R: tokio::io::AsyncRead + Unpin + Send + 'static,
-    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
-    let server_lines = {
-        let sender = sender.clone();
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(from_server);
-            let mut line = Vec::new();
-            while lines.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
-                if sender.send(Outgoing::FromServer(std::mem::take(&mut line))).is_err() {
-                    break;
+/// A batch waits for the answers to these request ids.
+struct PendingBatch {
+    waiting: Vec<RequestId>,
+    /// Answers so far, each a serialised message.
+    answers: Vec<Vec<u8>>,
+}
+
+/// What one line of input comes to.
+enum Read {
+    /// A complete line is in `line`.
+    Line,
+    /// A line longer than [`MAX_LINE`] (this many bytes) was skipped.
+    TooLong(usize),
+    /// The input ended (or failed).
+    End,
+}
+
+impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
+    /// Read up to the end of the next line into `self.line`, skipping (not
+    /// keeping) a line longer than [`MAX_LINE`].
+    async fn read_line(&mut self) -> Read {
+        loop {
+            let buffer = match self.input.fill_buf().await {
+                Ok(buffer) => buffer,
+                Err(e) => {
+                    tracing::error!("reading the input failed: {e}");
+                    return Read::End;
+                }
+            };
+            if buffer.is_empty() {
+                // A last line without its newline still counts.
+                return if self.skipped > 0 {
+                    Read::TooLong(std::mem::take(&mut self.skipped))
+                } else if self.line.is_empty() {
+                    Read::End
+                } else {
+                    Read::Line
+                };
+            }
+            let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+                Some(at) => (&buffer[..at], Some(at + 1)),
+                None => (buffer, None),
+            };
+            if self.skipped > 0 || self.line.len() + chunk.len() > MAX_LINE {
+                self.skipped += self.line.len() + chunk.len();
+                self.line.clear();
+            } else {
+                self.line.extend_from_slice(chunk);
+            }
+            let used = done.unwrap_or(buffer.len());
+            self.input.consume(used);
+            if done.is_some() {
+                return match std::mem::take(&mut self.skipped) {
+                    0 => Read::Line,
+                    skipped => Read::TooLong(skipped),
+                };
+            }
+        }
+    }
+
+    /// Answer a message here, without rmcp.
+    fn answer(&self, answer: Value) {
+        let _ = self.out.send(Outgoing::Line { line: answer.to_string().into_bytes(), answers: None });
+    }
+
+    /// Handle the line in `self.line`: queue what goes to rmcp, answer the
+    /// rest.
+    fn take_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        let text = std::str::from_utf8(&line).map(|t| t.trim().trim_start_matches('\u{feff}'));
+        match text {
+            Ok("") => {}
+            Err(_) => self.answer(error_response(Value::Null, -32700, "Parse error: the line is not UTF-8")),
+            Ok(text) => match serde_json::from_str::<Value>(text) {
+                Err(e) => self.answer(error_response(Value::Null, -32700, format!("Parse error: {e}"))),
+                Ok(Value::Array(batch)) if batch.is_empty() => {
+                    self.answer(error_response(Value::Null, -32600, "an empty batch is not a request"))
+                }
+                Ok(Value::Array(batch)) => self.take_batch(batch),
+                Ok(message) => match check_message(message) {
+                    Err(answer) => self.answer(answer),
+                    Ok(message) => {
+                        if let Some(message) = self.typed(message) {
+                            self.queued.push_back(message);
+                        }
+                    }
+                },
+            },
+        }
+        // The buffer is kept for the next line.
+        self.line = line;
+        self.line.clear();
+    }
+
+    /// Split a batch into its messages; its answers are joined into one
+    /// array once every request in it is answered.
+    fn take_batch(&mut self, batch: Vec<Value>) {
+        let mut pending = PendingBatch { waiting: Vec::new(), answers: Vec::new() };
+        let mut forward = Vec::new();
+        for message in batch {
+            let checked = check_message(message).map(|message| {
+                let id = message.get("method").and(message.get("id")).cloned();
+                (self.typed_or_answer(message), id)
+            });
+            match checked {
+                Err(answer) => pending.answers.push(answer.to_string().into_bytes()),
+                Ok((Err(answer), _)) => pending.answers.extend(answer.map(|a| a.to_string().into_bytes())),
+                Ok((Ok(message), id)) => {
+                    if let Some(id) = id.and_then(|id| RequestId::deserialize(&id).ok()) {
+                        pending.waiting.push(id);
+                    }
+                    forward.push(message);
                 }
             }
-            let _ = sender.send(Outgoing::ServerDone);
+        }
+        // Registered before rmcp sees the requests, so no answer can
+        // overtake it.
+        let _ = self.out.send(Outgoing::Batch(pending));
+        self.queued.extend(forward);
+    }
+
+    /// A checked message as rmcp's type; a message that does not fit is
+    /// answered here (or ignored, as rmcp ignores it).
+    fn typed(&self, message: Value) -> Option<ClientJsonRpcMessage> {
+        match self.typed_or_answer(message) {
+            Ok(message) => Some(message),
+            Err(answer) => {
+                if let Some(answer) = answer {
+                    self.answer(answer);
+                }
+                None
+            }
+        }
+    }
+
+    /// A checked message as rmcp's type, or the answer to give instead
+    /// (`None`: none, a notification rmcp ignores).
+    fn typed_or_answer(&self, message: Value) -> Result<ClientJsonRpcMessage, Option<Value>> {
+        if let Some(call) = tool_call(&message) {
+            return Ok(call);
+        }
+        ClientJsonRpcMessage::deserialize(&message).map_err(|e| {
+            let method = message.get("method").and_then(Value::as_str);
+            let id = message.get("id");
+            match (id, method) {
+                // rmcp ignores notifications it does not know (other
+                // protocols' on the same pipe).
+                (None, Some(method)) if !is_known_notification(method) => None,
+                (None, Some(_)) => {
+                    tracing::debug!("ignoring a malformed notification: {e}");
+                    None
+                }
+                (id, _) => {
+                    Some(error_response(id.cloned().unwrap_or(Value::Null), -32600, format!("Invalid request: {e}")))
+                }
+            }
         })
-    };
-    let reader = tokio::spawn(async move {
-        let mut input = tokio::io::BufReader::new(input);
-        let mut line = Vec::new();
+    }
+}
+
+/// A well-formed `tools/call` request as rmcp's message, built without
+/// rmcp's untagged parse (which tries every other request type first).
+/// `None` for anything else, which then takes the general path.
+fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
+    let object = message.as_object()?;
+    if object.get("method")?.as_str()? != "tools/call"
+        || object.get("jsonrpc")?.as_str()? != "2.0"
+        || object.keys().any(|key| !matches!(key.as_str(), "jsonrpc" | "id" | "method" | "params"))
+    {
+        return None;
+    }
+    let id = RequestId::deserialize(object.get("id")?).ok()?;
+    let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
+    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
+}
+
+/// Notifications rmcp knows; others are ignored, as rmcp ignores them.
+fn is_known_notification(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/cancelled"
+            | "notifications/initialized"
+            | "notifications/message"
+            | "notifications/progress"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/roots/list_changed"
+            | "notifications/subscriptions/acknowledged"
+            | "notifications/tools/list_changed"
+    )
+}
+
+/// Why the front can no longer send: the writer is gone.
+#[derive(Debug, thiserror::Error)]
+#[error("the output is closed")]
+struct OutputClosed;
+
+impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::RoleServer> for StdioFront<I> {
+    type Error = OutputClosed;
+
+    fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let answers = match &item {
+            ServerJsonRpcMessage::Response(response) => Some(response.id.clone()),
+            ServerJsonRpcMessage::Error(error) => error.id.clone(),
+            _ => None,
+        };
+        let sent = match serde_json::to_vec(&item) {
+            Ok(line) => self.out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed),
+            Err(e) => {
+                tracing::error!("a message could not be serialised: {e}");
+                Ok(())
+            }
+        };
+        std::future::ready(sent)
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            let incoming = match read_line(&mut input, &mut line).await {
-                Ok(None) | Err(_) => break,
-                Ok(Some(Err(length))) => Some(Incoming::Answer(error_response(
+            if let Some(message) = self.queued.pop_front() {
+                return Some(message);
+            }
+            match self.read_line().await {
+                Read::End => return None,
+                Read::TooLong(length) => self.answer(error_response(
                     Value::Null,
                     -32700,
                     format!(
                         "the message ({length} bytes) is larger than the limit of {MAX_LINE} bytes; it was not read"
                     ),
-                ))),
-                Ok(Some(Ok(()))) => classify(&line),
-            };
-            let messages = match incoming {
-                None => continue,
-                Some(Incoming::Line) => {
-                    // As it came, without its line end (`\r\n` too).
-                    let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |at| at + 1);
-                    line.truncate(end);
-                    line.push(b'\n');
-                    if to_server.write_all(&line).await.is_err() || to_server.flush().await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Some(Incoming::Answer(answer)) => {
-                    let _ = sender.send(Outgoing::Answer(answer));
-                    continue;
-                }
-                Some(Incoming::Forward(mut messages)) => {
-                    if messages.first().is_some_and(|m| m.get("__batch_answers").is_some()) {
-                        let answers = match messages.remove(0)["__batch_answers"].take() {
-                            Value::Array(answers) => answers,
-                            _ => Vec::new(),
-                        };
-                        let waiting = messages
-                            .iter()
-                            .filter(|m| m.get("method").is_some())
-                            .filter_map(|m| m.get("id").cloned())
-                            .collect();
-                        // Registered before the requests go out, so no answer
-                        // can overtake it.
-                        let _ = sender.send(Outgoing::Batch(PendingBatch { waiting, answers }));
-                    }
-                    messages
-                }
-            };
-            for message in messages {
-                let mut bytes = message.to_string().into_bytes();
-                bytes.push(b'\n');
-                if to_server.write_all(&bytes).await.is_err() || to_server.flush().await.is_err() {
-                    return;
-                }
+                )),
+                Read::Line => self.take_line(),
             }
         }
-        // End of input: rmcp sees it too and ends the session.
-        let _ = to_server.shutdown().await;
-    });
-    // Lines are gathered and written out together when no more are
-    // waiting: one write for many answers under load, at once when idle.
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let _ = self.out.send(Outgoing::ServerDone);
+        Ok(())
+    }
+}
+
+/// The writer task: writes lines to `output`, gathered and flushed when no
+/// more are waiting (one write for many answers under load, at once when
+/// idle), and joins the answers of batches.
+async fn write_out<O: tokio::io::AsyncWrite + Unpin>(output: O, mut outgoing: UnboundedReceiver<Outgoing>) {
     let mut output = tokio::io::BufWriter::with_capacity(64 << 10, output);
     let mut batches: Vec<PendingBatch> = Vec::new();
     while let Some(message) = outgoing.recv().await {
-        let line = match message {
+        let mut line = match message {
             Outgoing::ServerDone => break,
             Outgoing::Batch(batch) => {
                 batches.push(batch);
                 None
             }
-            Outgoing::Answer(answer) => Some(answer.to_string().into_bytes()),
-            Outgoing::FromServer(line) => {
-                let answer_of = if batches.is_empty() {
-                    None
-                } else {
-                    serde_json::from_slice::<Value>(&line).ok().filter(|m| m.get("method").is_none())
-                };
-                let batch = answer_of.as_ref().and_then(|answer| {
-                    let id = answer.get("id")?;
-                    batches.iter().position(|b| b.waiting.contains(id))
-                });
-                match (batch, answer_of) {
-                    (Some(at), Some(answer)) => {
+            Outgoing::Line { line, answers } => {
+                let batch = answers.as_ref().and_then(|id| batches.iter().position(|b| b.waiting.contains(id)));
+                match (batch, answers) {
+                    (Some(at), Some(id)) => {
                         let batch = &mut batches[at];
-                        batch.waiting.retain(|id| Some(id) != answer.get("id"));
-                        batch.answers.push(answer);
+                        batch.waiting.retain(|waiting| *waiting != id);
+                        batch.answers.push(line);
                         None
                     }
                     _ => Some(line),
                 }
             }
         };
-        let mut lines: Vec<Vec<u8>> = line.into_iter().collect();
+        let mut failed = false;
+        if let Some(line) = line.as_mut() {
+            line.push(b'\n');
+            failed |= output.write_all(line).await.is_err();
+        }
         // Batches that are complete go out as one array each.
         while let Some(at) = batches.iter().position(|b| b.waiting.is_empty()) {
             let batch = batches.remove(at);
-            if !batch.answers.is_empty() {
-                lines.push(Value::Array(batch.answers).to_string().into_bytes());
+            if batch.answers.is_empty() {
+                continue;
             }
-        }
-        let mut failed = false;
-        for mut line in lines {
-            if line.last() != Some(&b'\n') {
-                line.push(b'\n');
+            let mut joined = vec![b'['];
+            for (n, answer) in batch.answers.iter().enumerate() {
+                if n > 0 {
+                    joined.push(b',');
+                }
+                joined.extend_from_slice(answer);
             }
-            failed |= output.write_all(&line).await.is_err();
+            joined.extend_from_slice(b"]\n");
+            failed |= output.write_all(&joined).await.is_err();
         }
         if failed || (outgoing.is_empty() && output.flush().await.is_err()) {
             break;
         }
     }
     let _ = output.flush().await;
-    reader.abort();
-    server_lines.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_call_is_built_as_rmcp_parses_it() {
+        let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1}, "_meta": {"progressToken": "p"}}});
+        let fast = tool_call(&message).expect("a tool call");
+        let general = ClientJsonRpcMessage::deserialize(&message).expect("rmcp parses it");
+        assert_eq!(serde_json::to_value(&fast).unwrap(), serde_json::to_value(&general).unwrap());
+        // Anything unusual takes rmcp's own parse.
+        for other in [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
+            json!({"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}),
+        ] {
+            assert!(tool_call(&other).is_none(), "{other}");
+        }
+    }
 }
