@@ -1267,7 +1267,8 @@ impl Asking<'_> {
     async fn ask(&self, plugin: &Plugin, name: &str, arguments: &JsonObject) -> Option<CallToolResult> {
         match self {
             Asking::Nobody => None,
-            Asking::Registered(tool, approver) => approval::ask(*approver, tool, arguments).await,
+            // (Boxed, as the rarer paths of a call are.)
+            Asking::Registered(tool, approver) => Box::pin(approval::ask(*approver, tool, arguments)).await,
             Asking::Rules(rules, approver) => {
                 let tool = plugin.tool(name).filter(|tool| rules.requires_approval(tool))?;
                 let registered = RegisteredTool {
@@ -1280,7 +1281,7 @@ impl Asking<'_> {
                     requires_approval: true,
                     required_scopes: Vec::new(),
                 };
-                approval::ask(*approver, &registered, arguments).await
+                Box::pin(approval::ask(*approver, &registered, arguments)).await
             }
         }
     }
@@ -1442,7 +1443,9 @@ impl Inner {
         let (place, idle) = self.pool.take().await;
         let instance = match idle {
             Some(instance) => instance,
-            None => self.module.instantiate(&self.env).await?,
+            // Boxed: instantiating is rare and its future large, and every
+            // call's future would otherwise be as large.
+            None => Box::pin(self.module.instantiate(&self.env)).await?,
         };
         Ok((place, instance))
     }
@@ -1459,9 +1462,11 @@ impl Inner {
             })
         })?;
         let output = match job {
-            Job::Describe => instance.describe().await.map(Ran::Describe),
+            // (The rarer jobs boxed, so that a call's future is no larger
+            // than a call needs.)
+            Job::Describe => Box::pin(instance.describe()).await.map(Ran::Describe),
             Job::Call(payload, run) => instance.call(payload, run).await.map(Ran::Call),
-            Job::Offer(name, input, run) => instance.offer(name, input, run).await.map(Ran::Offer),
+            Job::Offer(name, input, run) => Box::pin(instance.offer(name, input, run)).await.map(Ran::Offer),
         };
         if let Some(meter) = meter {
             meter.record(instance.usage());

@@ -717,7 +717,9 @@ impl rmcp::ServerHandler for McpServer {
         };
         #[cfg(feature = "production")]
         let (started, _running) = (std::time::Instant::now(), self.metrics.as_ref().map(|m| m.running()));
-        let (answer, outcome) = self.answer_call(&source, name.clone(), request, context).await;
+        // Boxed: a call's future is large (the guest's run in it), and rmcp
+        // moves the future of every request into its task by value.
+        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, context)).await;
         #[cfg(feature = "production")]
         {
             if let Some(metrics) = &self.metrics {

@@ -176,7 +176,7 @@ impl Instance {
             }
             #[cfg(feature = "component")]
             (Instance::Component(instance), Payload::Component { name, arguments, meta }) => {
-                instance.call(name, arguments, meta.as_deref(), run).await
+                Box::pin(instance.call(name, arguments, meta.as_deref(), run)).await
             }
             (Instance::Builtin(instance), Payload::Builtin { name, arguments, meta }) => {
                 instance.call(name, arguments.clone(), meta.clone(), run).await
