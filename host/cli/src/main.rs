@@ -26,6 +26,12 @@ use toolhost::Error;
 use crate::exit::{Failure, report};
 use crate::terminal::escaped;
 
+/// mimalloc, not glibc's malloc: a served call is allocated on one of
+/// tokio's workers and freed on another, and glibc's arenas then contend on
+/// their locks (DESIGN.md, Performance).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The CLI's runtime: the library's defaults, and the compiled-module cache
 /// on (`TOOLHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/toolhost` or
 /// `~/.cache/toolhost`), so a plugin compiles once across runs.
