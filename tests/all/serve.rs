@@ -549,6 +549,17 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     let answer =
         session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(60)).expect("an answer to a huge line");
     assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("larger than"), "{answer}");
+    // JSON-RPC that is no MCP message: -32600 with its id, saying why.
+    session.send(json!({"jsonrpc": "2.0", "id": 10, "method": 5}));
+    let answer = session.wait_for(|m| m["id"] == 10, Duration::from_secs(30)).expect("answered");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer["error"]["message"].as_str().is_some_and(|m| m.starts_with("Invalid request: ")), "{answer}");
+    // A malformed notification is not answered (notifications never are):
+    // the next answer is the ping's.
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "soon"}));
+    session.send(json!({"jsonrpc": "2.0", "id": 11, "method": "ping"}));
+    let next = session.wait_for(|m| m.get("id").is_some(), Duration::from_secs(30)).expect("answered");
+    assert!(next["id"] == 11 && next.get("result").is_some(), "{next}");
     // A batch: one array with an answer per request.
     session.send(json!([
         {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},

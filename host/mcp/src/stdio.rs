@@ -286,8 +286,10 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
                     tracing::debug!("ignoring a malformed notification: {e}");
                     None
                 }
+                // Its id, if it has one a client could match (else null).
                 (id, _) => {
-                    Some(error_response(id.cloned().unwrap_or(Value::Null), -32600, format!("Invalid request: {e}")))
+                    let id = id.filter(|id| id.is_string() || id.is_number()).cloned().unwrap_or(Value::Null);
+                    Some(error_response(id, -32600, format!("Invalid request: {e}")))
                 }
             }
         })
