@@ -234,16 +234,13 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
         let mut pending = PendingBatch { waiting: Vec::new(), answers: Vec::new() };
         let mut forward = Vec::new();
         for message in batch {
-            let checked = check_message(message).map(|message| {
-                let id = message.get("method").and(message.get("id")).cloned();
-                (self.typed_or_answer(message), id)
-            });
-            match checked {
+            match check_message(message).map(|message| self.typed_or_answer(message)) {
                 Err(answer) => pending.answers.push(answer.to_string().into_bytes()),
-                Ok((Err(answer), _)) => pending.answers.extend(answer.map(|a| a.to_string().into_bytes())),
-                Ok((Ok(message), id)) => {
-                    if let Some(id) = id.and_then(|id| RequestId::deserialize(&id).ok()) {
-                        pending.waiting.push(id);
+                Ok(Err(answer)) => pending.answers.extend(answer.map(|a| a.to_string().into_bytes())),
+                Ok(Ok(message)) => {
+                    // A request's answer joins the batch's.
+                    if let ClientJsonRpcMessage::Request(request) = &message {
+                        pending.waiting.push(request.id.clone());
                     }
                     forward.push(message);
                 }
@@ -279,11 +276,11 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
             let method = message.get("method").and_then(Value::as_str);
             let id = message.get("id");
             match (id, method) {
-                // rmcp ignores notifications it does not know (other
-                // protocols' on the same pipe).
-                (None, Some(method)) if !is_known_notification(method) => None,
+                // A notification is never answered: one rmcp does not take
+                // (another protocol's on the same pipe, or malformed) is
+                // ignored, as rmcp ignores it.
                 (None, Some(_)) => {
-                    tracing::debug!("ignoring a malformed notification: {e}");
+                    tracing::debug!("ignoring a notification: {e}");
                     None
                 }
                 // Its id, if it has one a client could match (else null).
@@ -310,23 +307,6 @@ fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
     let id = RequestId::deserialize(object.get("id")?).ok()?;
     let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
     Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
-}
-
-/// Notifications rmcp knows; others are ignored, as rmcp ignores them.
-fn is_known_notification(method: &str) -> bool {
-    matches!(
-        method,
-        "notifications/cancelled"
-            | "notifications/initialized"
-            | "notifications/message"
-            | "notifications/progress"
-            | "notifications/prompts/list_changed"
-            | "notifications/resources/list_changed"
-            | "notifications/resources/updated"
-            | "notifications/roots/list_changed"
-            | "notifications/subscriptions/acknowledged"
-            | "notifications/tools/list_changed"
-    )
 }
 
 /// Why the front can no longer send: the writer is gone.
