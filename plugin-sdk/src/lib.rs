@@ -84,8 +84,10 @@ pub struct ToolDef {
     pub name: &'static str,
     /// Builds the tool's description (schemas included).
     pub definition: fn() -> Tool,
-    /// Runs the tool on the request's arguments.
-    pub handler: fn(Option<JsonObject>) -> CallToolResult,
+    /// Runs the tool on the request's arguments: the JSON text of an object
+    /// (`{}` when the request has none), parsed once, straight into the
+    /// tool's argument type.
+    pub handler: fn(&str) -> CallToolResult,
 }
 
 impl std::fmt::Debug for ToolDef {
@@ -252,6 +254,16 @@ pub fn user_id() -> Option<String> {
     call_meta()?.get(USER_ID_META_KEY)?.as_str().map(str::to_owned)
 }
 
+/// The text a tool's handler parses: the arguments' JSON if they are an
+/// object, `{}` if they are absent or `null`; anything else is refused.
+fn arguments_text(arguments: Option<&serde_json::value::RawValue>) -> Result<&str, &'static str> {
+    match arguments.map(|raw| raw.get().trim_start()) {
+        None | Some("null") => Ok("{}"),
+        Some(text) if text.starts_with('{') => Ok(text),
+        Some(_) => Err("the arguments are not a JSON object"),
+    }
+}
+
 #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
 std::thread_local! {
     /// The running call's `_meta` (Extism flavour: from the request).
@@ -335,7 +347,7 @@ pub fn schema_object<T: JsonSchema>() -> JsonObject {
 pub mod __private {
     use super::*;
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-    use toolhost_protocol::{CallToolRequest, ListToolsResult};
+    use toolhost_protocol::ListToolsResult;
 
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub use extism_pdk;
@@ -403,17 +415,18 @@ pub mod __private {
         definition(attrs, input, R::output_schema())
     }
 
-    /// Deserialize the arguments, or the tool error that says why not.
-    pub fn parse_args<A: DeserializeOwned>(tool: &str, arguments: Option<JsonObject>) -> Result<A, CallToolResult> {
-        let value = Value::Object(arguments.unwrap_or_default());
-        serde_json::from_value(value)
+    /// Deserialize the arguments (the JSON text of an object), or the tool
+    /// error that says why not.
+    pub fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &str) -> Result<A, CallToolResult> {
+        serde_json::from_str(arguments)
             .map_err(|error| CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}")))
     }
 
     /// Refuse arguments to a tool that takes none.
-    pub fn no_args(tool: &str, arguments: Option<JsonObject>) -> Result<(), CallToolResult> {
-        match arguments {
-            Some(map) if !map.is_empty() => {
+    pub fn no_args(tool: &str, arguments: &str) -> Result<(), CallToolResult> {
+        match serde_json::from_str::<JsonObject>(arguments) {
+            Err(error) => Err(CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}"))),
+            Ok(map) if !map.is_empty() => {
                 let names: Vec<&str> = map.keys().map(String::as_str).collect();
                 Err(CallToolResult::error(format!(
                     "invalid arguments for tool `{tool}`: it takes no arguments, got {}",
@@ -509,18 +522,23 @@ pub mod __private {
         output_json(&result)
     }
 
-    /// The `call` export.
+    /// The `call` export: the request parsed once, its arguments left as
+    /// text for the tool's own type to parse (no `Value` in between).
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn call(tools: &[ToolDef]) -> i32 {
         let input = extism_pdk::input_bytes();
-        let request: CallToolRequest = match serde_json::from_slice(&input) {
+        let request: RawCallRequest<'_> = match serde_json::from_slice(&input) {
             Ok(request) => request,
             Err(error) => return fail(&format!("the call input is not a CallToolRequest: {error}")),
         };
-        let name = request.params.name.as_str();
-        super::CALL_META.with_borrow_mut(|meta| *meta = request.params.meta.clone());
+        let RawCallParams { name, arguments, meta } = request.params;
+        let arguments = match super::arguments_text(arguments) {
+            Ok(arguments) => arguments,
+            Err(problem) => return fail(&format!("the call input is not a CallToolRequest: {problem}")),
+        };
+        super::CALL_META.with_borrow_mut(|slot| *slot = meta);
         let result = match tools.iter().find(|t| t.name == name) {
-            Some(tool) => (tool.handler)(request.params.arguments),
+            Some(tool) => (tool.handler)(arguments),
             None => {
                 let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
                 CallToolResult::error(format!("unknown tool `{name}`; this plugin's tools are: {}", names.join(", ")))
@@ -528,6 +546,28 @@ pub mod __private {
         };
         super::CALL_META.with_borrow_mut(|meta| *meta = None);
         output_json(&result)
+    }
+
+    /// A `CallToolRequest` as the `call` export reads it: the name borrowed
+    /// where it can be, the arguments as raw JSON text, unknown fields
+    /// skipped.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    #[derive(serde::Deserialize)]
+    struct RawCallRequest<'a> {
+        #[serde(borrow)]
+        params: RawCallParams<'a>,
+    }
+
+    /// The `params` of a [`RawCallRequest`].
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    #[derive(serde::Deserialize)]
+    struct RawCallParams<'a> {
+        #[serde(borrow)]
+        name: std::borrow::Cow<'a, str>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a serde_json::value::RawValue>,
+        #[serde(rename = "_meta", default)]
+        meta: Option<JsonObject>,
     }
 
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
@@ -706,15 +746,45 @@ pub mod __component {
 
     /// The `call` export: the same dispatch as the Extism flavour's.
     pub fn call(tools: &[ToolDef], name: String, arguments: String) -> Result<wit::CallToolResult, wit::CallError> {
-        let arguments = match serde_json::from_str::<Value>(&arguments) {
-            Ok(Value::Object(map)) => Some(map),
-            Ok(Value::Null) => None,
-            Ok(_) => return Err(wit::CallError::InvalidArguments("the arguments are not a JSON object".to_owned())),
+        // Checked as JSON without building it; the tool's type parses it.
+        let raw = match serde_json::from_str::<&serde_json::value::RawValue>(&arguments) {
+            Ok(raw) => raw,
             Err(error) => return Err(wit::CallError::InvalidArguments(format!("the arguments are not JSON: {error}"))),
+        };
+        let arguments = match super::arguments_text(Some(raw)) {
+            Ok(arguments) => arguments,
+            Err(problem) => return Err(wit::CallError::InvalidArguments(problem.to_owned())),
         };
         match tools.iter().find(|t| t.name == name) {
             Some(tool) => Ok(result((tool.handler)(arguments))),
             None => Err(wit::CallError::UnknownTool(name)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arguments_text;
+    use serde_json::value::RawValue;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("JSON")
+    }
+
+    #[test]
+    fn a_tool_parses_an_object_as_sent_and_absent_or_null_arguments_as_empty() {
+        let object = raw(r#"{"a": 2, "b": [3]}"#);
+        assert_eq!(arguments_text(Some(&object)), Ok(r#"{"a": 2, "b": [3]}"#));
+        assert_eq!(arguments_text(None), Ok("{}"));
+        assert_eq!(arguments_text(Some(&raw("null"))), Ok("{}"));
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_refused_before_any_tool_type_sees_them() {
+        // serde would read `[2, 3]` into a struct of two fields; the SDK
+        // does not let it get that far.
+        for text in ["[2, 3]", "\"x\"", "7", "true"] {
+            assert_eq!(arguments_text(Some(&raw(text))), Err("the arguments are not a JSON object"), "{text}");
         }
     }
 }

@@ -287,7 +287,7 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
             #definition
         }
         fn __toolhost_handler(
-            arguments: ::core::option::Option<#sdk::JsonObject>,
+            arguments: &str,
         ) -> #sdk::CallToolResult {
             #handler_body
         }
