@@ -629,6 +629,8 @@ const INLINE_EVALUATIONS: u64 = 20_000;
 /// bound per place times the instance's places): past this, the instance
 /// is refused rather than checked for seconds.
 const MAX_CALL_EVALUATIONS: u64 = 100_000_000;
+// What is cheap is within the budget: a check found cheap is not weighed again.
+const _: () = assert!(INLINE_EVALUATIONS <= MAX_CALL_EVALUATIONS);
 
 /// Whether checking `instance` against a schema of `cost` per place is
 /// cheap enough for the async executor. Looks at no more of the instance
@@ -636,6 +638,16 @@ const MAX_CALL_EVALUATIONS: u64 = 100_000_000;
 fn cheap(instance: &Value, cost: u64) -> bool {
     let cost = cost.max(1);
     validate::cost::weight(instance, INLINE_EVALUATIONS / cost).saturating_mul(cost) <= INLINE_EVALUATIONS
+}
+
+/// Whether an instance was weighed already, and found [`cheap`] (then it
+/// is [`within_budget`] too, and is not weighed again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weighed {
+    /// Found cheap by [`cheap`].
+    Cheap,
+    /// Not weighed yet.
+    No,
 }
 
 /// Refuse an instance whose check could cost more than
@@ -1009,6 +1021,21 @@ impl Plugin {
         asking: Asking<'_>,
         context: &CallContext,
     ) -> Result<CallToolResult, Error> {
+        // The call's state (several kilobytes: the guest run, the checks, the
+        // span) lives on the heap from here on, so that moving the caller's
+        // future (into a task, through `block_on`) copies a pointer, not it.
+        Box::pin(self.call_in_place(label, name, arguments, asking, context)).await
+    }
+
+    /// [`call_labelled`](Self::call_labelled)'s work.
+    async fn call_in_place(
+        &self,
+        label: (&str, &str),
+        name: &str,
+        arguments: Arguments,
+        asking: Asking<'_>,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
         let inner = &self.inner;
         let meter = Meter::default();
         // What the guest used is measured only for an observer.
@@ -1064,10 +1091,10 @@ impl Plugin {
         let arguments = self.arguments_object(name, arguments)?;
         let cost = self.inner.checked[index].input.cost;
         if !self.inner.validation.arguments || cheap(&arguments, cost) {
-            return self.inner.check_arguments(index, name, arguments);
+            return self.inner.check_arguments(index, name, arguments, Weighed::Cheap);
         }
         let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
-        off_executor(move || inner.check_arguments(index, &name, arguments)).await
+        off_executor(move || inner.check_arguments(index, &name, arguments, Weighed::No)).await
     }
 
     /// A call's output, checked as the options say: on a blocking thread
@@ -1082,10 +1109,10 @@ impl Plugin {
             CallOutput::Typed(result) => result.structured_content.as_ref().unwrap_or(&Value::Null),
         };
         if !inner.validation.results || cheap(instance, inner.output_cost(tool)) {
-            return inner.check_call_output(tool, output);
+            return inner.check_call_output(tool, output, Weighed::Cheap);
         }
         let (inner, tool) = (Arc::clone(&self.inner), tool.to_owned());
-        off_executor(move || inner.check_call_output(&tool, output)).await
+        off_executor(move || inner.check_call_output(&tool, output, Weighed::No)).await
     }
 
     /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
@@ -1095,7 +1122,7 @@ impl Plugin {
     pub fn validate_arguments(&self, name: &str, arguments: Value) -> Result<JsonObject, Error> {
         let index = self.index_of(name)?;
         let arguments = self.arguments_object(name, arguments)?;
-        self.inner.check_arguments(index, name, arguments)
+        self.inner.check_arguments(index, name, arguments, Weighed::No)
     }
 
     /// The arguments if they are an object (`null` is `{}`).
@@ -1117,7 +1144,7 @@ impl Plugin {
     /// Check a result as [`call_tool`](Self::call_tool) checks what a tool
     /// returns: against the protocol and the tool's `outputSchema`.
     pub fn validate_result(&self, name: &str, result: Value) -> Result<CallToolResult, Error> {
-        self.inner.check_output(name, result)
+        self.inner.check_output(name, result, Weighed::No)
     }
 
     /// The secrets a tool declares that were not handed over: not granted,
@@ -1402,10 +1429,18 @@ impl Inner {
 
     /// Check an arguments object against the tool's `inputSchema` (when the
     /// options say so), within the validation budget.
-    fn check_arguments(&self, index: usize, tool: &str, arguments: Value) -> Result<JsonObject, Error> {
+    fn check_arguments(
+        &self,
+        index: usize,
+        tool: &str,
+        arguments: Value,
+        weighed: Weighed,
+    ) -> Result<JsonObject, Error> {
         if self.validation.arguments {
             let schema = &self.checked[index].input;
-            within_budget(&arguments, schema.cost).map_err(|v| self.invalid_arguments(tool, vec![v]))?;
+            if weighed == Weighed::No {
+                within_budget(&arguments, schema.cost).map_err(|v| self.invalid_arguments(tool, vec![v]))?;
+            }
             let violations = validate::violations(&schema.validator, &arguments);
             if !violations.is_empty() {
                 return Err(self.invalid_arguments(tool, violations));
@@ -1428,11 +1463,11 @@ impl Inner {
         self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref()).map(|schema| &schema.validator)
     }
 
-    fn check_call_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
+    fn check_call_output(&self, tool: &str, output: CallOutput, weighed: Weighed) -> Result<CallToolResult, Error> {
         match output {
-            CallOutput::Json(raw) => self.check_output(tool, raw),
+            CallOutput::Json(raw) => self.check_output(tool, raw, weighed),
             #[cfg(feature = "component")]
-            CallOutput::Typed(result) => self.check_typed(tool, result),
+            CallOutput::Typed(result) => self.check_typed(tool, result, weighed),
         }
     }
 
@@ -1488,7 +1523,7 @@ impl Inner {
     }
 
     /// Check a tool's output as the options say.
-    fn check_output(&self, tool: &str, raw: Value) -> Result<CallToolResult, Error> {
+    fn check_output(&self, tool: &str, raw: Value, weighed: Weighed) -> Result<CallToolResult, Error> {
         let invalid = |violations| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: Operation::Tool(tool.to_owned()),
@@ -1497,13 +1532,15 @@ impl Inner {
         if !self.validation.results {
             return serde_json::from_value(raw).map_err(|e| invalid(vec![protocol_violation(&e)]));
         }
-        within_budget(&raw, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+        if weighed == Weighed::No {
+            within_budget(&raw, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+        }
         validate::check_result(raw, self.output_validator(tool)).map_err(invalid)
     }
 
     /// Check a typed result (a component's) as the options say.
     #[cfg(feature = "component")]
-    fn check_typed(&self, tool: &str, result: CallToolResult) -> Result<CallToolResult, Error> {
+    fn check_typed(&self, tool: &str, result: CallToolResult, weighed: Weighed) -> Result<CallToolResult, Error> {
         if !self.validation.results {
             return Ok(result);
         }
@@ -1512,7 +1549,9 @@ impl Inner {
             operation: Operation::Tool(tool.to_owned()),
             problem: OutputProblem::Invalid { violations },
         };
-        if let Some(structured) = &result.structured_content {
+        if let Some(structured) = &result.structured_content
+            && weighed == Weighed::No
+        {
             within_budget(structured, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
         }
         validate::check_typed_result(&result, self.output_validator(tool)).map_err(invalid)?;
