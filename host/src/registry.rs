@@ -583,14 +583,31 @@ impl Registry {
 
     /// Look a tool up by namespaced name.
     pub fn tool(&self, name: &str) -> Option<RegisteredTool> {
-        self.find(name).map(|(_, tool)| tool)
+        self.find(name).map(|(loaded, index)| loaded.tools[index].clone())
     }
 
-    fn find(&self, name: &str) -> Option<(Arc<LoadedToolset>, RegisteredTool)> {
+    /// Whether a tool of this namespaced name is available to callers
+    /// (enabled, not filtered out). Clones nothing, unlike
+    /// [`tool`](Self::tool).
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.with_tool(name, |tool| tool.enabled) == Some(true)
+    }
+
+    /// Look at a tool by namespaced name without cloning it: `look` gets
+    /// it borrowed (while the registry's toolsets are read-locked, so
+    /// briefly).
+    pub fn with_tool<R>(&self, name: &str, look: impl FnOnce(&RegisteredTool) -> R) -> Option<R> {
+        let (toolset, _) = name.split_once(NAMESPACE_SEPARATOR)?;
+        self.read().get(toolset)?.tools.iter().find(|t| t.name == name).map(look)
+    }
+
+    /// The toolset holding a tool, and the tool's place in it: a map lookup
+    /// by toolset id, then a scan of that toolset's few tools.
+    fn find(&self, name: &str) -> Option<(Arc<LoadedToolset>, usize)> {
         let (toolset, _) = name.split_once(NAMESPACE_SEPARATOR)?;
         let loaded = Arc::clone(self.read().get(toolset)?);
-        let tool = loaded.tools.iter().find(|t| t.name == name)?.clone();
-        Some((loaded, tool))
+        let index = loaded.tools.iter().position(|t| t.name == name)?;
+        Some((loaded, index))
     }
 
     /// Call a tool by namespaced name. A tool that is disabled or filtered
@@ -617,14 +634,20 @@ impl Registry {
         context: &CallContext,
     ) -> Result<CallToolResult, Error> {
         let scopes = context.scopes();
-        let found = self.find(name).filter(|(_, tool)| tool.enabled && tool.permits(scopes));
-        let Some((loaded, tool)) = found else {
+        // The tool is borrowed from its toolset, which the call holds: no
+        // copy of its description (schemas and all) per call.
+        let found = self.find(name).filter(|(loaded, index)| {
+            let tool = &loaded.tools[*index];
+            tool.enabled && tool.permits(scopes)
+        });
+        let Some((loaded, index)) = found else {
             return Err(Error::NoSuchTool {
                 tool: name.to_owned(),
                 available: self.tools().into_iter().filter(|t| t.permits(scopes)).map(|t| t.name).collect(),
             });
         };
-        let asking = if tool.requires_approval { Asking::Registered(&tool, approver) } else { Asking::Nobody };
+        let tool = &loaded.tools[index];
+        let asking = if tool.requires_approval { Asking::Registered(tool, approver) } else { Asking::Nobody };
         let label = (tool.toolset.as_str(), tool.name.as_str());
         loaded.plugin.call_labelled(label, &tool.tool.name, Arguments::Check(arguments), asking, context).await
     }

@@ -63,6 +63,12 @@ async fn the_example_configuration_lists_exactly_the_expected_tools() {
     let sum = registry.call_tool("calc__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
     assert_eq!(sum.texts().next(), Some("5"));
     assert_eq!(registry.tool("calc__add").expect("tool").exposed().name, "calc__add");
+    // The borrowing lookups agree: a filtered-out tool is known but not
+    // available, an unknown one is neither.
+    assert!(registry.has_tool("calc__add") && !registry.has_tool("text__reverse") && !registry.has_tool("calc__nope"));
+    assert_eq!(registry.with_tool("text__reverse", |t| t.enabled), Some(false));
+    assert_eq!(registry.with_tool("calc__divide", |t| t.requires_approval), Some(true));
+    assert_eq!(registry.with_tool("nope", |t| t.enabled), None);
     std::fs::remove_dir_all(dir).ok();
 }
 

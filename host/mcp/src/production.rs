@@ -88,8 +88,11 @@ pub(crate) fn scope_refusal(
     }
     let name = message.pointer("/params/name").and_then(Value::as_str)?;
     let crate::server::Resolved::Registry(registry) = front.source.resolve_parts(parts) else { return None };
-    let tool = registry.tool(name).filter(|tool| tool.enabled)?;
-    let missing: Vec<String> = tool.missing_scopes(&principal.scopes).into_iter().map(str::to_owned).collect();
+    let missing: Vec<String> = registry
+        .with_tool(name, |tool| {
+            tool.enabled.then(|| tool.missing_scopes(&principal.scopes).into_iter().map(str::to_owned).collect())
+        })
+        .flatten()?;
     (!missing.is_empty()).then(|| refusal(front, &AuthFailure::InsufficientScope(missing)))
 }
 

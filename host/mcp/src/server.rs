@@ -232,7 +232,7 @@ impl McpServer {
     fn serves(&self, source: &Resolved<'_>, name: &str) -> bool {
         match source {
             Resolved::Plugin(plugin) => plugin.tool(name).is_some(),
-            Resolved::Registry(registry) => registry.tool(name).is_some_and(|tool| tool.enabled),
+            Resolved::Registry(registry) => registry.has_tool(name),
         }
     }
 
