@@ -316,15 +316,18 @@ async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
     std::fs::write(entry, &bytes[..40]).unwrap();
     assert!(matches!(load().await.unwrap().compile_info().cache, CacheStatus::Rebuilt(_)));
 
-    // A well-formed entry (its own key) whose payload is not a module
-    // wasmtime accepts.
-    let key = std::fs::read(entry).unwrap()[16..48].to_vec();
+    // A well-formed entry (its own key, from a sound entry's trailer:
+    // key, length, CRC-32, magic) whose payload is not a module wasmtime
+    // accepts.
+    load().await.expect("a sound entry again");
+    let sound = std::fs::read(entry).unwrap();
+    let key = sound[sound.len() - 60..sound.len() - 28].to_vec();
     let payload = b"\x7fELF and then nothing useful";
-    let mut forged = b"toolhost-cwasm\n\x03".to_vec();
+    let mut forged = payload.to_vec();
     forged.extend_from_slice(&key);
     forged.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     forged.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    forged.extend_from_slice(payload);
+    forged.extend_from_slice(b"toolhost-cwasm\n\x04");
     std::fs::write(entry, forged).unwrap();
     match &load().await.unwrap().compile_info().cache {
         CacheStatus::Rebuilt(reason) => assert!(reason.contains("wasmtime refused"), "{reason}"),

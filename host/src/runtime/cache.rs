@@ -5,15 +5,23 @@
 //! and the engine's configuration (everything that changes the machine
 //! code), so a plugin that changed, or a toolhost built differently, never
 //! finds an old entry, and no plugin can be made to find another's. An
-//! entry holds a header (with that key again), its payload's length and
-//! CRC-32, and the payload (wasmtime's serialised module). Before an entry
-//! is deserialised its key is compared with the one it was found under (an
+//! entry holds the payload (wasmtime's serialised module) followed by a
+//! trailer: that key again, the payload's length and CRC-32. Before an
+//! entry is used its key is compared with the one it was found under (an
 //! entry copied or renamed onto another plugin's name would run the other
 //! plugin's code), and its length and checksum are verified; wasmtime then
 //! checks its own header (version, target, flags). An entry that fails a
 //! check is reported, deleted and rebuilt: it is never trusted blindly.
 //! Writes go to a temporary file renamed into place, so a reader never sees
-//! half an entry.
+//! half an entry, and an entry is never changed in place.
+//!
+//! A sound entry is mapped, not copied: wasmtime maps the file (the
+//! payload comes first, where it expects it, and the trailer after its
+//! object file is not read). The plugin's code is then file-backed memory,
+//! paged in where it runs and shared between plugins loaded from the same
+//! entry, instead of a private copy of the whole module per plugin. Since
+//! entries are only ever replaced by renaming, a mapped entry never
+//! changes under a running plugin.
 //!
 //! The checksum is there to catch corruption (a torn write, a bad disk, a
 //! truncated copy), which a CRC does reliably at a fraction of a
@@ -37,13 +45,13 @@ use wasmtime::Engine;
 use super::PluginKind;
 use super::compile::{CacheStatus, CompileInfo, Compiled};
 
-/// First bytes of every entry (16 bytes, the last one the format version).
-const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x03";
+/// Last bytes of every entry (16 bytes, the last one the format version).
+const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x04";
 /// Bytes of an entry's key (a SHA-256).
 const KEY: usize = 32;
-/// Header: magic, the entry's key, payload length (u64 LE), payload CRC-32
-/// (u32 LE).
-const HEADER: usize = MAGIC.len() + KEY + 8 + 4;
+/// Trailer: the entry's key, payload length (u64 LE), payload CRC-32
+/// (u32 LE), magic.
+const TRAILER: usize = KEY + 8 + 4 + MAGIC.len();
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
 
@@ -103,13 +111,15 @@ impl ModuleCache {
         let key = key(engine, wasm, kind);
         let path = dir.join(format!("{}.cwasm", hex(&key)));
         let mut status = CacheStatus::Miss;
-        match std::fs::read(&path) {
-            Ok(entry) => match check_entry(&entry, &key) {
-                Ok(payload) => {
-                    // SAFETY: `payload` is what `Module::serialize` wrote for
-                    // this engine configuration (the key says so) and its
-                    // checksum matches; wasmtime checks its own header too.
-                    match unsafe { Compiled::deserialize(engine, payload, kind) } {
+        match std::fs::File::open(&path) {
+            Ok(mut file) => match check_file(&mut file, &key) {
+                Ok(()) => {
+                    // SAFETY: the file's payload is what `Module::serialize`
+                    // wrote for this engine configuration (the key says so)
+                    // and its checksum matches; wasmtime checks its own
+                    // header too. Entries are replaced by renaming, never
+                    // written in place, so the mapped file does not change.
+                    match unsafe { Compiled::deserialize_file(engine, file, &path, kind) } {
                         Ok(module) => {
                             return Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
                         }
@@ -159,40 +169,64 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An entry: header and payload.
+/// An entry: payload and trailer.
 fn entry(key: &[u8; KEY], payload: &[u8]) -> Vec<u8> {
-    let mut entry = Vec::with_capacity(HEADER + payload.len());
-    entry.extend_from_slice(MAGIC);
+    let mut entry = Vec::with_capacity(payload.len() + TRAILER);
+    entry.extend_from_slice(payload);
     entry.extend_from_slice(key);
     entry.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     entry.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    entry.extend_from_slice(payload);
+    entry.extend_from_slice(MAGIC);
     entry
 }
 
-/// The payload of a sound entry found under `key`, or why the entry is not
-/// sound.
-fn check_entry<'a>(entry: &'a [u8], key: &[u8; KEY]) -> Result<&'a [u8], String> {
-    if entry.len() < HEADER || &entry[..MAGIC.len()] != MAGIC {
-        return Err("its header is not toolhost's".to_owned());
+/// Whether the entry in `file` is sound for `key`: its trailer (read
+/// first), then its payload's length and checksum, read in pieces (the
+/// payload is mapped afterwards, not kept).
+fn check_file(file: &mut std::fs::File, key: &[u8; KEY]) -> Result<(), String> {
+    use std::io::{Read as _, Seek as _};
+    let unreadable = |e: std::io::Error| format!("it cannot be read ({e})");
+    let size = file.metadata().map_err(unreadable)?.len();
+    if size < TRAILER as u64 {
+        return Err("its trailer is not toolhost's".to_owned());
     }
-    let at = MAGIC.len();
-    if &entry[at..at + KEY] != key {
+    let mut trailer = [0u8; TRAILER];
+    file.seek(std::io::SeekFrom::Start(size - TRAILER as u64)).map_err(unreadable)?;
+    file.read_exact(&mut trailer).map_err(unreadable)?;
+    let (length, sum) = check_trailer(&trailer, key, size - TRAILER as u64)?;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(unreadable)?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut left = length;
+    let mut buffer = vec![0u8; 64 * 1024];
+    while left > 0 {
+        let piece = &mut buffer[..left.min(64 * 1024) as usize];
+        file.read_exact(piece).map_err(unreadable)?;
+        crc.update(piece);
+        left -= piece.len() as u64;
+    }
+    if crc.finalize() != sum {
+        return Err("its checksum does not match its contents (the file is corrupt)".to_owned());
+    }
+    Ok(())
+}
+
+/// The payload length and checksum a trailer records, if it is toolhost's,
+/// made for `key`, and `payload` bytes long.
+fn check_trailer(trailer: &[u8; TRAILER], key: &[u8; KEY], payload: u64) -> Result<(u64, u32), String> {
+    if &trailer[TRAILER - MAGIC.len()..] != MAGIC {
+        return Err("its trailer is not toolhost's".to_owned());
+    }
+    if &trailer[..KEY] != key {
         return Err("it was made for another plugin or engine (its key is not the one it is named by: \
                     copied or renamed?)"
             .to_owned());
     }
-    let at = at + KEY;
-    let length = u64::from_le_bytes(entry[at..at + 8].try_into().expect("8 bytes"));
-    let sum = u32::from_le_bytes(entry[at + 8..HEADER].try_into().expect("4 bytes"));
-    let payload = &entry[HEADER..];
-    if payload.len() as u64 != length {
-        return Err(format!("it is {} bytes long, not {length} (the file is truncated)", payload.len()));
+    let length = u64::from_le_bytes(trailer[KEY..KEY + 8].try_into().expect("8 bytes"));
+    let sum = u32::from_le_bytes(trailer[KEY + 8..KEY + 12].try_into().expect("4 bytes"));
+    if payload != length {
+        return Err(format!("its payload is {payload} bytes long, not {length} (the file is truncated)"));
     }
-    if crc32fast::hash(payload) != sum {
-        return Err("its checksum does not match its contents (the file is corrupt)".to_owned());
-    }
-    Ok(payload)
+    Ok((length, sum))
 }
 
 /// Write an entry atomically, then trim the cache.
@@ -280,20 +314,34 @@ fn trim(dir: &Path) {
 mod tests {
     use super::*;
 
+    /// `check_file` on these bytes.
+    fn check_entry(bytes: &[u8], key: &[u8; KEY]) -> Result<(), String> {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(bytes).unwrap();
+        check_file(&mut file, key)
+    }
+
     #[test]
     fn entries_are_checked_before_use() {
         let key = [7; KEY];
-        let payload = b"not really a module";
-        let entry = entry(&key, payload);
-        assert_eq!(check_entry(&entry, &key), Ok(&payload[..]));
+        // Longer than one read, so that the checksum spans pieces.
+        let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let entry = entry(&key, &payload);
+        assert_eq!(check_entry(&entry, &key), Ok(()));
+        assert_eq!(&entry[..payload.len()], &payload[..], "the payload comes first, where wasmtime maps it");
 
         let mut flipped = entry.clone();
-        *flipped.last_mut().unwrap() ^= 1;
+        flipped[100_000] ^= 1;
         assert!(check_entry(&flipped, &key).unwrap_err().contains("checksum"));
-        assert!(check_entry(&entry[..entry.len() - 1], &key).unwrap_err().contains("truncated"));
-        assert!(check_entry(&entry[..20], &key).unwrap_err().contains("header"));
+        // Cut short: the trailer is gone with the end of the file.
+        assert!(check_entry(&entry[..entry.len() - 1], &key).unwrap_err().contains("trailer"));
+        assert!(check_entry(&entry[..20], &key).unwrap_err().contains("trailer"));
+        // Cut in the payload, trailer kept: the recorded length disagrees.
+        let mut short = entry[..1000].to_vec();
+        short.extend_from_slice(&entry[entry.len() - TRAILER..]);
+        assert!(check_entry(&short, &key).unwrap_err().contains("truncated"));
         let garbage = b"\0asm garbage garbage garbage garbage garbage garbage garbage garbage garbage";
-        assert!(check_entry(garbage, &key).unwrap_err().contains("header"));
+        assert!(check_entry(garbage, &key).unwrap_err().contains("trailer"));
         assert!(check_entry(&entry, &[8; KEY]).unwrap_err().contains("another plugin"));
     }
 

@@ -45,19 +45,29 @@ impl Compiled {
         Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }))
     }
 
-    /// SAFETY: as `Module::deserialize`: `payload` must be what `serialize`
-    /// wrote for this engine's configuration.
+    /// Map a compiled plugin from a cache entry: `file`, open at `path`.
+    ///
+    /// SAFETY: as `Module::deserialize_file`: the file must begin with what
+    /// `serialize` wrote for this engine's configuration, and must not
+    /// change while the plugin lives.
     #[cfg(feature = "cache")]
-    pub(crate) unsafe fn deserialize(engine: &Engine, payload: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
+    pub(crate) unsafe fn deserialize_file(
+        engine: &Engine,
+        file: std::fs::File,
+        path: &std::path::Path,
+        kind: PluginKind,
+    ) -> wasmtime::Result<Compiled> {
         // SAFETY: passed on from the caller.
         Ok(unsafe {
             match kind {
-                PluginKind::Extism => Compiled::Module(Module::deserialize(engine, payload)?),
+                PluginKind::Extism => Compiled::Module(Module::deserialize_open_file(engine, file)?),
+                // (wasmtime maps a component by path only.)
                 #[cfg(feature = "component")]
-                PluginKind::Component => Compiled::Component(Component::deserialize(engine, payload)?),
-                #[cfg(not(feature = "component"))]
-                PluginKind::Component => return Compiled::compile(engine, payload, kind),
-                PluginKind::Builtin => return Compiled::compile(engine, payload, kind),
+                PluginKind::Component => Compiled::Component(Component::deserialize_file(engine, path)?),
+                _ => {
+                    let _ = (file, path);
+                    return Err(wasmtime::format_err!("a {kind} plugin is not kept in the cache"));
+                }
             }
         })
     }
