@@ -51,12 +51,13 @@ fn main() {
         .map(|list| list.split(',').map(|n| n.trim().parse().expect("a size")).collect())
         .unwrap_or_else(|| vec![10, 100, 300, 1000, 2500]);
     println!(
-        "{:>7} {:>7} {:>11} {:>8} {:>8} {:>10} {:>12} {:>14} {:>12} {:>12}",
+        "{:>7} {:>7} {:>11} {:>8} {:>8} {:>9} {:>10} {:>12} {:>14} {:>12} {:>12}",
         "plugins",
         "tools",
         "load (ms)",
         "RSS MiB",
         "PSS MiB",
+        "anon MiB",
         "PSS KiB/pl",
         "list (µs)",
         "list JSON (µs)",
@@ -70,16 +71,17 @@ fn main() {
     }
 }
 
-/// Resident memory of this process, in bytes: (RSS, PSS). PSS counts a
-/// page mapped N times (a compiled module's code, mapped once per plugin
-/// loading it) as 1/N.
-fn resident() -> (u64, u64) {
+/// Resident memory of this process, in bytes: (RSS, PSS, anonymous). PSS
+/// counts a page mapped N times (a compiled module's code, mapped once per
+/// plugin loading it) as 1/N; anonymous memory is what the kernel cannot
+/// drop and read again from a file under memory pressure.
+fn resident() -> (u64, u64, u64) {
     let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").expect("smaps_rollup");
     let field = |name: &str| -> u64 {
         let line = rollup.lines().find(|l| l.starts_with(name)).expect("a field of smaps_rollup");
         line.split_whitespace().nth(1).expect("kB").parse::<u64>().expect("a number") * 1024
     };
-    (field("Rss:"), field("Pss:"))
+    (field("Rss:"), field("Pss:"), field("Anonymous:"))
 }
 
 /// A Wasm custom section (id 0): appended to a module, it makes the bytes
@@ -156,7 +158,8 @@ fn child(size: usize) {
         let load = started.elapsed();
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         let after = resident();
-        let (rss, pss) = (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1));
+        let (rss, pss, anon) =
+            (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1), after.2.saturating_sub(before.2));
 
         let snapshot = registry.snapshot();
         let tools = snapshot.tools().len();
@@ -207,10 +210,11 @@ fn child(size: usize) {
 
         let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
         println!(
-            "{size:>7} {tools:>7} {:>11.1} {:>8.1} {:>8.1} {:>10.0} {:>12.1} {:>14.1} {:>9.2} µs {:>9.2} µs",
+            "{size:>7} {tools:>7} {:>11.1} {:>8.1} {:>8.1} {:>9.1} {:>10.0} {:>12.1} {:>14.1} {:>9.2} µs {:>9.2} µs",
             load.as_secs_f64() * 1e3,
             mib(rss),
             mib(pss),
+            mib(anon),
             pss as f64 / 1024.0 / size as f64,
             list.as_secs_f64() * 1e6,
             list_json.as_secs_f64() * 1e6,
