@@ -594,11 +594,9 @@ impl Registry {
     }
 
     /// Look at a tool by namespaced name without cloning it: `look` gets
-    /// it borrowed (while the registry's toolsets are read-locked, so
-    /// briefly).
+    /// it borrowed from its toolset (no lock is held meanwhile).
     pub fn with_tool<R>(&self, name: &str, look: impl FnOnce(&RegisteredTool) -> R) -> Option<R> {
-        let (toolset, _) = name.split_once(NAMESPACE_SEPARATOR)?;
-        self.read().get(toolset)?.tools.iter().find(|t| t.name == name).map(look)
+        self.find(name).map(|(loaded, index)| look(&loaded.tools[index]))
     }
 
     /// The toolset holding a tool, and the tool's place in it: a map lookup

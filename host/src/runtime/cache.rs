@@ -52,6 +52,8 @@ const KEY: usize = 32;
 /// Trailer: the entry's key, payload length (u64 LE), payload CRC-32
 /// (u32 LE), magic.
 const TRAILER: usize = KEY + 8 + 4 + MAGIC.len();
+/// Bytes of an entry read at a time to check its checksum.
+const CHECK_PIECE: usize = 64 * 1024;
 /// Entries kept at most; older ones are removed when a new one is written.
 const MAX_ENTRIES: usize = 256;
 
@@ -197,9 +199,9 @@ fn check_file(file: &mut std::fs::File, key: &[u8; KEY]) -> Result<(), String> {
     file.seek(std::io::SeekFrom::Start(0)).map_err(unreadable)?;
     let mut crc = crc32fast::Hasher::new();
     let mut left = length;
-    let mut buffer = vec![0u8; 64 * 1024];
+    let mut buffer = vec![0u8; CHECK_PIECE];
     while left > 0 {
-        let piece = &mut buffer[..left.min(64 * 1024) as usize];
+        let piece = &mut buffer[..left.min(CHECK_PIECE as u64) as usize];
         file.read_exact(piece).map_err(unreadable)?;
         crc.update(piece);
         left -= piece.len() as u64;
