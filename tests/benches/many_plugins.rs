@@ -10,22 +10,25 @@
 //! timed), then, in a fresh registry:
 //!
 //! - `load`: `parse_toolsets` and `Registry::load_all` of every toolset,
-//!   from the warm cache: wall time, and the resident memory the process
-//!   gained (`/proc/self/statm`, before and after);
+//!   from the warm cache: wall time, and the memory the process gained
+//!   (`/proc/self/smaps_rollup`, before and after);
 //! - `list`: `ToolsSnapshot::tools` (every tool, sorted), the median of
 //!   200 listings, and the same listing as MCP `tools/list` JSON;
 //! - `route`: `Registry::call_with` of `calculator.add` on the first and on
 //!   the last toolset (median of 2,000 calls each): the cost of finding a
 //!   tool should not grow with the number of plugins.
 //!
-//! The copies are byte-for-byte identical by default: each is still
-//! loaded on its own (its compiled code read from the cache and mapped
-//! for it alone), so this costs what as many different plugins would,
-//! without compiling each one first. `TOOLHOST_MANY_DISTINCT=1` gives each
-//! copy a custom section naming its number, making every copy a distinct
-//! module with its own cache entry (filling the cache then compiles every
-//! copy: minutes at 1,000). Memory is given as RSS and PSS (which counts
-//! a page mapped by several plugins once).
+//! The copies are byte-for-byte identical by default, so they share one
+//! cache entry per example: each copy is loaded on its own (its entry
+//! checked and mapped, its instance, schemas and tables its own), but the
+//! mapped code pages are shared, so PSS understates what as many different
+//! plugins would take, while RSS (every mapping's pages counted) shows it.
+//! `TOOLHOST_MANY_DISTINCT=1` gives each copy a custom section naming its
+//! number, making every copy a distinct module with its own cache entry
+//! (filling the cache then compiles every copy: minutes at 1,000). Memory
+//! is given as RSS, PSS (which counts a page mapped by several plugins
+//! once) and anonymous memory (what the kernel cannot drop and read back
+//! from a file).
 //!
 //! Figures, printed one line per size; not assertions. `TOOLHOST_MANY`
 //! (comma-separated sizes) changes the sizes.
