@@ -153,6 +153,40 @@ async fn open_files_are_capped_per_instance(flavour: Flavour) {
     assert_eq!(text_of(&read), "a");
 }
 
+both_flavours!(a_fifo_in_a_granted_directory_cannot_hold_a_call);
+
+/// File operations run on the calling thread, where no deadline can stop
+/// them; opening a FIFO to read waits for a writer, for ever. So a special
+/// file in a granted directory is refused before it is opened.
+async fn a_fifo_in_a_granted_directory_cannot_hold_a_call(flavour: Flavour) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    // Should the open block after all, a writer comes after 30 s: the test
+    // then fails on what was read instead of hanging.
+    let late = fifo.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(30));
+        let _ = std::fs::write(late, "read from the FIFO");
+    });
+    let grant: PathGrant = format!("{}:/data", dir.path().display()).parse().unwrap();
+    let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
+        .with_allowed_path(grant)
+        .with_timeout(Duration::from_secs(5))
+        .with_pool_size(1)
+        .build()
+        .await
+        .expect("load");
+    let refused = within_20s(plugin.call_tool("read_file", json!({"path": "/data/pipe"}))).await.expect("a result");
+    assert!(refused.is_error(), "{refused:?}");
+    assert!(text_of(&refused).to_lowercase().contains("permission denied"), "{refused:?}");
+    // The plugin, its instance and the directory's files are fine.
+    let read = within_20s(plugin.call_tool("read_file", json!({"path": "/data/a.txt"}))).await.expect("read");
+    assert_eq!(text_of(&read), "a");
+}
+
 #[tokio::test]
 async fn a_huge_extism_error_message_is_cut_short() {
     let plugin = Plugin::load(fixture("hostile")).await.expect("load");

@@ -158,7 +158,7 @@ async fn text_tools() {
 async fn a_plugin_written_with_extism_pdk_only_runs_unchanged() {
     let plugin = load(fixture("raw-servlet")).await;
     let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["greet", "count_vowels"]);
+    assert_eq!(names, ["greet", "count_vowels", "list_directory", "search_files"]);
 
     let greeting = plugin.call_tool("greet", json!({"name": "Ada"})).await.expect("greet");
     assert!(!greeting.is_error());

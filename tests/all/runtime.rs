@@ -78,6 +78,64 @@ async fn plugins_answer_exactly_as_they_do_on_extism() {
     }
 }
 
+#[tokio::test]
+async fn directory_walks_answer_exactly_as_they_do_on_extism() {
+    // A small tree: nested directories, files, names in mixed case.
+    let tree = tempfile::tempdir().expect("tempdir");
+    for dir in ["alpha/Beta", "alpha/gamma", "delta"] {
+        std::fs::create_dir_all(tree.path().join(dir)).expect("mkdir");
+    }
+    for file in ["alpha/Beta/notes.txt", "alpha/gamma/BETA.md", "alpha/one.txt", "delta/two.rs", "three"] {
+        std::fs::write(tree.path().join(file), file).expect("write");
+    }
+    let grant = toolhost::PathGrant {
+        host: tree.path().to_owned(),
+        guest: Some("/data".into()),
+        access: toolhost::Access::ReadOnly,
+    };
+    let plugin = Plugin::builder_from_file(fixture("raw-servlet"))
+        .with_policy(Policy::default().allow_path(grant))
+        .build()
+        .await
+        .expect("load");
+    let listing = plugin.call_tool("list_directory", json!({"path": "/data/alpha"})).await.expect("list");
+    assert_eq!(listing.texts().collect::<String>(), "[DIR] Beta\n[DIR] gamma\n[FILE] one.txt");
+    let found = plugin.call_tool("search_files", json!({"path": "/data", "pattern": "beta"})).await.expect("search");
+    assert_eq!(found.texts().collect::<String>(), "/data/alpha/Beta\n/data/alpha/gamma/BETA.md");
+    // Outside the grant there is nothing to walk.
+    let outside = plugin.call_tool("search_files", json!({"path": "/etc", "pattern": "a"})).await.expect("search");
+    assert!(outside.is_error(), "{outside:?}");
+
+    let calls = [
+        ("list_directory", json!({"path": "/data"})),
+        ("list_directory", json!({"path": "/data/alpha/Beta"})),
+        ("search_files", json!({"path": "/data", "pattern": "t"})),
+        ("search_files", json!({"path": "/data/delta", "pattern": "nothing"})),
+        ("search_files", json!({"path": "/etc", "pattern": "a"})),
+    ];
+    // Extism's WASI blocks on a runtime of its own: run it off this one.
+    let host_dir = tree.path().display().to_string();
+    let on_extism = calls.clone();
+    let theirs = std::thread::spawn(move || {
+        let wasm = std::fs::read(fixture("raw-servlet")).expect("read plugin");
+        let manifest = extism::Manifest::new([extism::Wasm::data(wasm)]).with_allowed_path(host_dir, "/data");
+        let mut extism = extism::Plugin::new(&manifest, [], true).expect("extism loads it");
+        on_extism
+            .iter()
+            .map(|(tool, arguments)| {
+                let output: Vec<u8> = extism.call("call", &request(tool, arguments.clone())[..]).expect("extism call");
+                as_result(serde_json::from_slice(&output).expect("JSON"))
+            })
+            .collect::<Vec<_>>()
+    })
+    .join()
+    .expect("extism thread");
+    for ((tool, arguments), theirs) in calls.into_iter().zip(theirs) {
+        let ours = plugin.call_tool_unvalidated(tool, arguments.as_object().unwrap().clone()).await.expect("call");
+        assert_eq!(serde_json::to_value(ours).unwrap(), theirs, "{tool}({arguments})");
+    }
+}
+
 /// A WAT function `$emit (ptr, len) -> handle` that copies guest memory
 /// `[ptr, ptr+len)` into a new kernel block, through the imports `$alloc`
 /// and `$store_u8`.

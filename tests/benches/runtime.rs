@@ -8,6 +8,10 @@
 //!   component build of `calculator` (target: ≤ 5 µs median).
 //! - `noop`: the smallest call (`hostile`'s `ok` tool), both ways.
 //! - `io_100k`: `text.reverse` of 100 KB (100 KB in, 100 KB out), both ways.
+//! - `directory_walk`: WASI file-system calls, both ways: the `raw-servlet`
+//!   fixture's `search_files` (a recursive `read_dir` with each entry's
+//!   metadata, as the published filesystem servlet does) over a granted tree
+//!   of 1,110 entries, and its `list_directory` of one directory of 100.
 //! - `throughput`: calls/s of `calculator.add` with 1 and 2 concurrent
 //!   callers (tokio, 2 workers); Extism with 1 and 2 threads, each with its
 //!   own instance. Target: toolhost 2 callers ≥ 1.8× 1 caller.
@@ -89,6 +93,67 @@ fn single_calls(c: &mut Criterion) {
         });
         group.finish();
     }
+}
+
+/// WASI directory walking on a granted tree: 10 directories of 10
+/// directories of 10 files.
+fn directory_walk(c: &mut Criterion) {
+    let runtime = tokio_runtime();
+    let tree = tempfile::tempdir().expect("tempdir");
+    for a in 0..10 {
+        for b in 0..10 {
+            let dir = tree.path().join(format!("dir{a}/sub{b}"));
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            for f in 0..10 {
+                std::fs::write(dir.join(format!("file{f}.txt")), b"x").expect("write");
+            }
+        }
+    }
+    let wide = tree.path().join("wide");
+    std::fs::create_dir(&wide).expect("mkdir");
+    for f in 0..100 {
+        std::fs::write(wide.join(format!("entry{f}")), b"x").expect("write");
+    }
+    let grant = toolhost::PathGrant {
+        host: tree.path().to_owned(),
+        guest: Some("/data".into()),
+        access: toolhost::Access::ReadOnly,
+    };
+    let plugin = runtime
+        .block_on(
+            Plugin::builder_from_file(fixture("raw-servlet"))
+                .with_policy(toolhost::Policy::default().allow_path(grant))
+                .with_pool_size(2)
+                .build(),
+        )
+        .expect("load raw-servlet");
+    let wasm = std::fs::read(fixture("raw-servlet")).expect("read plugin");
+    let manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
+        .with_timeout(Duration::from_secs(30))
+        .with_memory_max(4096)
+        .with_allowed_path(tree.path().display().to_string(), "/data");
+    let mut raw = extism::Plugin::new(&manifest, [], true).expect("extism plugin");
+    let cases = [
+        ("search_files", json!({"path": "/data", "pattern": "file7"})),
+        ("list_directory", json!({"path": "/data/wide"})),
+    ];
+    let mut group = c.benchmark_group("directory_walk");
+    group.measurement_time(Duration::from_secs(4));
+    for (tool, arguments) in cases {
+        let result = runtime.block_on(plugin.call_tool(tool, arguments.clone())).expect("call");
+        assert!(!result.is_error(), "{result:?}");
+        group.bench_function(format!("{tool}/toolhost_validated"), |b| {
+            b.iter(|| runtime.block_on(plugin.call_tool(tool, arguments.clone())).expect("call"))
+        });
+        let bytes = request(tool, arguments.clone());
+        group.bench_function(format!("{tool}/extism_raw"), |b| {
+            b.iter(|| {
+                let out: Vec<u8> = raw.call("call", &bytes[..]).expect("extism call");
+                out
+            })
+        });
+    }
+    group.finish();
 }
 
 /// `calls` calls of `calculator.add` from `callers` concurrent tasks.
@@ -270,5 +335,5 @@ fn memory_per_instance(_: &mut Criterion) {
     report("calculator_started", &calculator, before, accounted);
 }
 
-criterion_group!(benches, single_calls, throughput, load_and_describe, memory_per_instance);
+criterion_group!(benches, single_calls, directory_walk, throughput, load_and_describe, memory_per_instance);
 criterion_main!(benches);

@@ -15,10 +15,23 @@
 //! adapter), under WASI 0.2 `descriptor.open-at` (a descriptor the guest
 //! dropped is gone from the resource table, which is checked before an
 //! open).
+//!
+//! File operations run on the calling thread (`wasmtime-wasi`'s
+//! `allow_blocking_current_thread`), not as a hop to tokio's blocking pool
+//! each: a directory walk makes several per entry, and the hops made it
+//! ~17× slower. An operation on the calling thread cannot be cut short by
+//! the call's deadline, so what could block forever is kept away from it:
+//! - only regular files and directories open; a FIFO, a device or a socket
+//!   in a granted directory is refused (`EACCES`, WASI 0.2 `access`)
+//!   before anything opens it (opening a FIFO to read waits for a writer);
+//! - WASI 0.1's single relative sleep, which `wasmtime-wasi` turns into a
+//!   `std::thread::sleep` when blocking is allowed, waits on a timer
+//!   instead, so the deadline still ends a napping guest.
 
 use wasmtime::{AsContextMut as _, Caller};
-use wasmtime_wasi::p1::types::Errno;
+use wasmtime_wasi::p1::types::{self as p1_types, Errno, Filetype};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1 as _};
+use wiggle::GuestPtr;
 
 use super::guest::Guest;
 use super::outcome::Stop;
@@ -40,7 +53,7 @@ macro_rules! with_p1 {
         let $wasi = state.wasi_p1();
         $wasi.set_hostcall_fuel(fuel);
         let $memory = &mut wiggle::GuestMemory::Unshared(bytes);
-        let result: wasmtime::Result<i32> = $call.await;
+        let result = $call.await;
         (result, exported)
     }};
 }
@@ -64,10 +77,27 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
                 if caller.data().core().files.full() {
                     return Ok(Errno::Mfile as i32);
                 }
+                // What is there now, as the open would find it: a file
+                // that could block the thread is not opened.
+                let target = GuestPtr::<str>::new((path as u32, path_len as u32));
+                let flags = p1_types::Lookupflags::from_bits_truncate(lookup as u32);
+                let (stat, _) = with_p1!(caller, |wasi, memory| wasi.path_filestat_get(
+                    memory,
+                    p1_types::Fd::from(dir as u32),
+                    flags,
+                    target
+                ));
+                // Anything but an answer (no such file, not allowed, a
+                // trap) is left to the open, which meets it too.
+                if let Ok(stat) = stat
+                    && !matches!(stat.filetype, Filetype::RegularFile | Filetype::Directory | Filetype::SymbolicLink)
+                {
+                    return Ok(Errno::Acces as i32);
+                }
                 let (errno, memory) = with_p1!(caller, |wasi, memory| p1::path_open(
                     wasi, memory, dir, lookup, path, path_len, oflags, base, inheriting, fdflags, out
                 ));
-                let errno = errno?;
+                let errno: i32 = errno?;
                 if errno == Errno::Success as i32 {
                     // The new descriptor was written at `out` (checked by
                     // the call that wrote it).
@@ -84,7 +114,7 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
     linker.func_wrap_async(WASI_P1, "fd_close", |mut caller: Caller<'_, T>, (fd,): (i32,)| {
         Box::new(async move {
             let (errno, _) = with_p1!(caller, |wasi, memory| p1::fd_close(wasi, memory, fd));
-            let errno = errno?;
+            let errno: i32 = errno?;
             if errno == Errno::Success as i32 {
                 caller.data_mut().core_mut().files.closed(fd as u32);
             }
@@ -94,15 +124,80 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
     linker.func_wrap_async(WASI_P1, "fd_renumber", |mut caller: Caller<'_, T>, (from, to): (i32, i32)| {
         Box::new(async move {
             let (errno, _) = with_p1!(caller, |wasi, memory| p1::fd_renumber(wasi, memory, from, to));
-            let errno = errno?;
+            let errno: i32 = errno?;
             if errno == Errno::Success as i32 {
                 caller.data_mut().core_mut().files.renumbered(from as u32, to as u32);
             }
             Ok(errno)
         })
     })?;
+    linker.func_wrap_async(
+        WASI_P1,
+        "poll_oneoff",
+        |mut caller: Caller<'_, T>, (subscriptions, events, count, written): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                if count == 1
+                    && let Some(nap) = relative_sleep(&mut caller, subscriptions, events, written)
+                {
+                    // A timer, as `wasmtime-wasi` waits when blocking is not
+                    // allowed: the call's deadline drops this future.
+                    tokio::time::sleep(nap).await;
+                    return Ok(Errno::Success as i32);
+                }
+                let (errno, _) = with_p1!(caller, |wasi, memory| p1::poll_oneoff(
+                    wasi,
+                    memory,
+                    subscriptions,
+                    events,
+                    count,
+                    written
+                ));
+                errno
+            })
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// The size of WASI 0.1's `subscription` and `event`.
+const SUBSCRIPTION: usize = 48;
+const EVENT: usize = 32;
+
+/// `poll_oneoff` of one subscription that is a relative clock: its one
+/// event and the count are written already (the sleep cannot fail), and
+/// the time to wait is returned. `None` for anything else (another kind
+/// of subscription, an absolute time, a pointer out of bounds or
+/// misaligned), which `wasmtime-wasi` answers as it always does.
+fn relative_sleep<T>(
+    caller: &mut Caller<'_, T>,
+    subscriptions: i32,
+    events: i32,
+    written: i32,
+) -> Option<std::time::Duration> {
+    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export("memory") else { return None };
+    let bytes = memory.data_mut(caller);
+    let (sub, event, written) = (subscriptions as u32 as usize, events as u32 as usize, written as u32 as usize);
+    if sub % 8 != 0 || event % 8 != 0 || written % 4 != 0 {
+        return None;
+    }
+    let subscription: [u8; SUBSCRIPTION] = bytes.get(sub..sub.checked_add(SUBSCRIPTION)?)?.try_into().ok()?;
+    bytes.get(event..event.checked_add(EVENT)?)?;
+    bytes.get(written..written.checked_add(4)?)?;
+    let word = |at: usize| u64::from_le_bytes(subscription[at..at + 8].try_into().expect("8 bytes"));
+    // The tag (0: clock), then the clock's id, timeout, precision, flags
+    // (bit 0: the timeout is an absolute time).
+    let (tag, timeout, flags) = (subscription[8], word(24), u16::from_le_bytes([subscription[40], subscription[41]]));
+    if tag != 0 || flags & 1 != 0 {
+        return None;
+    }
+    // The event: the subscription's user data, no error, of the clock kind.
+    let mut answer = [0u8; EVENT];
+    answer[..8].copy_from_slice(&subscription[..8]);
+    answer[16..24].copy_from_slice(&1u64.to_le_bytes());
+    bytes[event..event + EVENT].copy_from_slice(&answer);
+    bytes[written..written + 4].copy_from_slice(&1u32.to_le_bytes());
+    Some(std::time::Duration::from_nanos(timeout))
 }
 
 /// Under WASI 0.2 (components).
@@ -113,7 +208,7 @@ mod p2 {
     use wasmtime_wasi::WasiView;
     use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView as _};
     use wasmtime_wasi::p2::bindings::filesystem::types::{
-        DescriptorFlags, ErrorCode, HostDescriptor as _, OpenFlags, PathFlags,
+        DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor as _, OpenFlags, PathFlags,
     };
 
     use super::Guest;
@@ -160,6 +255,17 @@ mod p2 {
                     }
                     let opened = {
                         let mut filesystem = state.filesystem();
+                        // A file that could block the thread is not opened
+                        // (see the module's documentation).
+                        let target = Resource::<Descriptor>::new_borrow(dir.rep());
+                        if let Ok(stat) = filesystem.stat_at(target, path_flags, path.clone()).await
+                            && !matches!(
+                                stat.type_,
+                                DescriptorType::RegularFile | DescriptorType::Directory | DescriptorType::SymbolicLink
+                            )
+                        {
+                            return Ok((Err(ErrorCode::Access),));
+                        }
                         filesystem.open_at(dir, path_flags, path, oflags, flags).await
                     };
                     match opened {

@@ -81,7 +81,11 @@ impl GuestCore {
             .stderr(core.stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_ip_name_lookup(false)
+            // File operations on the calling thread, not a blocking-pool hop
+            // each; what could block forever is refused or made a timer in
+            // `files`.
+            .allow_blocking_current_thread(true);
         for grant in &env.allowed_paths {
             let perms = match grant.access {
                 Access::ReadOnly => FsPerms::ReadOnly,
