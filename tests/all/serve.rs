@@ -421,6 +421,48 @@ fn http_session(url: &str) -> String {
 }
 
 #[test]
+fn a_call_at_2026_07_28_is_answered_as_plain_json_and_a_session_call_as_sse() {
+    let (server, url, _logs) = spawn_http(&[&example("calculator").display().to_string()]);
+    // 2026-07-28: no session; the request carries its context.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "add", "arguments": {"a": 2, "b": 3},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}}});
+    let headers = [
+        JSON_AND_SSE,
+        JSON_BODY,
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "add"),
+    ];
+    let (status, answer_headers, body) = http_exchange(&url, "POST", &headers, &call.to_string());
+    assert_eq!(status, 200, "{body}");
+    // One answer with nothing before it: the body is the JSON-RPC response
+    // itself, no event stream to frame it.
+    assert_eq!(header(&answer_headers, "content-type"), Some("application/json"), "{answer_headers:?}");
+    let answer: Value = serde_json::from_str(&body).expect("the body is one JSON value");
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["structuredContent"]["result"], 5.0, "{answer}");
+    // A legacy session still gets its answer on an event stream.
+    let session = http_session(&url);
+    let legacy = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 1, "b": 1}}});
+    let (status, answer_headers, body) = http_exchange(
+        &url,
+        "POST",
+        &[JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-03-26")],
+        &legacy.to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&answer_headers, "content-type"), Some("text/event-stream"), "{answer_headers:?}");
+    let answers = messages_in(&body);
+    assert!(answers.iter().any(|m| m["id"] == 8 && m["result"]["structuredContent"]["result"] == 2.0), "{body}");
+    drop(server);
+}
+
+#[test]
 fn a_foreign_origin_is_refused_and_allowed_ones_are_served() {
     let (server, url, _logs) =
         spawn_http(&["--allow-origin", "https://app.example", &example("calculator").display().to_string()]);

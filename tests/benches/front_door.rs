@@ -8,7 +8,9 @@
 //!   session.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
-//!   connection) calling concurrently.
+//!   connection) calling concurrently, at protocol 2025-06-18 (a session
+//!   per client); then the same at 2026-07-28, where a client has no
+//!   session and every request names its protocol version in `_meta`.
 //!
 //! Each line gives calls/s and the latency percentiles of one call, measured
 //! by the client (request written to answer read), and for `serve` the
@@ -186,16 +188,23 @@ fn stdio() {
     let _ = server.wait();
 }
 
-/// One MCP session over HTTP: its agent (one kept-alive connection) and id.
+/// The newest protocol: no session, every request carries its context.
+const STATELESS: &str = "2026-07-28";
+
+/// One MCP client over HTTP: its agent (one kept-alive connection) and its
+/// session id (none at 2026-07-28, which has no sessions).
 struct Session {
     agent: ureq::Agent,
     url: String,
-    id: String,
+    id: Option<String>,
 }
 
 impl Session {
-    fn open(url: &str) -> Session {
+    fn open(url: &str, stateless: bool) -> Session {
         let agent: ureq::Agent = ureq::Agent::config_builder().max_idle_connections_per_host(1).build().into();
+        if stateless {
+            return Session { agent, url: url.to_owned(), id: None };
+        }
         let response = agent
             .post(url)
             .header("accept", "application/json, text/event-stream")
@@ -204,26 +213,39 @@ impl Session {
             .expect("initialize");
         let id =
             response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("a session id").to_owned();
-        let session = Session { agent, url: url.to_owned(), id };
+        let session = Session { agent, url: url.to_owned(), id: Some(id) };
         session.post(&initialized());
         session
     }
 
     fn post(&self, message: &Value) -> String {
-        let mut response = self
+        let request = self
             .agent
             .post(&self.url)
             .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-session-id", &self.id)
-            .header("mcp-protocol-version", "2025-06-18")
-            .send(message.to_string())
-            .expect("POST");
+            .header("content-type", "application/json");
+        let request = match &self.id {
+            Some(id) => request.header("mcp-session-id", id).header("mcp-protocol-version", "2025-06-18"),
+            // 2026-07-28 names the method and tool in headers too (SEP-2243).
+            None => request
+                .header("mcp-protocol-version", STATELESS)
+                .header("mcp-method", message["method"].as_str().unwrap_or_default())
+                .header("mcp-name", message["params"]["name"].as_str().unwrap_or_default()),
+        };
+        let mut response = request.send(message.to_string()).expect("POST");
         response.body_mut().read_to_string().expect("body")
     }
 
     fn call(&self, id: usize) {
-        let body = self.post(&add(id));
+        let mut message = add(id);
+        if self.id.is_none() {
+            message["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": STATELESS,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "front-door-bench", "version": "0"},
+            });
+        }
+        let body = self.post(&message);
         assert!(body.contains("\"result\"") && !body.contains("\"isError\":true"), "{body}");
     }
 }
@@ -232,8 +254,8 @@ fn http() {
     let (mut server, url) =
         toolhost_tests::spawn_serve_http(&[&toolhost_tests::example("calculator").display().to_string()], &[]);
 
-    for sessions in [1, CONCURRENCY] {
-        let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url)).collect();
+    for (stateless, sessions) in [(false, 1), (false, CONCURRENCY), (true, 1), (true, CONCURRENCY)] {
+        let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url, stateless)).collect();
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
             let cpu_before = cpu_seconds(server.id());
             let started = Instant::now();
@@ -257,12 +279,13 @@ fn http() {
             });
             if measured {
                 let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
-                report(
-                    &format!("http/{sessions} session{}", if sessions == 1 { "" } else { "s" }),
-                    latencies,
-                    started.elapsed(),
-                    cpu,
-                );
+                let who = match (stateless, sessions) {
+                    (false, 1) => "http/1 session".to_owned(),
+                    (false, n) => format!("http/{n} sessions"),
+                    (true, 1) => format!("http/1 client {STATELESS}"),
+                    (true, n) => format!("http/{n} clients {STATELESS}"),
+                };
+                report(&who, latencies, started.elapsed(), cpu);
             }
         }
     }

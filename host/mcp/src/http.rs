@@ -228,7 +228,12 @@ impl HttpServer {
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)
             .enforce_origin_validation()
-            .with_allowed_hosts(hosts);
+            .with_allowed_hosts(hosts)
+            // A 2026-07-28 request (no session) whose first message is its
+            // answer gets it as `application/json`, no event stream to
+            // frame; anything sent before the answer (progress, a question
+            // to the client) keeps the stream. Sessions always stream.
+            .with_json_response(true);
         let stop = config.cancellation_token.clone();
         let sessions = Arc::new(LocalSessionManager::default());
         let source = server.source().clone();
