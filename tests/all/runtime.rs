@@ -338,6 +338,36 @@ async fn the_second_load_comes_from_the_compiled_module_cache() {
     assert_eq!(disabled.compile_info().cache, CacheStatus::Disabled);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_module_loaded_many_times_at_once_is_compiled_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::at(dir.path());
+    let loads: Vec<_> = (0..8)
+        .map(|i| {
+            let cache = cache.clone();
+            tokio::spawn(async move {
+                Plugin::builder_from_file(example("calculator"))
+                    .with_name(format!("calculator-{i}"))
+                    .with_module_cache(cache)
+                    .build()
+                    .await
+            })
+        })
+        .collect();
+    let mut plugins = Vec::new();
+    for load in loads {
+        plugins.push(load.await.expect("task").expect("load"));
+    }
+    let compiled = plugins.iter().filter(|p| p.compile_info().cache == CacheStatus::Miss).count();
+    let shared = plugins.iter().filter(|p| p.compile_info().cache == CacheStatus::Hit).count();
+    assert_eq!((compiled, shared), (1, 7), "one load compiles; the others get its module or its cache entry");
+    for plugin in &plugins {
+        let result = plugin.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+        assert_eq!(result.texts().next(), Some("5"));
+    }
+    assert_eq!(cache_entries(dir.path()).len(), 1);
+}
+
 fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()

@@ -9,6 +9,8 @@
 //! fills the compiled-module cache once (a first load of every copy, not
 //! timed), then, in a fresh registry:
 //!
+//! - `cold`: the same with an empty compiled-module cache (the load that
+//!   fills it): wall time;
 //! - `load`: `parse_toolsets` and `Registry::load_all` of every toolset,
 //!   from the warm cache: wall time, and the memory the process gained
 //!   (`/proc/self/smaps_rollup`, before and after);
@@ -54,9 +56,10 @@ fn main() {
         .map(|list| list.split(',').map(|n| n.trim().parse().expect("a size")).collect())
         .unwrap_or_else(|| vec![10, 100, 300, 1000, 2500]);
     println!(
-        "{:>7} {:>7} {:>11} {:>8} {:>8} {:>9} {:>10} {:>12} {:>14} {:>12} {:>12}",
+        "{:>7} {:>7} {:>11} {:>11} {:>8} {:>8} {:>9} {:>10} {:>12} {:>14} {:>12} {:>12}",
         "plugins",
         "tools",
+        "cold (ms)",
         "load (ms)",
         "RSS MiB",
         "PSS MiB",
@@ -145,13 +148,16 @@ fn child(size: usize) {
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
     tokio.block_on(async {
         // Fill the cache (every copy is compiled once, or found by its
-        // content hash), then drop everything that load held.
+        // content hash), then drop everything that load held. Timed too:
+        // the cold start, with an empty cache.
+        let cold = Instant::now();
         {
             let registry = registry(&cache);
             let file = toolhost::parse_toolsets(&config, &document, &NoSecrets).await.expect("config");
             let report = registry.load_all(file.toolsets).await;
             assert!(report.failures.is_empty(), "{:?}", report.failures);
         }
+        let cold = cold.elapsed();
 
         let before = resident();
         let started = Instant::now();
@@ -213,7 +219,8 @@ fn child(size: usize) {
 
         let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
         println!(
-            "{size:>7} {tools:>7} {:>11.1} {:>8.1} {:>8.1} {:>9.1} {:>10.0} {:>12.1} {:>14.1} {:>9.2} µs {:>9.2} µs",
+            "{size:>7} {tools:>7} {:>11.1} {:>11.1} {:>8.1} {:>8.1} {:>9.1} {:>10.0} {:>12.1} {:>14.1} {:>9.2} µs {:>9.2} µs",
+            cold.as_secs_f64() * 1e3,
             load.as_secs_f64() * 1e3,
             mib(rss),
             mib(pss),

@@ -34,9 +34,11 @@
 //! they may, without the sticky bit) is refused: the cache is then off, with
 //! a warning, and plugins are compiled.
 
+use std::collections::HashMap;
 use std::hash::Hasher;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use sha2::{Digest as _, Sha256};
@@ -112,27 +114,30 @@ impl ModuleCache {
         }
         let key = key(engine, wasm, kind);
         let path = dir.join(format!("{}.cwasm", hex(&key)));
-        let mut status = CacheStatus::Miss;
-        match std::fs::File::open(&path) {
-            Ok(mut file) => match check_file(&mut file, &key) {
-                Ok(()) => {
-                    // SAFETY: the file's payload is what `Module::serialize`
-                    // wrote for this engine configuration (the key says so)
-                    // and its checksum matches; wasmtime checks its own
-                    // header too. Entries are replaced by renaming, never
-                    // written in place, so the mapped file does not change.
-                    match unsafe { Compiled::deserialize_file(engine, file, &path, kind) } {
-                        Ok(module) => {
-                            return Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
-                        }
-                        Err(e) => status = CacheStatus::Rebuilt(format!("wasmtime refused it ({e})")),
-                    }
+        let hit = |module| Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
+        let status = match lookup(engine, &path, &key, kind) {
+            Ok(module) => return hit(module),
+            Err(status) => status,
+        };
+        // The same module loaded several times at once (one plugin under
+        // several ids, a registry starting cold) is compiled once: the
+        // first load compiles, the others wait for its module.
+        let compiling = match Compiling::join(&path) {
+            Joined::Leader(compiling) => {
+                // The load that compiled it may have finished between our
+                // look and our joining: its entry is there now.
+                if status == CacheStatus::Miss
+                    && let Ok(module) = lookup(engine, &path, &key, kind)
+                {
+                    compiling.done(&module);
+                    return hit(module);
                 }
-                Err(reason) => status = CacheStatus::Rebuilt(reason),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => status = CacheStatus::Rebuilt(format!("it cannot be read ({e})")),
-        }
+                compiling
+            }
+            Joined::Follower(Some(module)) => return hit(module),
+            // The first load failed: compile, and meet its error ourselves.
+            Joined::Follower(None) => Compiling::alone(),
+        };
         if let CacheStatus::Rebuilt(reason) = &status {
             tracing::warn!(entry = %path.display(), "the compiled-module cache entry is unusable: {reason}; recompiling");
             let _ = std::fs::remove_file(&path);
@@ -141,7 +146,105 @@ impl ModuleCache {
         if let Err(e) = store(dir, &path, &key, &module) {
             tracing::warn!(dir = %dir.display(), "cannot write the compiled-module cache: {e}");
         }
+        compiling.done(&module);
         Ok((module, CompileInfo { cache: status, elapsed: started.elapsed() }))
+    }
+}
+
+/// The module of cache entry `path`, checked and mapped; else why not:
+/// `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
+fn lookup(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
+    match std::fs::File::open(path) {
+        Ok(mut file) => match check_file(&mut file, key) {
+            // SAFETY: the file's payload is what `Module::serialize` wrote
+            // for this engine configuration (the key says so) and its
+            // checksum matches; wasmtime checks its own header too. Entries
+            // are replaced by renaming, never written in place, so the
+            // mapped file does not change.
+            Ok(()) => unsafe { Compiled::deserialize_file(engine, file, path, kind) }
+                .map_err(|e| CacheStatus::Rebuilt(format!("wasmtime refused it ({e})"))),
+            Err(reason) => Err(CacheStatus::Rebuilt(reason)),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CacheStatus::Miss),
+        Err(e) => Err(CacheStatus::Rebuilt(format!("it cannot be read ({e})"))),
+    }
+}
+
+/// Compilations under way in this process, by the cache entry they will
+/// write (a cache directory and a key: loads through another cache write
+/// their own entry).
+static COMPILING: std::sync::LazyLock<Mutex<HashMap<PathBuf, Arc<Slot>>>> = std::sync::LazyLock::new(Default::default);
+
+/// One compilation's outcome, awaited by the loads that joined it: `None`
+/// while it runs, then the module (`Some(None)` if it failed).
+#[derive(Default)]
+struct Slot {
+    outcome: Mutex<Option<Option<Compiled>>>,
+    ready: Condvar,
+}
+
+/// What joining a key's compilation gave.
+enum Joined {
+    /// Nobody was compiling it: this load does, and publishes the outcome.
+    Leader(Compiling),
+    /// Another load compiled it (`None`: it failed).
+    Follower(Option<Compiled>),
+}
+
+/// The right to compile a key, held by the load that compiles it. Dropped
+/// without [`Compiling::done`] (an error, a panic), it tells the waiting
+/// loads that it failed, so each compiles on its own.
+struct Compiling {
+    entry: Option<PathBuf>,
+    slot: Arc<Slot>,
+}
+
+impl Compiling {
+    /// Compile the module of cache entry `entry`, or wait for the load
+    /// compiling it. Called on a blocking thread (loads compile on tokio's
+    /// blocking pool).
+    fn join(entry: &Path) -> Joined {
+        let slot = {
+            let mut table = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+            match table.get(entry) {
+                Some(slot) => Arc::clone(slot),
+                None => {
+                    let slot = Arc::new(Slot::default());
+                    table.insert(entry.to_owned(), Arc::clone(&slot));
+                    return Joined::Leader(Compiling { entry: Some(entry.to_owned()), slot });
+                }
+            }
+        };
+        let mut outcome = slot.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(module) = &*outcome {
+                return Joined::Follower(module.clone());
+            }
+            outcome = slot.ready.wait(outcome).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A compilation nobody waits for.
+    fn alone() -> Compiling {
+        Compiling { entry: None, slot: Arc::default() }
+    }
+
+    /// Hand `module` to the loads waiting for it.
+    fn done(mut self, module: &Compiled) {
+        self.publish(Some(module.clone()));
+    }
+
+    fn publish(&mut self, module: Option<Compiled>) {
+        let Some(entry) = self.entry.take() else { return };
+        COMPILING.lock().unwrap_or_else(|e| e.into_inner()).remove(&entry);
+        *self.slot.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(module);
+        self.slot.ready.notify_all();
+    }
+}
+
+impl Drop for Compiling {
+    fn drop(&mut self) {
+        self.publish(None);
     }
 }
 

@@ -10,7 +10,9 @@ use wasmtime::{Engine, Module};
 
 use super::PluginKind;
 
-/// A compiled plugin of either flavour.
+/// A compiled plugin of either flavour (cheap to clone: wasmtime shares the
+/// code).
+#[derive(Clone)]
 pub(crate) enum Compiled {
     Module(Module),
     #[cfg(feature = "component")]
@@ -86,7 +88,8 @@ impl Compiled {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheStatus {
-    /// Loaded from the cache: nothing was compiled.
+    /// Loaded from the cache, or compiled by a load of the same module that
+    /// was under way at the same time: this load compiled nothing.
     Hit,
     /// Compiled, and stored for next time (unless storing failed, which is
     /// logged).
