@@ -661,12 +661,22 @@ fn admit(toolsets: &BTreeMap<String, Arc<LoadedToolset>>, loaded: &LoadedToolset
     if toolsets.contains_key(id) {
         return Err(RegistryError::Duplicate(id.to_owned()));
     }
-    let mut taken: BTreeMap<&str, &str> = BTreeMap::new();
-    for tool in toolsets.values().flat_map(|t| &t.tools) {
-        taken.insert(tool.name.as_str(), tool.source.as_str());
-    }
+    // Every tool is named `<toolset id>__<tool>` and found by that id, so a
+    // name can only be taken in the toolset its prefix names: looking
+    // there, not through every tool of the registry, keeps loading 1,000
+    // toolsets linear.
+    let mut own: std::collections::HashSet<&str> = std::collections::HashSet::with_capacity(loaded.tools.len());
     for tool in &loaded.tools {
-        if let Some(first) = taken.insert(tool.name.as_str(), tool.source.as_str()) {
+        let elsewhere = tool
+            .name
+            .split_once(NAMESPACE_SEPARATOR)
+            .and_then(|(owner, _)| toolsets.get(owner))
+            .and_then(|owner| owner.tools.iter().find(|other| other.name == tool.name));
+        let first = match elsewhere {
+            Some(other) => Some(other.source.as_str()),
+            None => (!own.insert(tool.name.as_str())).then_some(tool.source.as_str()),
+        };
+        if let Some(first) = first {
             return Err(RegistryError::Collision {
                 name: tool.name.clone(),
                 first: first.to_owned(),
