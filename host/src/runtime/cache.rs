@@ -56,8 +56,15 @@ const KEY: usize = 32;
 const TRAILER: usize = KEY + 8 + 4 + MAGIC.len();
 /// Bytes of an entry read at a time to check its checksum.
 const CHECK_PIECE: usize = 64 * 1024;
-/// Entries kept at most; older ones are removed when a new one is written.
-const MAX_ENTRIES: usize = 256;
+/// Entries kept at most, and their bytes at most: past either, the least
+/// recently used are removed when a new one is written. (A plugin's entry
+/// is typically 0.1–2 MB; 1,000 distinct plugins must all stay warm.)
+const MAX_ENTRIES: usize = 8192;
+const MAX_BYTES: u64 = 4 << 30;
+/// A hit older than this marks its entry used again (its modification
+/// time), so that trimming removes the least recently used first, at most
+/// one metadata write per entry per hour.
+const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Where compiled modules are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +162,7 @@ impl ModuleCache {
 /// `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
 fn lookup(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
     match std::fs::File::open(path) {
-        Ok(mut file) => match check_file(&mut file, key) {
+        Ok(mut file) => match check_file(&mut file, key).inspect(|()| touch(&file)) {
             // SAFETY: the file's payload is what `Module::serialize` wrote
             // for this engine configuration (the key says so) and its
             // checksum matches; wasmtime checks its own header too. Entries
@@ -346,7 +353,7 @@ fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io
     temp.write_all(&entry(key, &payload))?;
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
-    trim(dir);
+    trim(dir, path, MAX_ENTRIES, MAX_BYTES);
     Ok(())
 }
 
@@ -398,20 +405,46 @@ fn unsafe_dir(_dir: &Path) -> Option<String> {
     None
 }
 
-/// Remove the oldest entries beyond [`MAX_ENTRIES`].
-fn trim(dir: &Path) {
+/// Remove the least recently used entries (by modification time: written,
+/// or marked by a hit) while there are more than `max_entries` or they
+/// hold more than `max_bytes`; never `kept`, the entry just written.
+fn trim(dir: &Path, kept: &Path, max_entries: usize, max_bytes: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some((meta.modified().ok()?, meta.len(), e.path()))
+        })
         .collect();
-    if files.len() <= MAX_ENTRIES {
+    let (mut count, mut bytes) = (files.len(), files.iter().map(|f| f.1).sum::<u64>());
+    if count <= max_entries && bytes <= max_bytes {
         return;
     }
     files.sort();
-    for (_, path) in &files[..files.len() - MAX_ENTRIES] {
-        let _ = std::fs::remove_file(path);
+    for (_, len, path) in &files {
+        if count <= max_entries && bytes <= max_bytes {
+            break;
+        }
+        if path != kept && std::fs::remove_file(path).is_ok() {
+            count -= 1;
+            bytes = bytes.saturating_sub(*len);
+        }
+    }
+}
+
+/// Mark a hit's entry as used now, if it was last marked (or written)
+/// more than [`TOUCH_AFTER`] ago. Best effort: a cache on a read-only
+/// file system just trims by age of writing.
+fn touch(file: &std::fs::File) {
+    let now = std::time::SystemTime::now();
+    let stale = file
+        .metadata()
+        .and_then(|meta| meta.modified())
+        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > TOUCH_AFTER));
+    if stale {
+        let _ = file.set_modified(now);
     }
 }
 
@@ -424,6 +457,49 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(bytes).unwrap();
         check_file(&mut file, key)
+    }
+
+    #[test]
+    fn trimming_removes_the_least_recently_used_entries_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        let now = std::time::SystemTime::now();
+        // Entry `i` was last used `5 - i` hours ago: 0 is the oldest.
+        let paths: Vec<PathBuf> = (0..5)
+            .map(|i| {
+                let path = dir.path().join(format!("{i}.cwasm"));
+                std::fs::write(&path, [0u8; 10]).unwrap();
+                let file = std::fs::File::options().write(true).open(&path).unwrap();
+                file.set_modified(now - hour * (5 - i)).unwrap();
+                path
+            })
+            .collect();
+        std::fs::write(dir.path().join("other.txt"), [0u8; 100]).unwrap();
+        let left = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        // A hit on entry 1 marks it used now.
+        touch(&std::fs::File::open(&paths[1]).unwrap());
+        // Within both bounds: nothing goes (other files are not entries).
+        trim(dir.path(), &paths[4], 5, 50);
+        assert_eq!(left().len(), 6);
+        // Four entries at most: the least recently used (0) goes.
+        trim(dir.path(), &paths[4], 4, 1000);
+        assert_eq!(left(), ["1.cwasm", "2.cwasm", "3.cwasm", "4.cwasm", "other.txt"]);
+        // 25 bytes at most: 2 and 3 go, then 4 and 1 are within bounds.
+        trim(dir.path(), &paths[4], 100, 25);
+        assert_eq!(left(), ["1.cwasm", "4.cwasm", "other.txt"]);
+        // The entry just written stays, however old it looks.
+        let old = dir.path().join("5.cwasm");
+        std::fs::write(&old, [0u8; 10]).unwrap();
+        std::fs::File::options().write(true).open(&old).unwrap().set_modified(now - hour * 9).unwrap();
+        trim(dir.path(), &old, 1, 1000);
+        assert_eq!(left(), ["5.cwasm", "other.txt"]);
     }
 
     #[test]
