@@ -49,10 +49,13 @@ fn load(runtime: &tokio::runtime::Runtime, path: std::path::PathBuf) -> Plugin {
 /// An Extism instance of a plugin, as the foundation issue ran it: WASI on,
 /// the same memory cap and timeout toolhost applies by default.
 fn extism_plugin(path: &std::path::Path) -> extism::Plugin {
+    extism::Plugin::new(extism_manifest(path), [], true).expect("extism plugin")
+}
+
+/// The manifest [`extism_plugin`] runs a plugin with, to add grants to.
+fn extism_manifest(path: &std::path::Path) -> extism::Manifest {
     let wasm = std::fs::read(path).expect("read plugin");
-    let manifest =
-        extism::Manifest::new([extism::Wasm::data(wasm)]).with_timeout(Duration::from_secs(30)).with_memory_max(4096);
-    extism::Plugin::new(&manifest, [], true).expect("extism plugin")
+    extism::Manifest::new([extism::Wasm::data(wasm)]).with_timeout(Duration::from_secs(30)).with_memory_max(4096)
 }
 
 /// The request bytes toolhost sends for a call.
@@ -127,12 +130,8 @@ fn directory_walk(c: &mut Criterion) {
                 .build(),
         )
         .expect("load raw-servlet");
-    let wasm = std::fs::read(fixture("raw-servlet")).expect("read plugin");
-    let manifest = extism::Manifest::new([extism::Wasm::data(wasm)])
-        .with_timeout(Duration::from_secs(30))
-        .with_memory_max(4096)
-        .with_allowed_path(tree.path().display().to_string(), "/data");
-    let mut raw = extism::Plugin::new(&manifest, [], true).expect("extism plugin");
+    let grant = extism_manifest(&fixture("raw-servlet")).with_allowed_path(tree.path().display().to_string(), "/data");
+    let mut raw = extism::Plugin::new(grant, [], true).expect("extism plugin");
     let cases = [
         ("search_files", json!({"path": "/data", "pattern": "file7"})),
         ("list_directory", json!({"path": "/data/wide"})),
