@@ -187,6 +187,34 @@ async fn a_fifo_in_a_granted_directory_cannot_hold_a_call(flavour: Flavour) {
     assert_eq!(text_of(&read), "a");
 }
 
+/// `wasmtime-wasi`, allowed to block, sleeps a relative clock on the
+/// thread and only then writes its event: a guest giving a bad event
+/// pointer would hold a worker thread for as long as it liked, past any
+/// deadline. The host's `poll_oneoff` traps at once instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_with_nowhere_to_write_its_event_traps_at_once() {
+    // One relative clock of 60 s at 1024 (tag, id, flags left 0), its event
+    // to be written far outside the guest's one page of memory.
+    let call = r#"(i64.store (i32.const 1048) (i64.const 60000000000))
+    (drop (call $poll_oneoff (i32.const 1024) (i32.const 0x7FFFFFF0) (i32.const 1) (i32.const 64)))
+    (i32.const 0)"#;
+    let import =
+        r#"(import "wasi_snapshot_preview1" "poll_oneoff" (func $poll_oneoff (param i32 i32 i32 i32) (result i32)))"#;
+    let wat =
+        crate::runtime::wat_plugin(call).replacen("  (memory (export", &format!("  {import}\n  (memory (export"), 1);
+    let plugin = Plugin::builder_from_bytes(wat.into_bytes())
+        .with_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("load WAT");
+    // On a task of its own, so that a worker held by a sleep cannot keep
+    // this test's timer from firing.
+    let call = tokio::spawn(async move { plugin.call_tool("t", json!({})).await });
+    let error = within_20s(call).await.expect("the call's task").unwrap_err();
+    assert!(!error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("poll_oneoff"), "{error}");
+}
+
 #[tokio::test]
 async fn a_huge_extism_error_message_is_cut_short() {
     let plugin = Plugin::load(fixture("hostile")).await.expect("load");

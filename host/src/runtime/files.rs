@@ -26,7 +26,9 @@
 //!   before anything opens it (opening a FIFO to read waits for a writer);
 //! - WASI 0.1's single relative sleep, which `wasmtime-wasi` turns into a
 //!   `std::thread::sleep` when blocking is allowed, waits on a timer
-//!   instead, so the deadline still ends a napping guest.
+//!   instead, so the deadline still ends a napping guest; one with nowhere
+//!   valid to write its event traps at once (`wasmtime-wasi` would sleep
+//!   on the thread first, and only then trap).
 
 use wasmtime::{AsContextMut as _, Caller};
 use wasmtime_wasi::p1::types::{self as p1_types, Errno, Filetype};
@@ -136,23 +138,30 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
         "poll_oneoff",
         |mut caller: Caller<'_, T>, (subscriptions, events, count, written): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if count == 1
-                    && let Some(nap) = relative_sleep(&mut caller, subscriptions, events, written)
-                {
-                    // A timer, as `wasmtime-wasi` waits when blocking is not
-                    // allowed: the call's deadline drops this future.
-                    tokio::time::sleep(nap).await;
-                    return Ok(Errno::Success as i32);
+                match relative_sleep(&mut caller, subscriptions, events, written, count) {
+                    // A timer, as `wasmtime-wasi` waits when blocking is
+                    // not allowed: the call's deadline drops this future.
+                    Nap::Sleep(nap) => {
+                        tokio::time::sleep(nap).await;
+                        Ok(Errno::Success as i32)
+                    }
+                    // `wasmtime-wasi` would sleep on the thread first, then
+                    // trap on the pointer: trap at once.
+                    Nap::BadPointer => Err(wasmtime::Error::new(Stop::Host(
+                        "poll_oneoff: its event or count pointer is out of bounds or misaligned".to_owned(),
+                    ))),
+                    Nap::NotOne => {
+                        let (errno, _) = with_p1!(caller, |wasi, memory| p1::poll_oneoff(
+                            wasi,
+                            memory,
+                            subscriptions,
+                            events,
+                            count,
+                            written
+                        ));
+                        errno
+                    }
                 }
-                let (errno, _) = with_p1!(caller, |wasi, memory| p1::poll_oneoff(
-                    wasi,
-                    memory,
-                    subscriptions,
-                    events,
-                    count,
-                    written
-                ));
-                errno
             })
         },
     )?;
@@ -164,40 +173,54 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
 const SUBSCRIPTION: usize = 48;
 const EVENT: usize = 32;
 
-/// `poll_oneoff` of one subscription that is a relative clock: its one
-/// event and the count are written already (the sleep cannot fail), and
-/// the time to wait is returned. `None` for anything else (another kind
-/// of subscription, an absolute time, a pointer out of bounds or
-/// misaligned), which `wasmtime-wasi` answers as it always does.
-fn relative_sleep<T>(
-    caller: &mut Caller<'_, T>,
-    subscriptions: i32,
-    events: i32,
-    written: i32,
-) -> Option<std::time::Duration> {
-    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export("memory") else { return None };
+/// What a `poll_oneoff` is, as far as `wasmtime-wasi`'s on-thread sleep
+/// is concerned.
+enum Nap {
+    /// One valid relative-clock subscription: its event and the count are
+    /// written (the sleep cannot fail); wait this long.
+    Sleep(std::time::Duration),
+    /// One valid relative-clock subscription, but nowhere valid to write
+    /// its event or the count.
+    BadPointer,
+    /// Anything else (several subscriptions, another kind, an absolute
+    /// time, a subscription `wasmtime-wasi` cannot read or refuses):
+    /// `wasmtime-wasi` answers it without sleeping on the thread.
+    NotOne,
+}
+
+/// Classify a `poll_oneoff` exactly where `wasmtime-wasi` would sleep on
+/// the thread: one subscription, readable (in bounds, 8-aligned), a clock
+/// with a known id and known flags, not an absolute time.
+fn relative_sleep<T>(caller: &mut Caller<'_, T>, subscriptions: i32, events: i32, written: i32, count: i32) -> Nap {
+    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export("memory") else { return Nap::NotOne };
     let bytes = memory.data_mut(caller);
-    let (sub, event, written) = (subscriptions as u32 as usize, events as u32 as usize, written as u32 as usize);
-    if sub % 8 != 0 || event % 8 != 0 || written % 4 != 0 {
-        return None;
-    }
-    let subscription: [u8; SUBSCRIPTION] = bytes.get(sub..sub.checked_add(SUBSCRIPTION)?)?.try_into().ok()?;
-    bytes.get(event..event.checked_add(EVENT)?)?;
-    bytes.get(written..written.checked_add(4)?)?;
+    let at = |pointer: i32, size: usize, align: usize| {
+        let start = pointer as u32 as usize;
+        start
+            .is_multiple_of(align)
+            .then_some(start)
+            .filter(|&start| start.checked_add(size).is_some_and(|end| end <= bytes.len()))
+    };
+    let Some(sub) = at(subscriptions, SUBSCRIPTION, 8).filter(|_| count == 1) else { return Nap::NotOne };
+    let (event, written) = (at(events, EVENT, 8), at(written, 4, 4));
+    let subscription: [u8; SUBSCRIPTION] = bytes[sub..sub + SUBSCRIPTION].try_into().expect("48 bytes");
     let word = |at: usize| u64::from_le_bytes(subscription[at..at + 8].try_into().expect("8 bytes"));
-    // The tag (0: clock), then the clock's id, timeout, precision, flags
-    // (bit 0: the timeout is an absolute time).
-    let (tag, timeout, flags) = (subscription[8], word(24), u16::from_le_bytes([subscription[40], subscription[41]]));
-    if tag != 0 || flags & 1 != 0 {
-        return None;
+    // The tag (0: clock), then the clock's id (0–3), timeout, precision,
+    // flags (bit 0, the only one: the timeout is an absolute time).
+    let (tag, clock, timeout) =
+        (subscription[8], u32::from_le_bytes(subscription[16..20].try_into().expect("4 bytes")), word(24));
+    let flags = u16::from_le_bytes([subscription[40], subscription[41]]);
+    if tag != 0 || clock > 3 || flags != 0 {
+        return Nap::NotOne;
     }
+    let (Some(event), Some(written)) = (event, written) else { return Nap::BadPointer };
     // The event: the subscription's user data, no error, of the clock kind.
     let mut answer = [0u8; EVENT];
     answer[..8].copy_from_slice(&subscription[..8]);
     answer[16..24].copy_from_slice(&1u64.to_le_bytes());
     bytes[event..event + EVENT].copy_from_slice(&answer);
     bytes[written..written + 4].copy_from_slice(&1u32.to_le_bytes());
-    Some(std::time::Duration::from_nanos(timeout))
+    Nap::Sleep(std::time::Duration::from_nanos(timeout))
 }
 
 /// Under WASI 0.2 (components).
