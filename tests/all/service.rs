@@ -276,6 +276,39 @@ fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_s
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// A poll that reads the store between a change's write and the change's
+/// own sync does not apply the change first and record its outcome with no
+/// `SyncStarted` before it. With the store polled every millisecond, each
+/// of a dozen changes records one `SyncStarted` and then one
+/// `SyncCompleted`.
+#[test]
+fn a_change_is_recorded_once_however_often_the_store_is_polled() {
+    let dir = scratch("polled");
+    let (_upstream, upstream_url) = upstream();
+    let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &upstream_host);
+    let mut document: Value = serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    document["serve"]["service"]["pollMillis"] = json!(1);
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let changes = 12;
+    for version in 1..=changes {
+        let exclude = (version % 2 == 1).then_some("divide");
+        let change = mcp_tool_set("calc", &upstream_url, exclude);
+        let etag = format!("\"{version}\"");
+        let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", &etag)]);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let wanted: Vec<&str> = ["SyncStarted", "SyncCompleted"].repeat(changes + 1);
+    assert_eq!(event_names(&base, ACME, &id), wanted);
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// An upstream MCP server and a service on SQLite in `dir` allowed to
 /// reach it: both processes, the upstream's URL, the service's base URL.
 fn on_sqlite(dir: &std::path::Path) -> (Server, String, Server, String) {

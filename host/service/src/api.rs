@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::actor::Actor;
 use crate::model::{ProfileType, ToolSetSpec};
 use crate::store::{EventRow, StoreError, ToolRow, ToolSetRow};
-use crate::workspaces::kind_of;
+use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};
 
 /// The largest request body read (bytes).
@@ -466,12 +466,12 @@ async fn find_tool_set(service: &Service, actor: &Actor, id: &str) -> Result<Too
 
 /// After a write: sync the workspace (a failure to record is logged; the
 /// write stands), then read the tool set again.
-async fn synced(service: &Service, actor: &Actor, row: &ToolSetRow) -> Result<ToolSetRow, Refusal> {
+async fn synced(service: &Service, actor: &Actor, held: Held, row: &ToolSetRow) -> Result<ToolSetRow, Refusal> {
     // On a task of its own: a client that goes away does not leave a sync
     // started and never recorded.
     let (workspaces, workspace, changed) =
         (std::sync::Arc::clone(&service.workspaces), actor.workspace_id.clone(), row.clone());
-    let sync = tokio::spawn(async move { workspaces.changed(&workspace, &changed).await });
+    let sync = tokio::spawn(async move { workspaces.changed(held, &workspace, &changed).await });
     match sync.await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => {
@@ -510,8 +510,9 @@ async fn create_tool_set(State(service): State<Service>, headers: HeaderMap, bod
         last_sync: None,
     };
     service.check_config(&row).await?;
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     service.store.create_tool_set(&row, service.settings.tool_set_quota()).await?;
-    let row = synced(&service, &actor, &row).await?;
+    let row = synced(&service, &actor, held, &row).await?;
     let mut response = with_etag(json_response(StatusCode::CREATED, &tool_set_json(&row)), row.version);
     if let Ok(location) = HeaderValue::from_str(&format!("/v1/tool_sets/{}", row.id)) {
         response.headers_mut().insert(header::LOCATION, location);
@@ -588,8 +589,9 @@ async fn update_tool_set(
         ..current
     };
     service.check_config(&change).await?;
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     let row = service.store.update_tool_set(&actor.workspace_id, &id, expected, &change).await?;
-    let row = synced(&service, &actor, &row).await?;
+    let row = synced(&service, &actor, held, &row).await?;
     Ok(with_etag(json_response(StatusCode::OK, &tool_set_json(&row)), row.version))
 }
 
@@ -601,8 +603,9 @@ async fn delete_tool_set(State(service): State<Service>, headers: HeaderMap, Pat
         return Err(Refusal::new(StatusCode::FORBIDDEN, "only API-key actors may delete a managed tool set"));
     }
     let expected = expected.or(Some(current.version));
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     service.store.delete_tool_set(&actor.workspace_id, &id, expected).await?;
-    if let Err(error) = service.workspaces.deleted(&actor.workspace_id, &id).await {
+    if let Err(error) = service.workspaces.deleted(held, &actor.workspace_id, &id).await {
         tracing::warn!(tool_set = %id, "deleted, but the registry could not be brought in line: {error}");
     }
     let mut response = Response::new(Body::empty());
@@ -742,8 +745,9 @@ async fn create_tool(
         enabled_override: None,
         approval_override: None,
     };
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     service.store.create_tool(&row, service.settings.tool_quota()).await?;
-    let tool_set = synced(&service, &actor, &tool_set).await?;
+    let tool_set = synced(&service, &actor, held, &tool_set).await?;
     let row = find_tool(&service, &actor, &set, &row.id).await?;
     Ok(with_etag(json_response(StatusCode::CREATED, &tool_json(&row, &tool_set)), row.version))
 }
@@ -805,8 +809,9 @@ async fn update_tool(
         }
         change.spec = spec;
     }
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     let row = service.store.update_tool(&actor.workspace_id, &set, &id, expected, &change).await?;
-    let tool_set = synced(&service, &actor, &tool_set).await?;
+    let tool_set = synced(&service, &actor, held, &tool_set).await?;
     let row = find_tool(&service, &actor, &set, &row.id).await?;
     Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set)), row.version))
 }
@@ -827,8 +832,9 @@ async fn delete_tool(
             "a synced tool comes from its source: filter it (status TOOL_STATUS_FILTERED) instead",
         ));
     }
+    let held = service.workspaces.hold(&actor.workspace_id).await;
     service.store.delete_tool(&actor.workspace_id, &set, &id, expected).await?;
-    synced(&service, &actor, &tool_set).await?;
+    synced(&service, &actor, held, &tool_set).await?;
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::NO_CONTENT;
     Ok(response)

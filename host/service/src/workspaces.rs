@@ -58,6 +58,14 @@ struct Tracked {
     started: bool,
 }
 
+/// A workspace's syncs on this instance held off (its lock), from before a
+/// change is written until it is brought in line: see
+/// [`Workspaces::hold`].
+#[must_use = "a change's sync needs it"]
+pub(crate) struct Held {
+    _lock: tokio::sync::OwnedMutexGuard<()>,
+}
+
 /// Which of a workspace's tool sets a sync brings in line.
 enum Which {
     /// All of them (the registry is made to match the store).
@@ -268,13 +276,25 @@ impl Workspaces {
         self.sync(workspace, Which::Some(ids)).await
     }
 
-    /// This instance changed `tool_set` (of `workspace`): claim the right
-    /// to record its syncs, record that one starts, and bring it in line.
-    pub(crate) async fn changed(&self, workspace: &str, row: &ToolSetRow) -> Result<(), StoreError> {
+    /// Hold off this instance's syncs of `workspace` while a change is
+    /// written to the store, until [`changed`](Self::changed) or
+    /// [`deleted`](Self::deleted) has brought it in line.
+    ///
+    /// Without it, a poll that reads the store between the write and the
+    /// change's own sync applies the change first and records its outcome
+    /// with no `SyncStarted` before it; the change's sync then records a
+    /// second outcome.
+    pub(crate) async fn hold(&self, workspace: &str) -> Held {
+        Held { _lock: self.lock(workspace).lock_owned().await }
+    }
+
+    /// This instance changed `tool_set` (of `workspace`), holding off its
+    /// syncs since before the write (`held`): claim the right to record its
+    /// syncs, record that one starts, and bring it in line.
+    pub(crate) async fn changed(&self, held: Held, workspace: &str, row: &ToolSetRow) -> Result<(), StoreError> {
         // Under the workspace's lock: a sync in flight cannot settle the
         // old outcome over the reset below.
-        let lock = self.lock(workspace);
-        let _one_at_a_time = lock.lock().await;
+        let _one_at_a_time = held;
         if let Err(error) = self.start(row).await {
             // Tried again on the next poll.
             self.pending().insert((workspace.to_owned(), row.id.clone()));
@@ -307,9 +327,11 @@ impl Workspaces {
         Ok(())
     }
 
-    /// This instance deleted tool set `id` of `workspace`: its toolset goes.
-    pub(crate) async fn deleted(&self, workspace: &str, id: &str) -> Result<(), StoreError> {
-        self.sync(workspace, Which::Some(vec![id.to_owned()])).await
+    /// This instance deleted tool set `id` of `workspace`, holding off its
+    /// syncs since before the delete (`held`): its toolset goes.
+    pub(crate) async fn deleted(&self, held: Held, workspace: &str, id: &str) -> Result<(), StoreError> {
+        let _one_at_a_time = held;
+        self.sync_locked(workspace, Which::Some(vec![id.to_owned()])).await
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
