@@ -5,7 +5,12 @@
 //! - `in-process`: `Plugin::call_tool`, 1 and 64 concurrent callers.
 //! - `stdio`: one `toolhost serve` session on pipes, raw JSON-RPC; first one
 //!   request at a time, then 16 and 64 requests kept in flight on the
-//!   session.
+//!   session. Before, the time from starting the process to the answer to
+//!   its first `tools/list` (median of 10 warm starts), and after, the
+//!   server's resident memory. `FRONT_DOOR_OTHER` names another stdio MCP
+//!   server to drive the same way in the same run, alternating
+//!   `FRONT_DOOR_ROUNDS` times (see [`StdioServer::other`]): hyper-mcp,
+//!   say, side by side.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
 //!   connection) calling concurrently, at protocol 2025-06-18 (a session
@@ -110,35 +115,135 @@ fn in_process() {
     }
 }
 
-/// `toolhost serve` on the calculator, on pipes.
-fn spawn_stdio() -> Child {
-    Command::new(toolhost_tests::toolhost())
-        .args(["serve", &toolhost_tests::example("calculator").display().to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start toolhost serve")
+/// An MCP server spoken to over its stdio: how to start it, what to call
+/// its lines, and its name for the calculator's `add`.
+struct StdioServer {
+    label: String,
+    program: String,
+    args: Vec<String>,
+    tool: String,
 }
 
-fn stdio() {
-    let mut server = spawn_stdio();
-    let mut input = server.stdin.take().expect("stdin");
-    let mut output = BufReader::new(server.stdout.take().expect("stdout"));
+impl StdioServer {
+    /// `toolhost serve` on the calculator.
+    fn toolhost() -> StdioServer {
+        StdioServer {
+            label: "stdio".to_owned(),
+            program: toolhost_tests::toolhost().display().to_string(),
+            args: vec!["serve".to_owned(), toolhost_tests::example("calculator").display().to_string()],
+            tool: "add".to_owned(),
+        }
+    }
+
+    /// Another server to drive the same way, from `FRONT_DOOR_OTHER` (its
+    /// command line, split at spaces) and `FRONT_DOOR_OTHER_TOOL` (its name
+    /// for `add`; `add` if unset), `FRONT_DOOR_OTHER_LABEL` naming its
+    /// lines: for example hyper-mcp with a config naming the same
+    /// `calculator.wasm` by `file://` URL.
+    fn other() -> Option<StdioServer> {
+        let line = std::env::var("FRONT_DOOR_OTHER").ok().filter(|l| !l.trim().is_empty())?;
+        let mut words = line.split_whitespace().map(str::to_owned);
+        let program = words.next()?;
+        Some(StdioServer {
+            label: std::env::var("FRONT_DOOR_OTHER_LABEL").unwrap_or_else(|_| "other".to_owned()),
+            program,
+            args: words.collect(),
+            tool: std::env::var("FRONT_DOOR_OTHER_TOOL").unwrap_or_else(|_| "add".to_owned()),
+        })
+    }
+
+    fn spawn(&self) -> Child {
+        Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.program))
+    }
+
+    /// The `tools/call` of `add` with request id `id`.
+    fn add(&self, id: usize) -> Value {
+        let mut call = add(id);
+        call["params"]["name"] = Value::from(self.tool.as_str());
+        call
+    }
+}
+
+/// Send one message on a line.
+fn send(input: &mut std::process::ChildStdin, message: &Value) {
+    let mut bytes = message.to_string().into_bytes();
+    bytes.push(b'\n');
+    input.write_all(&bytes).expect("write");
+    input.flush().expect("flush");
+}
+
+/// Read lines until the answer to request `id` (skipping notifications
+/// and the server's own requests).
+fn answer_to(output: &mut impl BufRead, id: u64) -> Value {
     let mut line = String::new();
-    let send = |input: &mut std::process::ChildStdin, message: Value| {
-        let mut bytes = message.to_string().into_bytes();
-        bytes.push(b'\n');
-        input.write_all(&bytes).expect("write");
-        input.flush().expect("flush");
-    };
-    send(&mut input, initialize());
-    output.read_line(&mut line).expect("initialize answer");
-    send(&mut input, initialized());
+    loop {
+        line.clear();
+        assert!(output.read_line(&mut line).expect("read") > 0, "the server closed its output");
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        if message["id"] == json!(id) && message.get("method").is_none() {
+            return message;
+        }
+    }
+}
+
+/// Resident memory of a process (`VmRSS`, KiB), from `/proc`.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Start to first `tools/list` answer (process start, `initialize`,
+/// `tools/list`), the median of 10 starts after one to warm the cache.
+fn start_time(server: &StdioServer) {
+    let mut times = Vec::new();
+    let mut tools = 0;
+    for round in 0..11 {
+        let started = Instant::now();
+        let mut child = server.spawn();
+        let mut input = child.stdin.take().expect("stdin");
+        let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+        send(&mut input, &initialize());
+        answer_to(&mut output, 0);
+        send(&mut input, &initialized());
+        send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        let listed = answer_to(&mut output, 1);
+        if round > 0 {
+            times.push(started.elapsed());
+        }
+        tools = listed["result"]["tools"].as_array().map_or(0, Vec::len);
+        drop(input);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    times.sort();
+    println!(
+        "{:<28} start to tools/list ({tools} tools): median {:.1} ms, min {:.1} ms",
+        format!("{}/start", server.label),
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3
+    );
+}
+
+fn stdio(server: &StdioServer) {
+    start_time(server);
+    let mut child = server.spawn();
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    send(&mut input, &initialize());
+    answer_to(&mut output, 0);
+    send(&mut input, &initialized());
 
     for in_flight in [1, 16, CONCURRENCY] {
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
-            let cpu_before = cpu_seconds(server.id());
+            let cpu_before = cpu_seconds(child.id());
             // A writer keeps `in_flight` requests outstanding; the reader
             // (this thread) takes the answers and frees a slot each.
             let (slot_tx, slot_rx) = std::sync::mpsc::sync_channel::<()>(in_flight);
@@ -151,12 +256,17 @@ fn stdio() {
             let writer = {
                 let sent = Arc::clone(&sent);
                 let mut input = input;
+                let calls_of: Vec<Vec<u8>> = (1..=calls)
+                    .map(|id| {
+                        let mut bytes = server.add(id).to_string().into_bytes();
+                        bytes.push(b'\n');
+                        bytes
+                    })
+                    .collect();
                 std::thread::spawn(move || {
-                    for id in 1..=calls {
+                    for (id, bytes) in (1..=calls).zip(calls_of) {
                         slot_rx.recv().expect("slot");
                         sent.lock().unwrap()[id] = Some(Instant::now());
-                        let mut bytes = add(id).to_string().into_bytes();
-                        bytes.push(b'\n');
                         input.write_all(&bytes).expect("write");
                     }
                     input.flush().expect("flush");
@@ -164,10 +274,14 @@ fn stdio() {
                 })
             };
             let mut latencies = Vec::with_capacity(calls);
-            for _ in 0..calls {
+            while latencies.len() < calls {
                 line.clear();
                 output.read_line(&mut line).expect("answer");
                 let answer: Value = serde_json::from_str(&line).expect("JSON answer");
+                if answer.get("method").is_some() {
+                    // A notification (a log line, say): not an answer.
+                    continue;
+                }
                 let id = answer["id"].as_u64().expect("an answer with an id") as usize;
                 assert!(
                     answer["result"]["content"].is_array() && answer["result"]["isError"] != json!(true),
@@ -179,13 +293,21 @@ fn stdio() {
             }
             input = writer.join().expect("writer");
             if measured {
-                let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
-                report(&format!("stdio/{in_flight} in flight"), latencies, started.elapsed(), cpu);
+                let cpu = cpu_seconds(child.id()).zip(cpu_before).map(|(after, before)| after - before);
+                report(&format!("{}/{in_flight} in flight", server.label), latencies, started.elapsed(), cpu);
             }
         }
     }
+    if let Some(kib) = rss_kib(child.id()) {
+        println!(
+            "{:<28} resident memory after the calls: {:.1} MiB",
+            format!("{}/memory", server.label),
+            kib as f64 / 1024.0
+        );
+    }
     drop(input);
-    let _ = server.wait();
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The newest protocol: no session, every request carries its context.
@@ -302,7 +424,16 @@ fn main() {
         in_process();
     }
     if wanted("stdio") {
-        stdio();
+        // With another server to compare, rounds alternate between the two
+        // (`FRONT_DOOR_ROUNDS`, 1 if unset), each round both servers.
+        let other = StdioServer::other();
+        let rounds = std::env::var("FRONT_DOOR_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(1);
+        for _ in 0..rounds {
+            stdio(&StdioServer::toolhost());
+            if let Some(other) = &other {
+                stdio(other);
+            }
+        }
     }
     if wanted("http") {
         http();
