@@ -191,6 +191,13 @@ impl Registry {
         self.changes.subscribe()
     }
 
+    /// A number that moves with every change of the registry's toolsets
+    /// (what [`subscribe`](Self::subscribe)'s receivers are told of): a
+    /// listing made when it was `n` is current while it is still `n`.
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     fn changed(&self) {
         self.changes.send_modify(|count| *count += 1);
     }
