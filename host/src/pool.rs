@@ -6,8 +6,15 @@
 //! to push, pop or count: taking and returning an instance are one short
 //! critical section each, the only shared writes of a call. Waiting callers
 //! are woken through a `Notify`, touched only when someone waits.
+//!
+//! A caller takes, of the last few instances returned, one its own thread
+//! returned, if there is one: with two callers on two threads, each keeps
+//! calling the instance whose memory is in its own core's cache, rather
+//! than the one the other core returned a moment ago (whose store, stack
+//! and linear memory would then move between the cores on every call).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
@@ -18,8 +25,23 @@ pub(crate) struct Pool<T> {
     size: usize,
 }
 
+/// How many of the most recently returned idle instances a caller looks
+/// through for one its thread returned.
+const AFFINITY: usize = 4;
+
+/// This thread's tag, for preferring the instances it returned.
+fn thread_tag() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TAG: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.with(|tag| *tag)
+}
+
 struct State<T> {
-    idle: Vec<T>,
+    /// Idle instances, the most recently returned last, each with the tag
+    /// of the thread that returned it.
+    idle: Vec<(u64, T)>,
     /// Instances in existence: idle, busy, or being made.
     live: usize,
     /// Callers waiting for an instance.
@@ -80,8 +102,13 @@ impl<T> Pool<T> {
         let mut waiting = Waiting(self, false);
         loop {
             {
+                let here = thread_tag();
                 let mut state = self.lock();
-                let idle = state.idle.pop();
+                let len = state.idle.len();
+                let idle = match (len.saturating_sub(AFFINITY)..len).rev().find(|&i| state.idle[i].0 == here) {
+                    Some(i) => Some(state.idle.remove(i).1),
+                    None => state.idle.pop().map(|(_, instance)| instance),
+                };
                 if idle.is_some() || state.live < self.size {
                     if idle.is_none() {
                         state.live += 1;
@@ -108,8 +135,9 @@ impl<T> Pool<T> {
         // The place stays taken (the instance lives on, idle): it must not
         // be freed, and holds nothing else to drop.
         std::mem::forget(place);
+        let here = thread_tag();
         let mut state = self.lock();
-        state.idle.push(instance);
+        state.idle.push((here, instance));
         let wake = state.waiting > 0;
         drop(state);
         if wake {
@@ -125,7 +153,7 @@ impl<T> Pool<T> {
 
     /// Run `f` over the idle instances.
     pub(crate) fn idle_sum(&self, f: impl Fn(&T) -> usize) -> usize {
-        self.lock().idle.iter().map(f).sum()
+        self.lock().idle.iter().map(|(_, instance)| f(instance)).sum()
     }
 }
 
@@ -146,6 +174,32 @@ mod tests {
         assert_eq!(idle, Some(1));
         drop(place); // discarded
         assert_eq!(pool.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_caller_takes_back_the_instance_its_thread_returned() {
+        let pool = Pool::new(4);
+        let block_on = |f| tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(f);
+        let (first, _) = block_on(pool.take());
+        let (second, _) = block_on(pool.take());
+        pool.give_back(first, 1);
+        // Another thread returns 2, after 1.
+        std::thread::scope(|scope| {
+            scope.spawn(|| pool.give_back(second, 2));
+        });
+        // This thread gets its own back, though 2 came back last.
+        let (mine, idle) = block_on(pool.take());
+        assert_eq!(idle, Some(1));
+        pool.give_back(mine, 1);
+        // A thread that returned none gets the last one returned.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let (place, idle) = block_on(pool.take());
+                assert_eq!(idle, Some(1), "the last one returned");
+                pool.give_back(place, 1);
+            });
+        });
+        assert_eq!(pool.counts(), (2, 2));
     }
 
     #[tokio::test]
