@@ -237,7 +237,7 @@ impl ComponentModule {
             .map_err(|e| store.data().core.fault(e))?;
         let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
         let plugin = self.indices.load(&mut store, &instance).map_err(runtime)?;
-        Ok(ComponentInstance { store, plugin, instance, offers: self.offers.clone() })
+        Ok(ComponentInstance { store, ticker: ticker.clone(), plugin, instance, offers: self.offers.clone() })
     }
 }
 
@@ -254,6 +254,9 @@ impl Guest for ComponentState {
 /// One instance of a component plugin.
 pub(crate) struct ComponentInstance {
     store: Store<ComponentState>,
+    /// The runtime's ticker, kept here so that a call borrows it rather
+    /// than cloning it (a reference count every core would write).
+    ticker: super::ticker::Ticker,
     plugin: bindings::Plugin,
     instance: wasmtime::component::Instance,
     offers: Vec<(&'static str, wasmtime::component::ComponentExportIndex)>,
@@ -272,7 +275,7 @@ impl ComponentInstance {
         self.store.data_mut().call_meta =
             input["context"]["_meta"].as_object().map(|meta| Value::Object(meta.clone()).to_string());
         guest::prepare(&mut self.store, run);
-        let ticker = self.store.data().core.env.ticker.clone();
+        let ticker = &self.ticker;
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
         let fault = |store: &Store<ComponentState>, e: wasmtime::Error| RunError::Fault(store.data().core.fault(e));
@@ -280,7 +283,7 @@ impl ComponentInstance {
         let answer: Result<String, String> = match export {
             "list_prompts" | "list_resources" | "list_resource_templates" => {
                 let func = self.instance.get_typed_func::<(), (String,)>(&mut self.store, index).map_err(runtime)?;
-                let (answer,) = guest::bounded(&ticker, deadline, func.call_async(&mut self.store, ()))
+                let (answer,) = guest::bounded(ticker, deadline, func.call_async(&mut self.store, ()))
                     .await
                     .map_err(|e| fault(&self.store, e))?;
                 Ok(answer)
@@ -293,7 +296,7 @@ impl ComponentInstance {
                 let name = request["name"].as_str().unwrap_or_default();
                 let arguments = request.get("arguments").map_or_else(|| "{}".to_owned(), Value::to_string);
                 let (answer,) =
-                    guest::bounded(&ticker, deadline, func.call_async(&mut self.store, (name, arguments.as_str())))
+                    guest::bounded(ticker, deadline, func.call_async(&mut self.store, (name, arguments.as_str())))
                         .await
                         .map_err(|e| fault(&self.store, e))?;
                 answer
@@ -304,7 +307,7 @@ impl ComponentInstance {
                     .get_typed_func::<(&str,), (Result<String, String>,)>(&mut self.store, index)
                     .map_err(runtime)?;
                 let uri = request["uri"].as_str().unwrap_or_default();
-                let (answer,) = guest::bounded(&ticker, deadline, func.call_async(&mut self.store, (uri,)))
+                let (answer,) = guest::bounded(ticker, deadline, func.call_async(&mut self.store, (uri,)))
                     .await
                     .map_err(|e| fault(&self.store, e))?;
                 answer
@@ -329,10 +332,10 @@ impl ComponentInstance {
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         guest::prepare(&mut self.store, &RunOptions::default());
         self.store.data_mut().call_meta = None;
-        let ticker = self.store.data().core.env.ticker.clone();
+        let ticker = &self.ticker;
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
-        let tools = guest::bounded(&ticker, deadline, self.plugin.call_describe(&mut self.store))
+        let tools = guest::bounded(ticker, deadline, self.plugin.call_describe(&mut self.store))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(e)))?;
         let size: usize = tools.iter().map(tool_size).sum();
@@ -353,10 +356,10 @@ impl ComponentInstance {
     ) -> Result<CallOutput, RunError> {
         guest::prepare(&mut self.store, run);
         self.store.data_mut().call_meta = meta.map(str::to_owned);
-        let ticker = self.store.data().core.env.ticker.clone();
+        let ticker = &self.ticker;
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
-        let outcome = guest::bounded(&ticker, deadline, self.plugin.call_call(&mut self.store, name, arguments))
+        let outcome = guest::bounded(ticker, deadline, self.plugin.call_call(&mut self.store, name, arguments))
             .await
             .map_err(|e| RunError::Fault(self.store.data().core.fault(e)))?;
         let result = match outcome {

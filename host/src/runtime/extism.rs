@@ -509,7 +509,7 @@ impl ExtismModule {
             };
             entries.push((name, entry));
         }
-        Ok(ExtismInstance { store, interface: self.interface, entries })
+        Ok(ExtismInstance { store, ticker: ticker.clone(), interface: self.interface, entries })
     }
 }
 
@@ -683,6 +683,9 @@ const V2_LIST_TOOLS_INPUT: &[u8] = br#"{"context":{"id":"toolhost-list-tools","_
 /// One instance of an Extism plugin, with its store.
 pub(crate) struct ExtismInstance {
     store: Store<State>,
+    /// The runtime's ticker, kept here so that a call borrows it rather
+    /// than cloning it (a reference count every core would write).
+    ticker: super::ticker::Ticker,
     interface: Interface,
     entries: Vec<(&'static str, Entry)>,
 }
@@ -716,12 +719,12 @@ impl ExtismInstance {
         }
         guest::prepare(&mut self.store, run);
         let entry = &self.entries[index].1;
-        let ticker = self.store.data().core.env.ticker.clone();
+        let ticker = &self.ticker;
         let _running = ticker.running();
         let deadline = self.store.data().core.deadline;
         let ran = match entry {
-            Entry::Code(f) => guest::bounded(&ticker, deadline, f.call_async(&mut self.store, ())).await,
-            Entry::Unit(f) => guest::bounded(&ticker, deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
+            Entry::Code(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await,
+            Entry::Unit(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
         };
         let state = self.store.data();
         let code = match ran {

@@ -106,7 +106,7 @@ impl Ticker {
     }
 
     /// Guest code is about to run: the ticker ticks while the guard lives.
-    pub(crate) fn running(&self) -> Running {
+    pub(crate) fn running(&self) -> Running<'_> {
         let shared = &self.shared;
         let shard = SHARD.with(|s| *s);
         shared.active[shard].0.fetch_add(1, Ordering::SeqCst);
@@ -118,12 +118,12 @@ impl Ticker {
         {
             thread.unpark();
         }
-        Running { shared: Arc::clone(shared), shard }
+        Running { shared, shard }
     }
 
     /// An alarm that goes off at `deadline`.
-    pub(crate) fn alarm(&self, deadline: Instant) -> Alarm {
-        Alarm { shared: Arc::clone(&self.shared), deadline, id: None }
+    pub(crate) fn alarm(&self, deadline: Instant) -> Alarm<'_> {
+        Alarm { shared: &self.shared, deadline, id: None }
     }
 }
 
@@ -182,13 +182,17 @@ fn fire(shared: &Shared) {
 /// call. Unlike `tokio::time`, it needs no time driver in the caller's
 /// runtime. The ticker ticks while a [`Running`] guard lives: hold one
 /// meanwhile.
-pub(crate) struct Alarm {
-    shared: Arc<Shared>,
+///
+/// It borrows its ticker rather than holding a clone: a call on each core
+/// would otherwise write the ticker's reference count, one cache line
+/// bounced between the cores, on every call.
+pub(crate) struct Alarm<'a> {
+    shared: &'a Shared,
     deadline: Instant,
     id: Option<u64>,
 }
 
-impl Alarm {
+impl Alarm<'_> {
     /// Ready once the deadline has passed (or the ticker stopped); else set
     /// (or renew) the alarm to wake this task.
     pub(crate) fn poll_alarm(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -207,7 +211,7 @@ impl Alarm {
     }
 }
 
-impl Future for Alarm {
+impl Future for Alarm<'_> {
     type Output = ();
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -215,7 +219,7 @@ impl Future for Alarm {
     }
 }
 
-impl Drop for Alarm {
+impl Drop for Alarm<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
             lock(&self.shared.alarms).remove(&id);
@@ -227,12 +231,12 @@ impl Drop for Alarm {
 /// (It may be dropped on another thread than it was made on: it remembers
 /// its shard.)
 #[must_use]
-pub(crate) struct Running {
-    shared: Arc<Shared>,
+pub(crate) struct Running<'a> {
+    shared: &'a Shared,
     shard: usize,
 }
 
-impl Drop for Running {
+impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.shared.active[self.shard].0.fetch_sub(1, Ordering::SeqCst);
     }
