@@ -282,7 +282,12 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
     core.stdout.clear();
     core.stderr.clear();
     core.logs.reset();
-    core.in_reach = ToolSecrets::clone(&run.secrets);
+    // The same tool called again on this instance: its secrets are in reach
+    // already (cloning them anew would write their reference count, which
+    // every core calling the tool shares).
+    if !Arc::ptr_eq(&core.in_reach, &run.secrets) {
+        core.in_reach = ToolSecrets::clone(&run.secrets);
+    }
     core.log_sink = run.log.clone();
     core.client = run.client.clone();
     core.progress_token = run.progress_token.clone();
