@@ -74,6 +74,21 @@ impl Server {
     fn requests(&self) -> Vec<String> {
         self.log.lock().expect("log").clone()
     }
+
+    /// The requests logged, once at least `count` of them name `path`
+    /// (within 20 s): the server logs each request on stderr as it answers
+    /// it, and a thread of the test reads the lines, so the client can have
+    /// its answer before the line is read.
+    fn requests_once(&self, count: usize, path: &str) -> Vec<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let requests = self.requests();
+            if requests.iter().filter(|r| r.contains(path)).count() >= count || std::time::Instant::now() > deadline {
+                return requests;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Server {
@@ -175,10 +190,11 @@ async fn an_https_plugin_is_refused_on_a_wrong_digest_and_with_the_right_one_loa
     let (registry, report) = load(&config, &downloads).await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     assert_eq!(add(&registry, "calc__add").await, "5");
-    let fetched = server.requests().iter().filter(|r| r.contains("/calculator.wasm")).count();
+    let requests = server.requests_once(2, "/calculator.wasm");
+    let fetched = requests.iter().filter(|r| r.contains("/calculator.wasm")).count();
     // The wrong pin's download and this one (the untrusted attempt never
     // got past the handshake).
-    assert_eq!(fetched, 2, "{:?}", server.requests());
+    assert_eq!(fetched, 2, "{requests:?}");
     server.stop();
     let (registry, report) = load(&config, &downloads).await;
     assert!(report.failures.is_empty(), "offline: {:?}", report.failures);
@@ -252,7 +268,7 @@ async fn a_download_is_not_redirected_to_a_host_the_runtime_may_not_reach() {
         Some(SourceError::HostNotAllowed { host, .. }) => assert_eq!(host, &format!("localhost:{}", server.port)),
         other => panic!("not refused for its host: {other:?} ({failure})"),
     }
-    let asked: Vec<String> = server.requests();
+    let asked: Vec<String> = server.requests_once(1, "/moved.wasm");
     assert!(asked.iter().any(|r| r.contains("/moved.wasm")), "{asked:?}");
     assert!(!asked.iter().any(|r| r.contains("/calculator.wasm")), "the redirect was followed: {asked:?}");
 
