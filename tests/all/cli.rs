@@ -370,6 +370,34 @@ fn bench_reports_throughput_and_latency() {
 }
 
 #[test]
+fn bench_runs_separate_processes_at_once_to_measure_the_ceiling() {
+    let plugin = path(example("calculator"));
+    let output =
+        run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "200", "--processes", "2", "--json"], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report = json_stdout(&output);
+    assert_eq!(report["processes"], 2, "{report}");
+    assert_eq!(report["calls"], 400, "{report}");
+    assert_eq!(report["failures"], 0, "{report}");
+    let each = report["reports"].as_array().expect("a report per process");
+    assert_eq!(each.len(), 2, "{report}");
+    assert!(each.iter().all(|r| r["calls"] == 200 && r["concurrency"] == 1), "{report}");
+    let longest = each.iter().filter_map(|r| r["seconds"].as_f64()).fold(0.0, f64::max);
+    assert_eq!(report["seconds"].as_f64(), Some(longest), "{report}");
+
+    let text = run(&["bench", &plugin, "add", r#"{"a":1,"b":2}"#, "--calls", "50", "--processes", "2"], None);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.starts_with("calculator.add: 2 processes at once, 50 calls each"), "{stdout}");
+
+    // Processes that cannot measure: their exit code, and why.
+    let output = run(&["bench", &plugin, "add", r#"{"a":"one"}"#, "--processes", "2"], None);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("invalid arguments for tool `add`"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("ended before measuring"), "{}", stderr(&output));
+}
+
+#[test]
 fn bench_refuses_bad_arguments_once_and_counts_failures() {
     let output = run(&["bench", &path(example("calculator")), "add", r#"{"a":"one"}"#, "--calls", "10"], None);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));

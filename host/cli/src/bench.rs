@@ -224,6 +224,12 @@ pub(crate) struct Args {
     /// Concurrent callers.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) concurrency: u16,
+    /// Run the measurement in N separate processes at the same moment (each
+    /// its own load and callers) and report their throughput together: the
+    /// machine's ceiling for N independent copies that share nothing, to
+    /// compare with --concurrency N in one process.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) processes: u16,
     /// Print the figures as JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -233,8 +239,15 @@ pub(crate) struct Args {
     pub(crate) options: PluginOptions,
 }
 
+/// Set in the processes `--processes` starts: load, say `ready` on stdout,
+/// and measure once a line comes on stdin (all of them start together).
+const BARRIER: &str = "TOOLHOST_BENCH_BARRIER";
+
 pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
-    let Args { plugin, tool, arguments, calls, concurrency, json, secrets, mut options } = args;
+    if args.processes > 1 {
+        return processes(usize::from(args.processes), args.json).await;
+    }
+    let Args { plugin, tool, arguments, calls, concurrency, json, secrets, mut options, .. } = args;
     let (pairs, _) = options.config(Some("bench")).map_err(usage)?;
     let concurrency = usize::from(concurrency);
     // Enough idle instances for every caller, unless told otherwise.
@@ -245,6 +258,17 @@ pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
     let load_seconds = started.elapsed().as_secs_f64();
     // Refuse bad arguments once, not on every call.
     plugin.validate_arguments(&tool, arguments.clone())?;
+    if std::env::var_os(BARRIER).is_some() {
+        use tokio::io::AsyncBufReadExt;
+        println!("ready");
+        std::io::Write::flush(&mut std::io::stdout())
+            .map_err(|e| harness(format!("cannot wait for the other processes: {e}")))?;
+        let mut go = String::new();
+        tokio::io::BufReader::new(tokio::io::stdin())
+            .read_line(&mut go)
+            .await
+            .map_err(|e| harness(format!("cannot wait for the other processes: {e}")))?;
+    }
     let mut report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
     report.load_seconds = load_seconds;
     if json {
@@ -287,4 +311,123 @@ pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
         );
     }
     Ok(if report.failures == 0 { 0 } else { exit::PLUGIN_FAILED })
+}
+
+/// What `--processes` measured: each process's report, and their calls
+/// over the longest one's time.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProcessesReport {
+    processes: usize,
+    /// Calls made by all of them.
+    calls: u64,
+    /// The longest process's time, in seconds (they start together).
+    seconds: f64,
+    /// All calls over the longest time.
+    calls_per_second: f64,
+    failures: u64,
+    reports: Vec<Value>,
+}
+
+/// A failure of `--processes`' own machinery (not of a plugin's run).
+fn harness(what: String) -> Failure {
+    Failure { code: exit::PLUGIN_FAILED, error: anyhow::anyhow!(what) }
+}
+
+/// `--processes N`: this command again, N times, without `--processes`
+/// and with `--json`, each started at once after all have loaded.
+async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let failed = harness;
+    let exe = std::env::current_exe().map_err(|e| failed(format!("cannot find this program to run it again: {e}")))?;
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut given = std::env::args_os().skip(1);
+    while let Some(arg) = given.next() {
+        match arg.to_str() {
+            Some("--processes") => {
+                given.next();
+            }
+            Some(a) if a.starts_with("--processes=") => {}
+            _ => args.push(arg),
+        }
+    }
+    if !args.iter().any(|a| a == "--json") {
+        args.push("--json".into());
+    }
+    let mut children = Vec::with_capacity(count);
+    for _ in 0..count {
+        let child = tokio::process::Command::new(&exe)
+            .args(&args)
+            .env(BARRIER, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(format!("cannot start a measuring process: {e}")))?;
+        children.push(child);
+    }
+    // Every process loaded and ready, then all told to go at once.
+    let mut outputs = Vec::with_capacity(count);
+    for child in &mut children {
+        let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        out.read_line(&mut line).await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        if line.trim() != "ready" {
+            let status = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
+            return Err(Failure {
+                code: u8::try_from(status).unwrap_or(exit::PLUGIN_FAILED),
+                error: anyhow::anyhow!("a measuring process ended before measuring (exit {status})"),
+            });
+        }
+        outputs.push(out);
+    }
+    for child in &mut children {
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(b"go\n").await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+    }
+    let mut reports = Vec::with_capacity(count);
+    let mut code = 0;
+    for (child, mut out) in children.iter_mut().zip(outputs) {
+        let mut text = String::new();
+        out.read_to_string(&mut text).await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        let status = child.wait().await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        code = code.max(status.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(exit::PLUGIN_FAILED));
+        let report: Value = serde_json::from_str(&text)
+            .map_err(|e| failed(format!("a measuring process printed no report ({e}): {text}")))?;
+        reports.push(report);
+    }
+    let sum = |key: &str| reports.iter().filter_map(|r| r[key].as_u64()).sum::<u64>();
+    let seconds = reports.iter().filter_map(|r| r["seconds"].as_f64()).fold(0.0, f64::max);
+    let calls = sum("calls");
+    let together = ProcessesReport {
+        processes: count,
+        calls,
+        seconds,
+        calls_per_second: if seconds > 0.0 { calls as f64 / seconds } else { 0.0 },
+        failures: sum("failures"),
+        reports,
+    };
+    if json {
+        print_json(&together)?;
+    } else {
+        let first = &together.reports[0];
+        println!(
+            "{}.{}: {} processes at once, {} calls each from {} concurrent caller{}",
+            escaped(first["plugin"].as_str().unwrap_or_default()),
+            escaped(first["tool"].as_str().unwrap_or_default()),
+            count,
+            first["calls"],
+            first["concurrency"],
+            if first["concurrency"] == 1 { "" } else { "s" },
+        );
+        println!(
+            "  throughput:  {:.0} calls/s together (all calls over the longest run, {:.2} s)",
+            together.calls_per_second, seconds
+        );
+        let each: Vec<String> =
+            together.reports.iter().map(|r| format!("{:.0}", r["callsPerSecond"].as_f64().unwrap_or(0.0))).collect();
+        println!("  each:        {} calls/s", each.join(", "));
+        println!("  failures:    {}", together.failures);
+    }
+    Ok(code)
 }
