@@ -523,19 +523,33 @@ impl Registry {
                 // A plugin that changes its own list is asked again; a
                 // toolset whose list changes upstream is loaded again.
                 let reloaded = if there.plugin.has_dynamic_tools() {
-                    redescribe_logged(&there, &log).await
+                    redescribe_started(&there, &log).await
                 } else {
-                    prepare_logged(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds, &log)
+                    log.record(
+                        &id,
+                        SyncEvent::SyncStarted { message: format!("loading {}", source_of(&there.config)) },
+                    );
+                    prepare(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds)
                         .await
                         .map(|(reloaded, _)| reloaded)
                 };
                 drop(there);
-                let Ok(mut reloaded) = reloaded else { continue };
-                reloaded.owned_by_program = owned_by_program;
                 let mut map = set.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                // Overtaken: the toolset was replaced or removed while this
+                // reload ran. The reload and its outcome are dropped, so the
+                // toolset's last outcome stays that of what is there.
                 if !is_current(&map) {
                     return;
                 }
+                let mut reloaded = match reloaded {
+                    Ok(reloaded) => reloaded,
+                    Err(error) => {
+                        drop(map);
+                        log.record(&id, SyncEvent::failed(&error));
+                        continue;
+                    }
+                };
+                reloaded.owned_by_program = owned_by_program;
                 let mut others = map.clone();
                 others.remove(&id);
                 if let Err(error) = admit(&others, &reloaded) {
@@ -543,6 +557,7 @@ impl Registry {
                     log.record(&id, SyncEvent::failed(&Error::from(error)));
                     continue;
                 }
+                log.record(&id, reloaded.synced());
                 let reloaded = Arc::new(reloaded);
                 current = Arc::downgrade(&reloaded);
                 map.insert(id.clone(), reloaded);
@@ -873,19 +888,15 @@ fn settle(
 }
 
 /// A toolset whose plugin said its tool list changed, described again on
-/// the same instances (a plugin that keeps its list in memory keeps it),
-/// with its sync events recorded.
-async fn redescribe_logged(loaded: &LoadedToolset, log: &SyncLog) -> Result<LoadedToolset, Error> {
+/// the same instances (a plugin that keeps its list in memory keeps it).
+/// Records that a sync started; its outcome is the caller's to record (not
+/// if the reload is overtaken).
+async fn redescribe_started(loaded: &LoadedToolset, log: &SyncLog) -> Result<LoadedToolset, Error> {
     let id = &loaded.config.id;
     log.record(id, SyncEvent::SyncStarted { message: "the plugin said its tool list changed".to_owned() });
-    let reloaded = loaded
+    loaded
         .plugin
         .redescribed()
         .await
-        .map(|plugin| settle(plugin, loaded.config.clone(), loaded.fingerprint, loaded.changes.clone()).0);
-    match &reloaded {
-        Ok(reloaded) => log.record(id, reloaded.synced()),
-        Err(error) => log.record(id, SyncEvent::failed(error)),
-    }
-    reloaded
+        .map(|plugin| settle(plugin, loaded.config.clone(), loaded.fingerprint, loaded.changes.clone()).0)
 }

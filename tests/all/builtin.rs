@@ -216,3 +216,86 @@ async fn a_program_registered_toolset_survives_a_sync_that_does_not_name_it() {
     assert!(error.to_string().contains("broken"), "{error}");
     assert!(registry.tool("host__add").is_some());
 }
+
+/// Connects toolset `t` with one more tool each time (`v0`, then `v0` and
+/// `v1`...), each load following `changes`; the second connect waits for
+/// `gate`.
+struct Gated {
+    connects: AtomicUsize,
+    gate: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl toolhost::ToolsetConnector for Gated {
+    fn connect<'a>(
+        &'a self,
+        config: &'a toolhost::ToolsetConfig,
+    ) -> toolhost::BoxFuture<'a, Result<BuiltinToolset, String>> {
+        Box::pin(async move {
+            let n = self.connects.fetch_add(1, Ordering::SeqCst);
+            if n == 1
+                && let Some(gate) = self.gate.lock().await.take()
+            {
+                let _ = gate.await;
+            }
+            let mut toolset = BuiltinToolset::new(config.id.clone()).with_changes(self.changes.subscribe());
+            for i in 0..=n {
+                toolset = toolset.with_tool(BuiltinTool::new(
+                    format!("v{i}"),
+                    "A tool.",
+                    json!({"type": "object"}),
+                    |_| async { Ok(CallToolResult::text("ok")) },
+                ));
+            }
+            Ok(toolset)
+        })
+    }
+}
+
+/// A reload on an upstream change that a change of the toolset overtakes
+/// is dropped with its outcome: the toolset's last sync stays that of the
+/// toolset there (before, the dropped reload's outcome was recorded last,
+/// and a service recording the registry's syncs would have recorded it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_overtaken_by_a_change_leaves_the_last_sync_to_what_is_there() {
+    let (open, gate) = tokio::sync::oneshot::channel();
+    let connector = Arc::new(Gated {
+        connects: AtomicUsize::new(0),
+        gate: tokio::sync::Mutex::new(Some(gate)),
+        changes: tokio::sync::watch::Sender::new(0),
+    });
+    let registry = Registry::new(Arc::new(NoSecrets)).with_connector("gated", Arc::clone(&connector) as _);
+    let config = toolhost::ToolsetConfig { kind: "gated".to_owned(), ..toolhost::ToolsetConfig::builtin("t") };
+    let report = registry.sync(vec![config.clone()]).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+
+    // Upstream changes: the reload (the second connect) waits at the gate.
+    connector.changes.send_modify(|n| *n += 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while connector.connects.load(Ordering::SeqCst) < 2 {
+        assert!(std::time::Instant::now() < deadline, "the change was not followed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Meanwhile the toolset changes (the third connect), then the reload
+    // finishes, overtaken.
+    let changed = toolhost::ToolsetConfig { version: Some("2".to_owned()), ..config };
+    let report = registry.sync(vec![changed]).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    open.send(()).expect("the reload waits");
+    // The overtaken reload's task ends, and with it the first load and
+    // the reload's toolset: what is left subscribed is the changed
+    // toolset's (its connection's receiver, the registry's copy, its
+    // follow task's).
+    while connector.changes.receiver_count() > 3 {
+        assert!(std::time::Instant::now() < deadline, "the overtaken reload did not end");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let names: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["t__v0", "t__v1", "t__v2"]);
+    let last = registry.last_sync("t").expect("a sync");
+    assert_eq!(
+        serde_json::to_value(&last.event).expect("json"),
+        json!({"SyncCompleted": {"message": "3 tools, 3 available", "toolsSynced": 3}}),
+    );
+}
