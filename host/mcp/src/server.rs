@@ -335,8 +335,6 @@ impl McpServer {
     }
 }
 
-/// The tools of `source` a caller holding `scopes` may see (`None`: every
-/// tool), sorted by name.
 /// The `tools/list` answers of registries, each kept until its registry
 /// changes (its [`generation`](Registry::generation) moves): listing 10,000
 /// tools does not clone and convert each tool's schemas again for every
@@ -400,6 +398,8 @@ impl Listings {
     }
 }
 
+/// The tools of `source` a caller holding `scopes` may see (`None`: every
+/// tool), sorted by name.
 fn tools_of(source: &Resolved<'_>, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
     match source {
         Resolved::Plugin(plugin) => {
