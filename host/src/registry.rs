@@ -525,10 +525,7 @@ impl Registry {
                 let reloaded = if there.plugin.has_dynamic_tools() {
                     redescribe_started(&there, &log).await
                 } else {
-                    log.record(
-                        &id,
-                        SyncEvent::SyncStarted { message: format!("loading {}", source_of(&there.config)) },
-                    );
+                    log.record(&id, loading(&there.config));
                     prepare(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds)
                         .await
                         .map(|(reloaded, _)| reloaded)
@@ -764,13 +761,18 @@ async fn prepare_logged(
     log: &SyncLog,
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let id = config.id.clone();
-    log.record(&id, SyncEvent::SyncStarted { message: format!("loading {}", source_of(&config)) });
+    log.record(&id, loading(&config));
     let prepared = prepare(runtime, config, secrets, kinds).await;
     match &prepared {
         Ok((loaded, _)) => log.record(&id, loaded.synced()),
         Err(error) => log.record(&id, SyncEvent::failed(error)),
     }
     prepared
+}
+
+/// The `SyncStarted` of loading a toolset from its configuration.
+fn loading(config: &ToolsetConfig) -> SyncEvent {
+    SyncEvent::SyncStarted { message: format!("loading {}", source_of(config)) }
 }
 
 /// Load a toolset's plugin (or built-in tools) and work out its tools'

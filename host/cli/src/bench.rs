@@ -338,8 +338,7 @@ fn harness(what: String) -> Failure {
 /// and with `--json`, each started at once after all have loaded.
 async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    let failed = harness;
-    let exe = std::env::current_exe().map_err(|e| failed(format!("cannot find this program to run it again: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| harness(format!("cannot find this program to run it again: {e}")))?;
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut given = std::env::args_os().skip(1);
     while let Some(arg) = given.next() {
@@ -363,7 +362,7 @@ async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| failed(format!("cannot start a measuring process: {e}")))?;
+            .map_err(|e| harness(format!("cannot start a measuring process: {e}")))?;
         children.push(child);
     }
     // Every process loaded and ready, then all told to go at once.
@@ -371,7 +370,7 @@ async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
     for child in &mut children {
         let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped"));
         let mut line = String::new();
-        out.read_line(&mut line).await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        out.read_line(&mut line).await.map_err(|e| harness(format!("a measuring process: {e}")))?;
         if line.trim() != "ready" {
             let status = child.wait().await.ok().and_then(|s| s.code()).unwrap_or(-1);
             return Err(Failure {
@@ -383,17 +382,17 @@ async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
     }
     for child in &mut children {
         let mut stdin = child.stdin.take().expect("piped");
-        stdin.write_all(b"go\n").await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        stdin.write_all(b"go\n").await.map_err(|e| harness(format!("a measuring process: {e}")))?;
     }
     let mut reports = Vec::with_capacity(count);
     let mut code = 0;
     for (child, mut out) in children.iter_mut().zip(outputs) {
         let mut text = String::new();
-        out.read_to_string(&mut text).await.map_err(|e| failed(format!("a measuring process: {e}")))?;
-        let status = child.wait().await.map_err(|e| failed(format!("a measuring process: {e}")))?;
+        out.read_to_string(&mut text).await.map_err(|e| harness(format!("a measuring process: {e}")))?;
+        let status = child.wait().await.map_err(|e| harness(format!("a measuring process: {e}")))?;
         code = code.max(status.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(exit::PLUGIN_FAILED));
         let report: Value = serde_json::from_str(&text)
-            .map_err(|e| failed(format!("a measuring process printed no report ({e}): {text}")))?;
+            .map_err(|e| harness(format!("a measuring process printed no report ({e}): {text}")))?;
         reports.push(report);
     }
     let sum = |key: &str| reports.iter().filter_map(|r| r[key].as_u64()).sum::<u64>();
