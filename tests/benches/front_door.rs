@@ -24,7 +24,7 @@
 //! release build (`cargo bench` builds `toolhost` in the bench's profile).
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -152,14 +152,22 @@ impl StdioServer {
         })
     }
 
-    fn spawn(&self) -> Child {
-        Command::new(&self.program)
+    /// Start it and complete the handshake (`initialize`, then
+    /// `notifications/initialized`): the process, its stdin, its stdout.
+    fn start(&self) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+        let mut child = Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.program))
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.program));
+        let mut input = child.stdin.take().expect("stdin");
+        let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+        send(&mut input, &initialize());
+        answer_to(&mut output, 0);
+        send(&mut input, &initialized());
+        (child, input, output)
     }
 
     /// The `tools/call` of `add` with request id `id`.
@@ -171,7 +179,7 @@ impl StdioServer {
 }
 
 /// Send one message on a line.
-fn send(input: &mut std::process::ChildStdin, message: &Value) {
+fn send(input: &mut ChildStdin, message: &Value) {
     let mut bytes = message.to_string().into_bytes();
     bytes.push(b'\n');
     input.write_all(&bytes).expect("write");
@@ -206,12 +214,7 @@ fn start_time(server: &StdioServer) {
     let mut tools = 0;
     for round in 0..11 {
         let started = Instant::now();
-        let mut child = server.spawn();
-        let mut input = child.stdin.take().expect("stdin");
-        let mut output = BufReader::new(child.stdout.take().expect("stdout"));
-        send(&mut input, &initialize());
-        answer_to(&mut output, 0);
-        send(&mut input, &initialized());
+        let (mut child, mut input, mut output) = server.start();
         send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
         let listed = answer_to(&mut output, 1);
         if round > 0 {
@@ -233,13 +236,8 @@ fn start_time(server: &StdioServer) {
 
 fn stdio(server: &StdioServer) {
     start_time(server);
-    let mut child = server.spawn();
-    let mut input = child.stdin.take().expect("stdin");
-    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let (mut child, mut input, mut output) = server.start();
     let mut line = String::new();
-    send(&mut input, &initialize());
-    answer_to(&mut output, 0);
-    send(&mut input, &initialized());
 
     for in_flight in [1, 16, CONCURRENCY] {
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
