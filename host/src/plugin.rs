@@ -25,6 +25,7 @@ use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, Interface, NotAPlugin};
 use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
 use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
+use crate::runtime::kernel;
 use crate::runtime::outcome::{CallOutput, RunError};
 use crate::runtime::{EngineKind, Runtime};
 use crate::sandbox::{Limits, PathGrant, Policy};
@@ -346,17 +347,43 @@ impl PluginBuilder {
         let cache = self.cache.clone().unwrap_or_else(|| self.runtime.module_cache().clone());
         #[cfg(not(feature = "cache"))]
         let cache = NoCache;
-        let (source, loading) = (self.source.clone(), name.clone());
-        let (module, compiled) = tokio::task::spawn_blocking(move || compile(&loading, &source, &cache, &engine))
-            .await
-            .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+        let (source, loading, runtime) = (self.source.clone(), name.clone(), self.runtime.clone());
+        // The kernel belongs to the runtime: it goes in the runtime's cache,
+        // whichever cache this plugin was given.
+        #[cfg(feature = "cache")]
+        let kernel_cache = self.runtime.module_cache().clone();
+        #[cfg(not(feature = "cache"))]
+        let kernel_cache = NoCache;
+        let (module, compiled) = tokio::task::spawn_blocking(move || {
+            let compiled = compile(&loading, &source, &cache, &engine)?;
+            if compiled.0.module().is_some() {
+                // The kernel's Wasm half, once per engine, on this thread too.
+                let engines = runtime.engines(kind).map_err(Error::Host)?;
+                engines
+                    .extism_kernel(|engine| {
+                        let (compiled, info) = kernel_cache
+                            .load_or_compile(engine, kernel::WAT.as_bytes(), PluginKind::Extism)
+                            .map_err(|e| e.to_string())?;
+                        tracing::debug!(cache = %info.cache, elapsed = ?info.elapsed, "the Extism kernel is ready");
+                        compiled.module().cloned().ok_or_else(|| "it is not a core module".to_owned())
+                    })
+                    .map_err(Error::Host)?;
+            }
+            Ok::<_, Error>(compiled)
+        })
+        .await
+        .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let module = Arc::new(match module {
             Compiled::Module(module) => {
                 let linker = engines.extism_linker().map_err(|e| Error::Host(e.to_string()))?;
+                // (Made by the loading thread above.)
+                let kernel = engines
+                    .extism_kernel(|_| Err("it was not compiled when the plugin was".to_owned()))
+                    .map_err(Error::Host)?;
                 Module::Extism(
-                    ExtismModule::new(linker, module, &self.host_functions)
+                    ExtismModule::new(linker, kernel, module, &self.host_functions)
                         .map_err(|NotAPlugin(message)| load_error(message))?,
                 )
             }

@@ -301,3 +301,35 @@ async fn guest_logs_are_capped_per_call(flavour: Flavour) {
     assert!(long.len() < 200 << 10, "{} bytes on stderr", long.len());
     assert!(long.contains("cut: the line was 100000 bytes"), "{}", &long[..500.min(long.len())]);
 }
+
+/// What `kernel_probe` saw of the Extism kernel memory.
+async fn probe(plugin: &Plugin, needle: &str) -> serde_json::Value {
+    let needle_hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
+    let result = within_20s(plugin.call_tool("kernel_probe", json!({"needle_hex": needle_hex}))).await.expect("probe");
+    serde_json::from_str(&text_of(&result)).expect("the probe answers JSON")
+}
+
+/// The Extism kernel memory is where a plugin and the host exchange bytes:
+/// outside its blocks a plugin reads 0 and its stores do nothing (the
+/// host's header below them included), and nothing an earlier call left
+/// there, such as another caller's arguments, can be read back.
+#[tokio::test]
+async fn the_kernel_memory_shows_a_plugin_nothing_outside_its_blocks_nor_an_earlier_calls_input() {
+    // One instance, so every call runs on the same kernel memory.
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    let secret = "another caller's secret 7f3a9c";
+    let earlier = json!({"secret": secret, "padding": "x".repeat(8192)});
+    within_20s(plugin.call_tool("ok", earlier)).await.expect("the earlier call");
+
+    let seen = probe(&plugin, secret).await;
+    assert_eq!(seen["outside"], json!([0, 0, 0, 0, 0, 0, 0, 0, 0]), "{seen}");
+    assert_eq!(seen["input_past_end"], 0, "{seen}");
+    assert_eq!(seen["found"], false, "the earlier call's input was readable: {seen}");
+    // The scan does see what is there: its own input.
+    let own = probe(&plugin, "needle_hex").await;
+    assert_eq!(own["found"], true, "{own}");
+    assert!(own["nonzero_bytes"].as_u64().unwrap() < 4096, "{own}");
+
+    // The stores outside did no harm: the instance still answers.
+    assert_eq!(text_of(&within_20s(plugin.call_tool("ok", json!({}))).await.expect("ok")), "fine");
+}

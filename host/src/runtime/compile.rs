@@ -20,6 +20,15 @@ pub(crate) enum Compiled {
 }
 
 impl Compiled {
+    /// The core module, if it is one (not a component).
+    pub(crate) fn module(&self) -> Option<&Module> {
+        match self {
+            Compiled::Module(module) => Some(module),
+            #[cfg(feature = "component")]
+            Compiled::Component(_) => None,
+        }
+    }
+
     /// Compile `wasm` as a plugin of `kind`.
     pub(crate) fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
         Ok(match kind {

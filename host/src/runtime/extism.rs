@@ -15,13 +15,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wasmtime::{Caller, Engine, ExternType, FuncType, InstancePre, Linker, Module, Store, TypedFunc, Val, ValType};
+use wasmtime::{
+    AsContextMut, Caller, Engine, ExternType, FuncType, Instance, InstancePre, Linker, Module, Store, TypedFunc, Val,
+    ValType,
+};
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::files::P1Guest;
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
-use super::kernel::Kernel;
+use super::kernel::{self, Kernel};
 use super::outcome::Stop;
 use super::output;
 use crate::context::LogLevel;
@@ -89,29 +92,49 @@ pub(crate) struct State {
     pub(crate) http_headers: Option<BTreeMap<String, String>>,
 }
 
-impl State {
-    /// Copy bytes into a new kernel block (the null handle for none),
-    /// trapping when the memory budget is spent.
-    pub(crate) fn write_new(&mut self, bytes: &[u8]) -> wasmtime::Result<u64> {
-        self.kernel.write_new(bytes, &mut self.core.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+impl kernel::HasKernel for State {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
     }
 
-    /// The bytes of a live block, copied, and the block freed (host
-    /// functions take ownership of the handles they are given).
-    pub(crate) fn take_block(&mut self, handle: u64, what: &str) -> wasmtime::Result<Vec<u8>> {
-        let bytes = self
-            .kernel
-            .block_bytes(handle)
-            .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for {what}"))))?
-            .to_vec();
-        self.kernel.free(handle);
-        Ok(bytes)
+    fn kernel_mut(&mut self) -> (&mut Kernel, &mut dyn kernel::Budget) {
+        (&mut self.kernel, &mut self.core.memory)
     }
+}
 
-    fn take_string(&mut self, handle: u64, what: &str) -> wasmtime::Result<String> {
-        let bytes = self.take_block(handle, what)?;
-        String::from_utf8(bytes).map_err(|_| wasmtime::Error::new(Stop::Host(format!("the {what} is not UTF-8"))))
-    }
+/// The kernel memory's bytes and the state, borrowed together.
+pub(crate) fn kernel_parts<'a>(
+    store: impl Into<wasmtime::StoreContextMut<'a, State>>,
+) -> wasmtime::Result<(&'a mut [u8], &'a mut State)> {
+    kernel::parts(store).ok_or_else(|| wasmtime::Error::new(Stop::Host("the kernel memory is missing".to_owned())))
+}
+
+/// Copy bytes into a new kernel block (the null handle for none),
+/// trapping when the memory budget is spent.
+pub(crate) fn write_new(store: &mut impl AsContextMut<Data = State>, bytes: &[u8]) -> wasmtime::Result<u64> {
+    kernel::write_new(store, bytes).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+}
+
+/// The bytes of a live block, copied, and the block freed (host functions
+/// take ownership of the handles they are given).
+pub(crate) fn take_block(
+    store: &mut impl AsContextMut<Data = State>,
+    handle: u64,
+    what: &str,
+) -> wasmtime::Result<Vec<u8>> {
+    let (mem, state) = kernel_parts(store.as_context_mut())?;
+    let bytes = state
+        .kernel
+        .block(mem, handle)
+        .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for {what}"))))?
+        .to_vec();
+    state.kernel.free(mem, handle);
+    Ok(bytes)
+}
+
+fn take_string(store: &mut impl AsContextMut<Data = State>, handle: u64, what: &str) -> wasmtime::Result<String> {
+    let bytes = take_block(store, handle, what)?;
+    String::from_utf8(bytes).map_err(|_| wasmtime::Error::new(Stop::Host(format!("the {what} is not UTF-8"))))
 }
 
 /// The linker of an engine: every host function of `extism:host/env` and
@@ -125,25 +148,23 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut State| &mut state.wasi)?;
     super::files::cap_p1(&mut linker)?;
 
-    // The kernel: memory blocks, input, output, error.
+    // The kernel's host half: blocks, output and error. (Its Wasm half,
+    // the functions that copy bytes, is linked per instance.)
     linker.func_wrap(ENV, "alloc", |mut c: Caller<'_, State>, n: u64| -> wasmtime::Result<u64> {
-        let state = c.data_mut();
-        state.kernel.alloc(n, &mut state.core.memory).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
+        kernel::alloc(&mut c, n, true).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
     })?;
-    linker.func_wrap(ENV, "free", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.free(h))?;
+    linker.func_wrap(ENV, "free", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<()> {
+        let (mem, state) = kernel_parts(&mut c)?;
+        state.kernel.free(mem, h);
+        Ok(())
+    })?;
     linker.func_wrap(ENV, "length", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
     linker.func_wrap(ENV, "length_unsafe", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
-    linker.func_wrap(ENV, "load_u8", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u8(h))?;
-    linker.func_wrap(ENV, "load_u64", |c: Caller<'_, State>, h: u64| c.data().kernel.load_u64(h))?;
-    linker.func_wrap(ENV, "store_u8", |mut c: Caller<'_, State>, h: u64, v: u32| c.data_mut().kernel.store_u8(h, v))?;
-    linker
-        .func_wrap(ENV, "store_u64", |mut c: Caller<'_, State>, h: u64, v: u64| c.data_mut().kernel.store_u64(h, v))?;
-    linker.func_wrap(ENV, "input_load_u8", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u8(o))?;
-    linker.func_wrap(ENV, "input_load_u64", |c: Caller<'_, State>, o: u64| c.data().kernel.input_load_u64(o))?;
-    linker.func_wrap(ENV, "input_length", |c: Caller<'_, State>| c.data().kernel.input_length())?;
-    linker.func_wrap(ENV, "input_offset", |c: Caller<'_, State>| c.data().kernel.input_offset())?;
-    linker
-        .func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| c.data_mut().kernel.input_set(h, n))?;
+    linker.func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| -> wasmtime::Result<()> {
+        let (mem, state) = kernel_parts(&mut c)?;
+        state.kernel.input_set(mem, h, n);
+        Ok(())
+    })?;
     linker.func_wrap(ENV, "output_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
         c.data_mut().kernel.output_set(h, n)
     })?;
@@ -152,36 +173,48 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "error_set", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.error_set(h))?;
     linker.func_wrap(ENV, "error_get", |c: Caller<'_, State>| c.data().kernel.error_get())?;
     linker.func_wrap(ENV, "memory_bytes", |c: Caller<'_, State>| c.data().kernel.memory_bytes())?;
-    linker.func_wrap(ENV, "reset", |mut c: Caller<'_, State>| {
-        let state = c.data_mut();
-        state.kernel.reset(&mut state.core.memory);
+    linker.func_wrap(ENV, "reset", |mut c: Caller<'_, State>| -> wasmtime::Result<()> {
+        let (mem, state) = kernel_parts(&mut c)?;
+        state.kernel.reset(mem, &mut state.core.memory);
+        Ok(())
     })?;
+    // The Wasm half's functions, declared with their types so that a
+    // plugin's imports are checked in full at load. An instance imports the
+    // Wasm half's own functions in their place (`instantiate`): these are
+    // never called.
+    for &name in kernel::WASM_FUNCTIONS {
+        let Some((_, params, results)) = ENV_FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
+            return Err(wasmtime::format_err!("the kernel's `{name}` has no signature"));
+        };
+        let ty = FuncType::new(engine, params.iter().cloned(), results.iter().cloned());
+        linker.func_new(ENV, name, ty, move |_, _, _| {
+            Err(wasmtime::Error::new(Stop::Host(format!("`{name}` is the kernel's Wasm half's, linked per instance"))))
+        })?;
+    }
 
     // Config and variables.
     linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let state = c.data_mut();
-        let key = state.take_string(key, "config key")?;
-        match state.core.config_value(&key).map(str::to_owned) {
-            Some(value) => state.write_new(value.as_bytes()),
+        let key = take_string(&mut c, key, "config key")?;
+        match c.data().core.config_value(&key).map(str::to_owned) {
+            Some(value) => write_new(&mut c, value.as_bytes()),
             None => Ok(0),
         }
     })?;
     linker.func_wrap(ENV, "var_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let state = c.data_mut();
-        let key = state.take_string(key, "var key")?;
-        match state.vars.get(&key).cloned() {
-            Some(value) => state.write_new(&value),
+        let key = take_string(&mut c, key, "var key")?;
+        match c.data().vars.get(&key).cloned() {
+            Some(value) => write_new(&mut c, &value),
             None => Ok(0),
         }
     })?;
     linker.func_wrap(ENV, "var_set", |mut c: Caller<'_, State>, key: u64, value: u64| -> wasmtime::Result<()> {
-        let state = c.data_mut();
-        let key = state.take_string(key, "var key")?;
+        let key = take_string(&mut c, key, "var key")?;
         if value == 0 {
-            state.vars.remove(&key);
+            c.data_mut().vars.remove(&key);
             return Ok(());
         }
-        let value = state.take_block(value, "var value")?;
+        let value = take_block(&mut c, value, "var value")?;
+        let state = c.data_mut();
         let held: usize = state.vars.iter().filter(|(k, _)| **k != key).map(|(k, v)| k.len() + v.len()).sum();
         if held + key.len() + value.len() > MAX_VAR_BYTES {
             return Err(wasmtime::Error::new(Stop::Host(format!(
@@ -196,9 +229,9 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     // HTTP, through the allowed-host grants.
     linker.func_wrap_async(ENV, "http_request", |mut c: Caller<'_, State>, (request, body): (u64, u64)| {
         Box::new(async move {
+            let description = take_block(&mut c, request, "HTTP request")?;
+            let body = if body == 0 { None } else { Some(take_block(&mut c, body, "HTTP request body")?) };
             let state = c.data_mut();
-            let description = state.take_block(request, "HTTP request")?;
-            let body = if body == 0 { None } else { Some(state.take_block(body, "HTTP request body")?) };
             state.http_status = 0;
             state.http_headers = None;
             let (allowed, deadline) = (state.core.env.allowed_hosts.clone(), state.core.deadline);
@@ -206,19 +239,16 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
             let state = c.data_mut();
             state.http_status = response.status;
             state.http_headers = Some(response.headers);
-            state.write_new(&response.body)
+            write_new(&mut c, &response.body)
         })
     })?;
     linker.func_wrap(ENV, "http_status_code", |c: Caller<'_, State>| i32::from(c.data().http_status))?;
     linker.func_wrap(ENV, "http_headers", |mut c: Caller<'_, State>| -> wasmtime::Result<u64> {
-        let state = c.data_mut();
-        match &state.http_headers {
-            Some(headers) => {
-                let json = serde_json::to_vec(headers).unwrap_or_default();
-                state.write_new(&json)
-            }
-            None => Ok(0),
-        }
+        let Some(json) = c.data().http_headers.as_ref().map(|headers| serde_json::to_vec(headers).unwrap_or_default())
+        else {
+            return Ok(0);
+        };
+        write_new(&mut c, &json)
     })?;
 
     // Logs, into the host's tracing, tagged with the plugin's name, and to
@@ -236,17 +266,17 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
 }
 
 fn log(mut caller: Caller<'_, State>, level: LogLevel, handle: u64) -> wasmtime::Result<()> {
-    let state = caller.data_mut();
+    let (mem, state) = kernel_parts(&mut caller)?;
     if !state.core.wants_log(level) {
-        state.kernel.free(handle);
+        state.kernel.free(mem, handle);
         return Ok(());
     }
     // At most a line's worth is read, within the call's log budget.
-    let Some(bytes) = state.kernel.block_bytes(handle) else {
+    let Some(bytes) = state.kernel.block(mem, handle) else {
         return Err(wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for log message"))));
     };
     state.core.log(level, bytes);
-    state.kernel.free(handle);
+    state.kernel.free(mem, handle);
     Ok(())
 }
 
@@ -310,9 +340,14 @@ pub(crate) const OFFER_EXPORTS: &[&str] = &[
     "on_roots_list_changed",
 ];
 
-/// A compiled Extism plugin with its imports resolved.
+/// A compiled Extism plugin with its imports checked.
 pub(crate) struct ExtismModule {
-    pre: InstancePre<State>,
+    module: Module,
+    /// The host functions it imports (the engine's, or a copy with the
+    /// embedder's functions).
+    linker: Arc<Linker<State>>,
+    /// The kernel's Wasm half, instantiated first in each store.
+    kernel: InstancePre<State>,
     interface: Interface,
     /// The entry points the module exports, by name.
     entries: Vec<(&'static str, Shape)>,
@@ -332,7 +367,8 @@ impl ExtismModule {
     /// module may import any of them from `extism:host/user`; one named as
     /// a function of hyper-mcp's takes its place).
     pub(crate) fn new(
-        linker: &Linker<State>,
+        linker: &Arc<Linker<State>>,
+        kernel: &InstancePre<State>,
         module: Module,
         functions: &[HostFunction],
     ) -> Result<ExtismModule, NotAPlugin> {
@@ -422,19 +458,21 @@ impl ExtismModule {
         }
         let init = detect_init(&module);
         let cannot = |e: wasmtime::Error| NotAPlugin(format!("its imports cannot be satisfied ({e})"));
-        let pre = if user.is_empty() {
-            linker.instantiate_pre(&module).map_err(cannot)?
+        let linker = if user.is_empty() {
+            Arc::clone(linker)
         } else {
-            let mut linker = linker.clone();
+            let mut linker = Linker::clone(linker);
             // The embedder's function takes the place of hyper-mcp's of
             // the same name.
             linker.allow_shadowing(true);
             for (function, ty, returns) in user {
                 define_user(&mut linker, function, ty, returns).map_err(cannot)?;
             }
-            linker.instantiate_pre(&module).map_err(cannot)?
+            Arc::new(linker)
         };
-        Ok(ExtismModule { pre, interface, entries, init, dynamic_tools })
+        // Every import is checked here, once, with its type.
+        linker.instantiate_pre(&module).map_err(cannot)?;
+        Ok(ExtismModule { module, linker, kernel: kernel.clone(), interface, entries, init, dynamic_tools })
     }
 
     /// The interface the plugin speaks.
@@ -464,11 +502,31 @@ impl ExtismModule {
             http_status: 0,
             http_headers: None,
         };
-        let mut store = guest::new_store(self.pre.module().engine(), state);
+        let mut store = guest::new_store(self.module.engine(), state);
         let ticker = env.ticker.clone();
         let _running = ticker.running();
         let deadline = store.data().core.deadline;
-        let instance = guest::bounded(&ticker, deadline, self.pre.instantiate_async(&mut store))
+        let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
+        // The kernel first: the plugin imports its Wasm half's functions.
+        let kernel = guest::bounded(&ticker, deadline, self.kernel.instantiate_async(&mut store))
+            .await
+            .map_err(|e| store.data().core.fault(e))?;
+        let memory = kernel
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| Fault::new(FaultKind::Runtime, "the kernel has no memory".to_owned()))?;
+        store.data_mut().kernel.attach(memory);
+        let mut imports = Vec::with_capacity(self.module.imports().len());
+        for import in self.module.imports() {
+            let item = if import.module() == ENV && kernel::WASM_FUNCTIONS.contains(&import.name()) {
+                kernel.get_export(&mut store, import.name())
+            } else {
+                self.linker.get_by_import(&mut store, &import)
+            };
+            imports.push(item.ok_or_else(|| {
+                Fault::new(FaultKind::Runtime, format!("cannot link `{}::{}`", import.module(), import.name()))
+            })?);
+        }
+        let instance = guest::bounded(&ticker, deadline, Instance::new_async(&mut store, &self.module, &imports))
             .await
             .map_err(|e| store.data().core.fault(e))?;
         let func = |store: &mut Store<State>, name: &str| {
@@ -500,7 +558,6 @@ impl ExtismModule {
                     .map_err(|e| store.data().core.fault(e))?;
             }
         }
-        let runtime = |e: wasmtime::Error| Fault::new(FaultKind::Runtime, e.to_string());
         let mut entries = Vec::with_capacity(self.entries.len());
         for &(name, shape) in &self.entries {
             let entry = match shape {
@@ -583,10 +640,10 @@ fn define_user(
             // The import's type was checked at load: every parameter is an i64.
             let handles: Vec<u64> = params.iter().filter_map(Val::i64).map(|h| h as u64).collect();
             Box::new(async move {
-                let state = caller.data_mut();
+                let (mem, state) = kernel_parts(&mut caller)?;
                 let mut inputs = Vec::with_capacity(handles.len());
                 for handle in handles {
-                    let bytes = state.kernel.block_bytes(handle).ok_or_else(|| {
+                    let bytes = state.kernel.block(mem, handle).ok_or_else(|| {
                         wasmtime::Error::new(Stop::Host(format!(
                             "invalid memory handle {handle} passed to the host function `{}`",
                             function.name()
@@ -602,7 +659,7 @@ fn define_user(
                     )))
                 })?;
                 if returns {
-                    results[0] = Val::I64(caller.data_mut().write_new(&answer)? as i64);
+                    results[0] = Val::I64(write_new(&mut caller, &answer)? as i64);
                 }
                 Ok(())
             })
@@ -711,11 +768,10 @@ impl ExtismInstance {
             _ => input,
         };
         let state = self.store.data_mut();
-        state.kernel.reset(&mut state.core.memory);
         state.http_status = 0;
         state.http_headers = None;
-        if state.kernel.set_input(input, &mut state.core.memory).is_err() {
-            return Err(state.core.memory_fault());
+        if kernel::start(&mut self.store, input).is_err() {
+            return Err(self.store.data().core.memory_fault());
         }
         guest::prepare(&mut self.store, run);
         let entry = &self.entries[index].1;
@@ -726,7 +782,7 @@ impl ExtismInstance {
             Entry::Code(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await,
             Entry::Unit(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
         };
-        let state = self.store.data();
+        let (mem, state) = kernel_parts(&mut self.store).map_err(|e| Fault::new(FaultKind::Runtime, e.to_string()))?;
         let code = match ran {
             Ok(code) => code,
             // A WASI exit with status 0 is a normal return (Extism's reading).
@@ -735,7 +791,7 @@ impl ExtismInstance {
                 let mut fault = state.core.fault(e);
                 // A guest that set an error before it trapped said why.
                 if fault.kind == FaultKind::Trap
-                    && let Some(message) = state.kernel.error_message()
+                    && let Some(message) = state.kernel.error_message(mem)
                 {
                     let message = output::short_message(message, &state.core.env.redactor);
                     fault.message = format!("{}; the plugin's error: {message}", fault.message);
@@ -743,7 +799,7 @@ impl ExtismInstance {
                 return Err(fault);
             }
         };
-        if let Some(message) = state.kernel.error_message() {
+        if let Some(message) = state.kernel.error_message(mem) {
             // Only the first few KiB are read: a message is no output.
             return Err(Fault::new(FaultKind::Error, output::short_message(message, &state.core.env.redactor)));
         }
@@ -754,9 +810,8 @@ impl ExtismInstance {
             }
             return Err(Fault::new(FaultKind::Error, message));
         }
-        let state = self.store.data_mut();
         state.core.check_output_size(state.kernel.output_length())?;
-        Ok(state.kernel.output().to_vec())
+        Ok(state.kernel.output(mem).to_vec())
     }
 
     /// Bytes this instance holds against its memory limit (linear memories

@@ -99,14 +99,31 @@ pub(crate) enum EngineKind {
 /// needed.
 pub(crate) struct Engines {
     pub(crate) engine: Engine,
-    extism: OnceLock<Result<wasmtime::Linker<extism::State>, String>>,
+    extism: OnceLock<Result<Arc<wasmtime::Linker<extism::State>>, String>>,
+    /// The Extism kernel's Wasm half ([`kernel::WAT`]), ready to instantiate.
+    kernel: OnceLock<Result<wasmtime::InstancePre<extism::State>, String>>,
     #[cfg(feature = "component")]
     component: OnceLock<Result<wasmtime::component::Linker<component::ComponentState>, String>>,
 }
 
 impl Engines {
-    pub(crate) fn extism_linker(&self) -> Result<&wasmtime::Linker<extism::State>, String> {
-        self.extism.get_or_init(|| extism::linker(&self.engine)).as_ref().map_err(Clone::clone)
+    pub(crate) fn extism_linker(&self) -> Result<&Arc<wasmtime::Linker<extism::State>>, String> {
+        self.extism.get_or_init(|| extism::linker(&self.engine).map(Arc::new)).as_ref().map_err(Clone::clone)
+    }
+
+    /// The Extism kernel's Wasm half, compiled by `compile` the first time
+    /// (through the compiled-module cache).
+    pub(crate) fn extism_kernel(
+        &self,
+        compile: impl FnOnce(&Engine) -> Result<wasmtime::Module, String>,
+    ) -> Result<&wasmtime::InstancePre<extism::State>, String> {
+        self.kernel
+            .get_or_init(|| {
+                let module = compile(&self.engine).map_err(|e| format!("cannot compile the Extism kernel: {e}"))?;
+                self.extism_linker()?.instantiate_pre(&module).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     #[cfg(feature = "component")]
@@ -515,6 +532,7 @@ impl Runtime {
                 Ok(Engines {
                     engine,
                     extism: OnceLock::new(),
+                    kernel: OnceLock::new(),
                     #[cfg(feature = "component")]
                     component: OnceLock::new(),
                 })

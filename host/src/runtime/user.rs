@@ -20,7 +20,7 @@ use wasmtime::{Caller, Linker, ValType};
 
 use std::sync::Arc;
 
-use super::extism::State;
+use super::extism::{State, kernel_parts, write_new};
 use super::guest::{self, GuestCore};
 use super::outcome::Stop;
 use crate::client::{CallClient, ClientNotice, ClientRequest};
@@ -59,7 +59,7 @@ pub(crate) fn signature(takes: bool, returns: bool) -> (Vec<ValType>, Vec<ValTyp
 pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap_async(USER, "create_elicitation", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
-            let mut params = c.data_mut().json_argument(h, "create_elicitation")?;
+            let mut params = json_argument(&mut c, h, "create_elicitation")?;
             // hyper-mcp's `timeout`, in seconds, bounds the wait (within the
             // call's deadline, which bounds it anyway).
             let timeout = params
@@ -75,12 +75,12 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 Ok(answer) => answer,
                 Err(why) => json!({"action": "decline", "content": {"error": why}}),
             };
-            c.data_mut().write_json(&answer)
+            write_json(&mut c, &answer)
         })
     })?;
     linker.func_wrap_async(USER, "create_message", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
-            let params = c.data_mut().json_argument(h, "create_message")?;
+            let params = json_argument(&mut c, h, "create_message")?;
             let core = &c.data().core;
             let params =
                 core.checked_request(ClientRequest::Sampling, params).map_err(|m| host_error("create_message", m))?;
@@ -93,7 +93,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                     "stopReason": "error",
                 }),
             };
-            c.data_mut().write_json(&answer)
+            write_json(&mut c, &answer)
         })
     })?;
     linker.func_wrap_async(USER, "list_roots", |mut c: Caller<'_, State>, (): ()| {
@@ -105,12 +105,12 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                     json!({"roots": []})
                 }
             };
-            c.data_mut().write_json(&answer)
+            write_json(&mut c, &answer)
         })
     })?;
     linker.func_wrap(USER, "notify_logging_message", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<()> {
+        let params = json_argument(&mut c, h, "notify_logging_message")?;
         let state = c.data_mut();
-        let params = state.json_argument(h, "notify_logging_message")?;
         let level = match params.get("level").and_then(Value::as_str) {
             Some("debug") => LogLevel::Debug,
             Some("info" | "notice") => LogLevel::Info,
@@ -140,8 +140,8 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap_async(USER, "notify_progress", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
+            let params = json_argument(&mut c, h, "notify_progress")?;
             let state = c.data_mut();
-            let params = state.json_argument(h, "notify_progress")?;
             let Some(progress) = params.get("progress").filter(|p| p.is_number()).cloned() else {
                 return Err(host_error("notify_progress", "its `progress` is not a number".into()));
             };
@@ -166,7 +166,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap_async(USER, "notify_resource_updated", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
-            let params = c.data_mut().json_argument(h, "notify_resource_updated")?;
+            let params = json_argument(&mut c, h, "notify_resource_updated")?;
             let notice = c
                 .data()
                 .core
@@ -178,7 +178,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap_async(USER, "notify_url_elicitation_completed", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
-            let params = c.data_mut().json_argument(h, "notify_url_elicitation_completed")?;
+            let params = json_argument(&mut c, h, "notify_url_elicitation_completed")?;
             let notice = c
                 .data()
                 .core
@@ -194,8 +194,8 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
     })?;
     linker.func_wrap(USER, "get_keyring_secret", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
+        let params = json_argument(&mut c, h, "get_keyring_secret")?;
         let state = c.data_mut();
-        let params = state.json_argument(h, "get_keyring_secret")?;
         let (Some(service), Some(user)) =
             (params.get("service").and_then(Value::as_str), params.get("user").and_then(Value::as_str))
         else {
@@ -217,16 +217,15 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 String::new()
             }
         };
-        state.write_new(value.as_bytes())
+        write_new(&mut c, value.as_bytes())
     })?;
     linker.func_wrap(USER, "get_access_token", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
-        let state = c.data_mut();
-        state.json_argument(h, "get_access_token")?;
-        state.core.log(
+        json_argument(&mut c, h, "get_access_token")?;
+        c.data_mut().core.log(
             LogLevel::Warn,
             b"get_access_token: toolhost has no OAuth client configured for plugins; answered no token",
         );
-        state.write_json(&Value::Null)
+        write_json(&mut c, &Value::Null)
     })?;
     Ok(())
 }
@@ -308,26 +307,29 @@ fn sampling_params(params: Map<String, Value>) -> Result<Map<String, Value>, Str
     ))
 }
 
-impl State {
-    /// The JSON object a plugin passed to `function` (the block is read,
-    /// not freed: the guest owns it).
-    pub(crate) fn json_argument(&mut self, handle: u64, function: &str) -> wasmtime::Result<Map<String, Value>> {
-        let bytes = self
-            .kernel
-            .block_bytes(handle)
-            .ok_or_else(|| host_error(function, format!("invalid memory handle {handle}")))?;
-        match serde_json::from_slice(bytes) {
-            Ok(Value::Object(map)) => Ok(map),
-            Ok(_) => Err(host_error(function, "it is not a JSON object".into())),
-            Err(e) => Err(host_error(function, format!("it is not JSON ({e})"))),
-        }
+/// The JSON object a plugin passed to `function` (the block is read, not
+/// freed: the guest owns it).
+pub(crate) fn json_argument(
+    c: &mut Caller<'_, State>,
+    handle: u64,
+    function: &str,
+) -> wasmtime::Result<Map<String, Value>> {
+    let (mem, state) = kernel_parts(c)?;
+    let bytes = state
+        .kernel
+        .block(mem, handle)
+        .ok_or_else(|| host_error(function, format!("invalid memory handle {handle}")))?;
+    match serde_json::from_slice(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(host_error(function, "it is not a JSON object".into())),
+        Err(e) => Err(host_error(function, format!("it is not JSON ({e})"))),
     }
+}
 
-    /// `value` as a new block of JSON.
-    fn write_json(&mut self, value: &Value) -> wasmtime::Result<u64> {
-        let bytes = serde_json::to_vec(value).map_err(|e| wasmtime::Error::new(Stop::Host(e.to_string())))?;
-        self.write_new(&bytes)
-    }
+/// `value` as a new block of JSON.
+fn write_json(c: &mut Caller<'_, State>, value: &Value) -> wasmtime::Result<u64> {
+    let bytes = serde_json::to_vec(value).map_err(|e| wasmtime::Error::new(Stop::Host(e.to_string())))?;
+    write_new(c, &bytes)
 }
 
 impl GuestCore {
