@@ -35,7 +35,25 @@ pub fn word_count(Input { text }: Input) -> Structured<Counts> {
 /// Reverse a text, character by character.
 #[tool(title = "Reverse", read_only, idempotent)]
 pub fn reverse(Input { text }: Input) -> String {
-    text.chars().rev().collect()
+    // Reverse the bytes, then put each multi-byte character's bytes back in
+    // order: one pass over the text instead of a push per character.
+    let mut bytes = text.into_bytes();
+    bytes.reverse();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii() {
+            i += 1;
+            continue;
+        }
+        // A reversed character: its continuation bytes, then its first byte.
+        let start = i;
+        while bytes[i] & 0xc0 == 0x80 && i + 1 < bytes.len() {
+            i += 1;
+        }
+        bytes[start..=i].reverse();
+        i += 1;
+    }
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Turn a text into a URL slug: lowercase ASCII letters and digits joined by `-`.
