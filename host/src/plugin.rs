@@ -362,7 +362,7 @@ impl PluginBuilder {
                 engines
                     .extism_kernel(|engine| {
                         let (compiled, info) = kernel_cache
-                            .load_or_compile(engine, kernel::WAT.as_bytes(), PluginKind::Extism)
+                            .load_or_compile(engine, kernel::wat().as_bytes(), PluginKind::Extism)
                             .map_err(|e| e.to_string())?;
                         tracing::debug!(cache = %info.cache, elapsed = ?info.elapsed, "the Extism kernel is ready");
                         compiled.module().cloned().ok_or_else(|| "it is not a core module".to_owned())

@@ -8,7 +8,7 @@
 //! input, `output_set` and `error_set` for its answer.
 //!
 //! The kernel has two halves:
-//! - **A Wasm half** ([`WAT`]): a tiny module instantiated in each plugin's
+//! - **A Wasm half** ([`wat`]): a tiny module instantiated in each plugin's
 //!   store, whose memory *is* the kernel memory. It exports the functions a
 //!   guest calls for every few bytes it copies (`load_u8`, `load_u64`,
 //!   `store_u8`, `store_u64`, `input_load_u8`, `input_load_u64`,
@@ -48,11 +48,14 @@ const INPUT_LENGTH: usize = 16;
 
 /// The handle of the first byte of the blocks: past the header. Loads and
 /// stores below it are outside.
-pub(crate) const BASE: u64 = 32;
+const BASE: u64 = 32;
 
 /// The most kernel memory an instance may have, whatever its memory limit:
 /// a wasm32 memory, 4 GiB at most (as Extism's kernel).
 const MAX_MEMORY: u64 = 4 << 30;
+
+/// Bytes of a Wasm page.
+const PAGE: u64 = 64 * 1024;
 
 /// Book-keeping charged per block, so that a guest making millions of tiny
 /// allocations pays for the metadata too.
@@ -62,53 +65,61 @@ const BLOCK_OVERHEAD: usize = std::mem::size_of::<Block>();
 const KEEP_BLOCKS: usize = 1 << 14;
 
 /// The Wasm half of the kernel, in the text format (wasmtime compiles it
-/// once per engine, through the compiled-module cache like a plugin).
+/// once per engine, through the compiled-module cache like a plugin). The
+/// header's offsets, [`BASE`] and the memory's size come from the
+/// constants the host half uses.
 ///
 /// Every bound is checked in 64 bits before the address is narrowed to 32:
 /// the host keeps `end ≤` the memory's size and the input inside
 /// `[BASE, end)`, so an access the checks let through is in bounds (and,
 /// were the host ever wrong, the access would trap: a fault of this call,
 /// not of the host).
-pub(crate) const WAT: &str = r#"(module
-  (memory (export "memory") 1 65536)
-  ;; end = BASE (32): no blocks yet.
-  (data (i32.const 0) "\20\00\00\00\00\00\00\00")
+pub(crate) fn wat() -> String {
+    // The initial header: `end = BASE`, no blocks yet.
+    let initial_end: String = BASE.to_le_bytes().iter().map(|b| format!("\\{b:02x}")).collect();
+    format!(
+        r#"(module
+  (memory (export "memory") 1 {max_pages})
+  (data (i32.const {END}) "{initial_end}")
   (func (export "load_u8") (param $h i64) (result i32)
     (if (result i32)
-      (i32.and (i64.ge_u (local.get $h) (i64.const 32))
-               (i64.lt_u (local.get $h) (i64.load (i32.const 0))))
+      (i32.and (i64.ge_u (local.get $h) (i64.const {BASE}))
+               (i64.lt_u (local.get $h) (i64.load (i32.const {END}))))
       (then (i32.load8_u (i32.wrap_i64 (local.get $h))))
       (else (i32.const 0))))
   (func (export "load_u64") (param $h i64) (result i64)
     (if (result i64)
-      (i32.and (i64.ge_u (local.get $h) (i64.const 32))
-               (i64.le_u (local.get $h) (i64.sub (i64.load (i32.const 0)) (i64.const 8))))
+      (i32.and (i64.ge_u (local.get $h) (i64.const {BASE}))
+               (i64.le_u (local.get $h) (i64.sub (i64.load (i32.const {END})) (i64.const 8))))
       (then (i64.load (i32.wrap_i64 (local.get $h))))
       (else (i64.const 0))))
   (func (export "store_u8") (param $h i64) (param $v i32)
-    (if (i32.and (i64.ge_u (local.get $h) (i64.const 32))
-                 (i64.lt_u (local.get $h) (i64.load (i32.const 0))))
+    (if (i32.and (i64.ge_u (local.get $h) (i64.const {BASE}))
+                 (i64.lt_u (local.get $h) (i64.load (i32.const {END}))))
       (then (i32.store8 (i32.wrap_i64 (local.get $h)) (local.get $v)))))
   (func (export "store_u64") (param $h i64) (param $v i64)
-    (if (i32.and (i64.ge_u (local.get $h) (i64.const 32))
-                 (i64.le_u (local.get $h) (i64.sub (i64.load (i32.const 0)) (i64.const 8))))
+    (if (i32.and (i64.ge_u (local.get $h) (i64.const {BASE}))
+                 (i64.le_u (local.get $h) (i64.sub (i64.load (i32.const {END})) (i64.const 8))))
       (then (i64.store (i32.wrap_i64 (local.get $h)) (local.get $v)))))
   (func (export "input_load_u8") (param $o i64) (result i32)
     (if (result i32)
-      (i64.lt_u (local.get $o) (i64.load (i32.const 16)))
-      (then (i32.load8_u (i32.wrap_i64 (i64.add (i64.load (i32.const 8)) (local.get $o)))))
+      (i64.lt_u (local.get $o) (i64.load (i32.const {INPUT_LENGTH})))
+      (then (i32.load8_u (i32.wrap_i64 (i64.add (i64.load (i32.const {INPUT})) (local.get $o)))))
       (else (i32.const 0))))
   (func (export "input_load_u64") (param $o i64) (result i64)
     (local $n i64)
-    (local.set $n (i64.load (i32.const 16)))
+    (local.set $n (i64.load (i32.const {INPUT_LENGTH})))
     (if (result i64)
       (i32.and (i64.ge_u (local.get $n) (i64.const 8))
                (i64.le_u (local.get $o) (i64.sub (local.get $n) (i64.const 8))))
-      (then (i64.load (i32.wrap_i64 (i64.add (i64.load (i32.const 8)) (local.get $o)))))
+      (then (i64.load (i32.wrap_i64 (i64.add (i64.load (i32.const {INPUT})) (local.get $o)))))
       (else (i64.const 0))))
-  (func (export "input_length") (result i64) (i64.load (i32.const 16)))
-  (func (export "input_offset") (result i64) (i64.load (i32.const 8)))
-)"#;
+  (func (export "input_length") (result i64) (i64.load (i32.const {INPUT_LENGTH})))
+  (func (export "input_offset") (result i64) (i64.load (i32.const {INPUT})))
+)"#,
+        max_pages = MAX_MEMORY / PAGE,
+    )
+}
 
 /// The functions of `extism:host/env` the Wasm half exports.
 pub(crate) const WASM_FUNCTIONS: &[&str] = &[
@@ -306,14 +317,14 @@ impl Kernel {
 
     /// Copy `bytes` into the block at `handle` (which the caller just
     /// allocated for them).
-    pub(crate) fn fill(&self, mem: &mut [u8], handle: u64, bytes: &[u8]) {
+    fn fill(&self, mem: &mut [u8], handle: u64, bytes: &[u8]) {
         if let Some(range) = self.range(handle, bytes.len() as u64).filter(|_| handle != 0) {
             mem[range].copy_from_slice(bytes);
         }
     }
 
     /// Make the block at `handle` (of `len` bytes) the call's input.
-    pub(crate) fn set_input(&mut self, mem: &mut [u8], handle: u64, len: u64) {
+    fn set_input(&mut self, mem: &mut [u8], handle: u64, len: u64) {
         self.input = handle;
         self.input_length = len;
         self.write_header(mem);
@@ -410,9 +421,6 @@ impl Kernel {
         mem.get(self.range(self.error, 0)?.start..self.end() as usize)
     }
 }
-
-/// Bytes of a Wasm page.
-const PAGE: u64 = 64 * 1024;
 
 /// A store's data that holds a kernel.
 pub(crate) trait HasKernel: 'static {
@@ -538,7 +546,7 @@ mod tests {
     impl Both {
         fn new(cap: usize) -> Both {
             let engine = Engine::default();
-            let module = Module::new(&engine, WAT).expect("the Wasm half compiles");
+            let module = Module::new(&engine, wat()).expect("the Wasm half compiles");
             let mut store = Store::new(&engine, Data { kernel: Kernel::default(), budget: Capped { cap, used: 0 } });
             store.limiter(|data| &mut data.budget);
             let wasm = Instance::new(&mut store, &module, &[]).expect("instantiate");
@@ -609,6 +617,11 @@ mod tests {
     #[test]
     fn out_of_bounds_reads_are_zero_and_writes_are_ignored() {
         let mut k = both();
+        // Before the host has written the header (a guest's start-up code
+        // runs before any call): the data segment's header, no blocks.
+        assert_eq!(k.load_u64(BASE), 0);
+        assert_eq!(k.load_u8(1 << 16), 0);
+        assert_eq!(k.input_load_u64(0), 0);
         let a = k.alloc(4).unwrap();
         assert_eq!(k.load_u64(a), 0, "8 bytes past 4 bytes of blocks");
         for outside in [0, 1, BASE - 1, a + 4, 1 << 20, 1 << 40, u64::MAX, u64::MAX - 3] {

@@ -100,7 +100,7 @@ pub(crate) enum EngineKind {
 pub(crate) struct Engines {
     pub(crate) engine: Engine,
     extism: OnceLock<Result<Arc<wasmtime::Linker<extism::State>>, String>>,
-    /// The Extism kernel's Wasm half ([`kernel::WAT`]), ready to instantiate.
+    /// The Extism kernel's Wasm half ([`kernel::wat`]), ready to instantiate.
     kernel: OnceLock<Result<wasmtime::InstancePre<extism::State>, String>>,
     #[cfg(feature = "component")]
     component: OnceLock<Result<wasmtime::component::Linker<component::ComponentState>, String>>,
