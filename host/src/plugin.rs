@@ -332,6 +332,9 @@ impl PluginBuilder {
     async fn build_named(self, name: String) -> Result<Plugin, Error> {
         self.runtime.check_open(&name)?;
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
+        // The first load of a process compiles the schemas every check
+        // needs while its module is looked up and started.
+        validate::prepare_in_background();
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;

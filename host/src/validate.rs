@@ -103,35 +103,64 @@ pub(crate) struct CheckedDescribe {
     pub fatal: bool,
 }
 
-struct Protocol {
-    list_tools_result: Validator,
-    call_tool_result: Schema,
+/// A shipped protocol schema, compiled.
+fn compile_protocol(text: &str) -> Schema {
+    let value: Value = serde_json::from_str(text).expect("the shipped protocol schema is JSON");
+    let validator = jsonschema::options()
+        .with_draft(Draft::Draft202012)
+        .with_pattern_options(linear_time_patterns())
+        .build(&value)
+        .expect("the shipped protocol schema compiles");
+    let cost = cost::evaluations(&value).expect("the shipped protocol schema is within the bounds");
+    Schema { validator, cost }
 }
 
-fn protocol() -> &'static Protocol {
-    static PROTOCOL: OnceLock<Protocol> = OnceLock::new();
-    PROTOCOL.get_or_init(|| {
-        let compile = |text: &str| {
-            let value: Value = serde_json::from_str(text).expect("the shipped protocol schema is JSON");
-            let validator = jsonschema::options()
-                .with_draft(Draft::Draft202012)
-                .with_pattern_options(linear_time_patterns())
-                .build(&value)
-                .expect("the shipped protocol schema compiles");
-            let cost = cost::evaluations(&value).expect("the shipped protocol schema is within the bounds");
-            Schema { validator, cost }
-        };
-        Protocol {
-            list_tools_result: compile(schema::LIST_TOOLS_RESULT).validator,
-            call_tool_result: compile(schema::CALL_TOOL_RESULT),
-        }
-    })
+/// The protocol's `ListToolsResult`, which every `describe` is checked
+/// against. Compiled on first use (or by [`prepare`]).
+fn list_tools_result() -> &'static Validator {
+    static SCHEMA: OnceLock<Validator> = OnceLock::new();
+    SCHEMA.get_or_init(|| compile_protocol(schema::LIST_TOOLS_RESULT).validator)
+}
+
+/// The protocol's `CallToolResult`, which every result is checked against.
+/// Compiled on first use (or by [`prepare`]): a load does not wait for it.
+fn call_tool_result() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| compile_protocol(schema::CALL_TOOL_RESULT))
+}
+
+/// Compile what checking plugins needs and every process compiles alike:
+/// JSON Schema 2020-12's meta-schema (every tool's schemas are checked
+/// against it; jsonschema compiles it on first use, ~1 ms) and the
+/// protocol's schemas, in the order a load needs them. Each is compiled
+/// once per process; a check that needs one still being compiled waits for
+/// it rather than compiling it again, so running this beside a load only
+/// moves work off the load's path.
+pub(crate) fn prepare() {
+    let _ = jsonschema::draft202012::meta::validator();
+    let _ = list_tools_result();
+    let _ = call_tool_result();
+}
+
+/// Start [`prepare`] on a blocking thread, once per process: the first
+/// load's module lookup and instantiation run meanwhile. A no-op after
+/// the first call.
+pub(crate) fn prepare_in_background() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => drop(handle.spawn_blocking(prepare)),
+        // Not on a tokio runtime: the first check compiles what it needs.
+        Err(_) => STARTED.store(false, std::sync::atomic::Ordering::Relaxed),
+    }
 }
 
 /// The worst-case cost of checking a result against the protocol, per
 /// place of the result.
 pub(crate) fn protocol_result_cost() -> u64 {
-    protocol().call_tool_result.cost
+    call_tool_result().cost
 }
 
 /// `pattern` and `patternProperties` run on the `regex` crate's engine,
@@ -255,7 +284,7 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
     // 1. The protocol, for the whole document at once.
     let mut bad_tools = vec![false; raw_tools.map_or(0, Vec::len)];
     let mut fatal = false;
-    for violation in violations(&protocol().list_tools_result, raw) {
+    for violation in violations(list_tools_result(), raw) {
         let index = tool_index(&violation.instance_path);
         match index {
             Some(i) => bad_tools[i] = true,
@@ -445,7 +474,7 @@ fn to_violation(error: &ValidationError<'_>) -> Violation {
 
 /// Check a call's result: the protocol, then the tool's `outputSchema`.
 pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<CallToolResult, Vec<Violation>> {
-    let problems = violations(&protocol().call_tool_result.validator, &raw);
+    let problems = violations(&call_tool_result().validator, &raw);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -529,6 +558,26 @@ fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Resu
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn preparing_beside_the_first_checks_changes_nothing_they_find() {
+        // The first checks of the process race the preparation for the
+        // same compiled schemas: each must see complete ones.
+        let background = std::thread::spawn(prepare);
+        let raw = json!({"tools": [
+            {"name": "ok", "inputSchema": {"type": "object"}},
+            {"name": 3, "inputSchema": {"type": "object"}},
+        ]});
+        let checked = check_describe(&raw, &ValidationOptions::default());
+        let bad = check_result(json!({"content": [{"type": "text"}]}), None);
+        background.join().expect("prepare");
+        assert_eq!(checked.tools.iter().map(|t| t.tool.name.as_str()).collect::<Vec<_>>(), ["ok"]);
+        assert_eq!(checked.problems.iter().map(|p| p.pointer.as_str()).collect::<Vec<_>>(), ["/tools/1/name"]);
+        let violations = bad.expect_err("a text block without text");
+        assert!(violations.iter().any(|v| v.instance_path == "/content/0/text"), "{violations:?}");
+        // And after it, the same.
+        assert_eq!(check_describe(&raw, &ValidationOptions::default()).tools.len(), 1);
+    }
 
     #[test]
     fn versions() {
