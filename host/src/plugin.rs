@@ -332,9 +332,6 @@ impl PluginBuilder {
     async fn build_named(self, name: String) -> Result<Plugin, Error> {
         self.runtime.check_open(&name)?;
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
-        // The first load of a process compiles the schemas every check
-        // needs while its module is looked up and started.
-        validate::prepare_in_background();
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;
@@ -344,6 +341,7 @@ impl PluginBuilder {
         if let Source::Builtin(toolset) = &self.source {
             let module = Arc::new(Module::Builtin(BuiltinModule::new(Arc::clone(toolset))));
             let compiled = CompileInfo { cache: CacheStatus::Disabled, elapsed: std::time::Duration::ZERO };
+            validate::prepare_in_background();
             return self.described(name, module, compiled).await;
         }
         #[cfg(feature = "cache")]
@@ -357,7 +355,7 @@ impl PluginBuilder {
         let kernel_cache = self.runtime.module_cache().clone();
         #[cfg(not(feature = "cache"))]
         let kernel_cache = NoCache;
-        let (module, compiled) = tokio::task::spawn_blocking(move || {
+        let lookup = tokio::task::spawn_blocking(move || {
             let compiled = compile(&loading, &source, &cache, &engine)?;
             if compiled.0.module().is_some() {
                 // The kernel's Wasm half, once per engine, on this thread too.
@@ -373,9 +371,12 @@ impl PluginBuilder {
                     .map_err(Error::Host)?;
             }
             Ok::<_, Error>(compiled)
-        })
-        .await
-        .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+        });
+        // The first load of a process compiles the schemas every check
+        // needs while its module is looked up (after it: the lookup is
+        // what the load waits for first, so it gets the first thread).
+        validate::prepare_in_background();
+        let (module, compiled) = lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let module = Arc::new(match module {
