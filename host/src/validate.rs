@@ -103,30 +103,38 @@ pub(crate) struct CheckedDescribe {
     pub fatal: bool,
 }
 
+/// A shipped protocol schema, parsed.
+fn protocol_schema(text: &str) -> Value {
+    serde_json::from_str(text).expect("the shipped protocol schema is JSON")
+}
+
 /// A shipped protocol schema, compiled.
-fn compile_protocol(text: &str) -> Schema {
-    let value: Value = serde_json::from_str(text).expect("the shipped protocol schema is JSON");
-    let validator = jsonschema::options()
+fn compile_protocol(schema: &Value) -> Validator {
+    jsonschema::options()
         .with_draft(Draft::Draft202012)
         .with_pattern_options(linear_time_patterns())
-        .build(&value)
-        .expect("the shipped protocol schema compiles");
-    let cost = cost::evaluations(&value).expect("the shipped protocol schema is within the bounds");
-    Schema { validator, cost }
+        .build(schema)
+        .expect("the shipped protocol schema compiles")
 }
 
 /// The protocol's `ListToolsResult`, which every `describe` is checked
-/// against. Compiled on first use (or by [`prepare`]).
+/// against (its cost is not needed: a `describe` is always checked on a
+/// blocking thread). Compiled on first use (or by [`prepare`]).
 fn list_tools_result() -> &'static Validator {
     static SCHEMA: OnceLock<Validator> = OnceLock::new();
-    SCHEMA.get_or_init(|| compile_protocol(schema::LIST_TOOLS_RESULT).validator)
+    SCHEMA.get_or_init(|| compile_protocol(&protocol_schema(schema::LIST_TOOLS_RESULT)))
 }
 
-/// The protocol's `CallToolResult`, which every result is checked against.
-/// Compiled on first use (or by [`prepare`]): a load does not wait for it.
+/// The protocol's `CallToolResult`, which every result is checked against,
+/// and its cost, which decides where a result is checked. Compiled on first
+/// use (or by [`prepare`]): a load does not wait for it.
 fn call_tool_result() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
-    SCHEMA.get_or_init(|| compile_protocol(schema::CALL_TOOL_RESULT))
+    SCHEMA.get_or_init(|| {
+        let schema = protocol_schema(schema::CALL_TOOL_RESULT);
+        let cost = cost::evaluations(&schema).expect("the shipped protocol schema is within the bounds");
+        Schema { validator: compile_protocol(&schema), cost }
+    })
 }
 
 /// Compile what checking plugins needs and every process compiles alike:
@@ -142,19 +150,12 @@ pub(crate) fn prepare() {
     let _ = call_tool_result();
 }
 
-/// Start [`prepare`] on a blocking thread, once per process: the first
-/// load's module lookup and instantiation run meanwhile. A no-op after
-/// the first call.
+/// Start [`prepare`] on a blocking thread of the current tokio runtime,
+/// once per process: the first load's module lookup and instantiation run
+/// meanwhile. A no-op after the first call.
 pub(crate) fn prepare_in_background() {
-    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        return;
-    }
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => drop(handle.spawn_blocking(prepare)),
-        // Not on a tokio runtime: the first check compiles what it needs.
-        Err(_) => STARTED.store(false, std::sync::atomic::Ordering::Relaxed),
-    }
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| drop(tokio::task::spawn_blocking(prepare)));
 }
 
 /// The worst-case cost of checking a result against the protocol, per
@@ -558,6 +559,17 @@ fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Resu
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_protocol_schemas_are_within_the_bounds_plugin_schemas_are_held_to() {
+        // `ListToolsResult`'s cost is not computed at run time (nothing
+        // weighs it); it must be bounded all the same.
+        for text in [schema::LIST_TOOLS_RESULT, schema::CALL_TOOL_RESULT] {
+            let schema = protocol_schema(text);
+            cost::check_document(&schema).expect("within the document limits");
+            cost::evaluations(&schema).expect("within the evaluation bound");
+        }
+    }
 
     #[test]
     fn preparing_beside_the_first_checks_changes_nothing_they_find() {
