@@ -92,7 +92,7 @@ pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
 pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
-pub use runtime::{CACHE_DIR_ENV, PluginKind, Runtime, RuntimeBuilder, ShutdownReport};
+pub use runtime::{CACHE_DIR_ENV, Compilers, PluginKind, Runtime, RuntimeBuilder, ShutdownReport, Tier};
 pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, host_matches, parse_duration, parse_size};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,

@@ -27,7 +27,7 @@ use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
 use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
 use crate::runtime::kernel;
 use crate::runtime::outcome::{CallOutput, RunError};
-use crate::runtime::{EngineKind, Runtime};
+use crate::runtime::{Compilers, EngineKind, Engines, Runtime, Tier};
 use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{NoSecrets, Redacted, Redactor, SecretOutput, SecretProvider, SensitiveValues};
 use crate::telemetry::{CallTrace, Meter};
@@ -35,7 +35,10 @@ use crate::tool::RegisteredTool;
 use crate::validate::{self, CheckedTool, ValidationOptions};
 
 mod offers;
+mod tiers;
+
 pub use offers::Offers;
+use tiers::Code;
 
 /// Where a plugin's Wasm comes from.
 #[derive(Debug, Clone)]
@@ -339,8 +342,10 @@ impl PluginBuilder {
         // runtime's ticker, which keeps every call's deadline.)
         let engine = engines.engine.clone();
         if let Source::Builtin(toolset) = &self.source {
-            let module = Arc::new(Module::Builtin(BuiltinModule::new(Arc::clone(toolset))));
-            let compiled = CompileInfo { cache: CacheStatus::Disabled, elapsed: std::time::Duration::ZERO };
+            let module =
+                Arc::new(Code::settled(Module::Builtin(BuiltinModule::new(Arc::clone(toolset))), Tier::Optimized));
+            let compiled =
+                CompileInfo { cache: CacheStatus::Disabled, elapsed: std::time::Duration::ZERO, tier: Tier::Optimized };
             validate::prepare_in_background();
             return self.described(name, module, compiled).await;
         }
@@ -348,61 +353,99 @@ impl PluginBuilder {
         let cache = self.cache.clone().unwrap_or_else(|| self.runtime.module_cache().clone());
         #[cfg(not(feature = "cache"))]
         let cache = NoCache;
-        let (source, loading, runtime) = (self.source.clone(), name.clone(), self.runtime.clone());
         // The kernel belongs to the runtime: it goes in the runtime's cache,
         // whichever cache this plugin was given.
         #[cfg(feature = "cache")]
         let kernel_cache = self.runtime.module_cache().clone();
         #[cfg(not(feature = "cache"))]
         let kernel_cache = NoCache;
-        let lookup = tokio::task::spawn_blocking(move || {
-            let compiled = compile(&loading, &source, &cache, &engine)?;
-            if compiled.0.module().is_some() {
-                // The kernel's Wasm half, once per engine, on this thread too.
-                let engines = runtime.engines(kind).map_err(Error::Host)?;
-                engines
-                    .extism_kernel(|engine| {
-                        let (compiled, info) = kernel_cache
-                            .load_or_compile(engine, kernel::wat().as_bytes(), PluginKind::Extism)
-                            .map_err(|e| e.to_string())?;
-                        tracing::debug!(cache = %info.cache, elapsed = ?info.elapsed, "the Extism kernel is ready");
-                        compiled.module().cloned().ok_or_else(|| "it is not a core module".to_owned())
-                    })
-                    .map_err(Error::Host)?;
-            }
-            Ok::<_, Error>(compiled)
-        });
+        let compilers = self.runtime.compilers();
+        let baseline = self.runtime.baseline_engines(kind).map(|engines| (engines.engine.clone(), compilers));
+        let lookup = {
+            let (source, loading, runtime) = (self.source.clone(), name.clone(), self.runtime.clone());
+            let (cache, kernel_cache) = (cache.clone(), kernel_cache.clone());
+            tokio::task::spawn_blocking(move || {
+                let baseline = baseline.as_ref().map(|(engine, compilers)| (engine, *compilers));
+                let found = compile(&loading, &source, &cache, &engine, baseline)?;
+                if found.compiled.module().is_some() {
+                    ready_kernel(&runtime, kind, found.tier, &kernel_cache)?;
+                }
+                Ok::<_, Error>(found)
+            })
+        };
         // The first load of a process compiles the schemas every check
         // needs while its module is looked up (after it: the lookup is
         // what the load waits for first, so it gets the first thread).
         validate::prepare_in_background();
-        let (module, compiled) = lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
-        tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, "compiled module ready");
-        let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
-        let module = Arc::new(match module {
-            Compiled::Module(module) => {
-                let linker = engines.extism_linker().map_err(|e| Error::Host(e.to_string()))?;
-                // (Made by the loading thread above.)
-                let kernel = engines
-                    .extism_kernel(|_| Err("it was not compiled when the plugin was".to_owned()))
-                    .map_err(Error::Host)?;
-                Module::Extism(
-                    ExtismModule::new(linker, kernel, module, &self.host_functions)
-                        .map_err(|NotAPlugin(message)| load_error(message))?,
-                )
+        let found = lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+        let Found { compiled: module, info: mut compiled, tier, wasm, flavour } = found;
+        tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, %tier, "compiled module ready");
+        let engines = match tier {
+            Tier::Optimized => engines,
+            Tier::Baseline => self
+                .runtime
+                .baseline_engines(kind)
+                .ok_or_else(|| Error::Host("the baseline compiler's engine went away".to_owned()))?,
+        };
+        let module = module_from(&name, module, engines, &self.host_functions)?;
+        let (code, background) = match wasm {
+            Some(wasm) => {
+                let optimize = {
+                    let (name, runtime, host_functions) =
+                        (name.clone(), self.runtime.clone(), self.host_functions.clone());
+                    move || {
+                        let (compiled, info) = compile_optimized(&name, &wasm, flavour, &cache, &runtime, kind)?;
+                        ready_kernel(&runtime, kind, Tier::Optimized, &kernel_cache)?;
+                        let engines = runtime.engines(kind).map_err(Error::Host)?;
+                        Ok::<_, Error>((module_from(&name, compiled, engines, &host_functions)?, info))
+                    }
+                };
+                if module.dynamic_tools() {
+                    // Its tool list lives in its one instance, which must
+                    // not be replaced: it waits for Cranelift.
+                    let (module, info) = tokio::task::spawn_blocking(optimize)
+                        .await
+                        .map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
+                    compiled = info;
+                    (Arc::new(Code::settled(module, Tier::Optimized)), None)
+                } else {
+                    (Arc::new(Code::baseline(module, engines.engine.clone())), Some(optimize))
+                }
             }
-            #[cfg(feature = "component")]
-            Compiled::Component(component) => {
-                let linker = engines.component_linker().map_err(|e| Error::Host(e.to_string()))?;
-                Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
-            }
-        });
-        self.described(name, module, compiled).await
+            None => (Arc::new(Code::settled(module, tier)), None),
+        };
+        let runtime = self.runtime.clone();
+        let plugin = self.described(name.clone(), Arc::clone(&code), compiled).await?;
+        // Cranelift compiles once the load is done, so that the load's own
+        // work (`describe`, its checks) has the cores first; a plugin whose
+        // load failed costs no second compile.
+        if let Some(optimize) = background {
+            let settling = tiers::Settling(Arc::downgrade(&code));
+            drop(code);
+            let counted = runtime.background_compile();
+            tokio::task::spawn_blocking(move || {
+                let _counted = counted;
+                let optimized = optimize();
+                // (A plugin dropped meanwhile still had its entry written
+                // to the cache.)
+                let Some(code) = settling.0.upgrade() else { return };
+                match optimized {
+                    Ok((module, info)) => {
+                        tracing::debug!(plugin = %name, cache = %info.cache, elapsed = ?info.elapsed, "Cranelift's code is ready");
+                        code.upgrade(module);
+                    }
+                    Err(error) => {
+                        tracing::warn!(plugin = %name, "Cranelift cannot compile it ({error}); it stays on the baseline compiler's code");
+                    }
+                }
+            });
+        }
+        Ok(plugin)
     }
 
     /// [`build`](Self::build), the module ready: call `describe`, check
     /// what it says and keep the tools.
-    async fn described(self, name: String, module: Arc<Module>, compiled: CompileInfo) -> Result<Plugin, Error> {
+    async fn described(self, name: String, module: Arc<Code>, compiled: CompileInfo) -> Result<Plugin, Error> {
         let load_error = |message: String| Error::Load { plugin: name.clone(), message, source: None };
         let describe_env = Arc::new(HostEnv {
             name: name.clone(),
@@ -438,7 +481,7 @@ impl PluginBuilder {
     async fn assemble(
         self,
         name: String,
-        module: Arc<Module>,
+        module: Arc<Code>,
         compiled: CompileInfo,
         raw: Value,
         describe_env: Arc<HostEnv>,
@@ -706,8 +749,15 @@ fn run_error(plugin: &str, operation: Operation, error: RunError) -> Error {
     }
 }
 
+/// The compiled-module cache loads go through.
+#[cfg(feature = "cache")]
+type Cache = ModuleCache;
+#[cfg(not(feature = "cache"))]
+type Cache = NoCache;
+
 /// Without the `cache` feature: every load compiles.
 #[cfg(not(feature = "cache"))]
+#[derive(Clone)]
 struct NoCache;
 
 #[cfg(not(feature = "cache"))]
@@ -720,17 +770,51 @@ impl NoCache {
     ) -> wasmtime::Result<(Compiled, CompileInfo)> {
         Compiled::compile_uncached(engine, wasm, kind)
     }
+
+    fn find(
+        &self,
+        _engine: &wasmtime::Engine,
+        _wasm: &[u8],
+        _kind: PluginKind,
+    ) -> Result<(Compiled, CompileInfo), CacheStatus> {
+        Err(CacheStatus::Disabled)
+    }
+
+    fn compile_baseline(
+        &self,
+        engine: &wasmtime::Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> wasmtime::Result<(Compiled, bool)> {
+        Ok((Compiled::compile(engine, wasm, kind)?, true))
+    }
+}
+
+/// What a load's lookup found.
+struct Found {
+    compiled: Compiled,
+    info: CompileInfo,
+    /// The compiler that made `compiled`.
+    tier: Tier,
+    /// On the baseline: the Wasm, for Cranelift to compile next.
+    wasm: Option<Arc<[u8]>>,
+    flavour: PluginKind,
 }
 
 /// Read and compile (or load from the cache) a plugin: an Extism module or
-/// a component, told apart by its first bytes.
+/// a component, told apart by its first bytes. With a `baseline` engine
+/// and [`Compilers::Tiered`], a plugin not in the cache is compiled by the
+/// baseline compiler and Cranelift's compile is left to the caller; with
+/// [`Compilers::Baseline`], the baseline compiler's module is what the
+/// cache keeps. A module the baseline compiler cannot compile is
+/// Cranelift's either way.
 fn compile(
     name: &str,
     source: &Source,
-    #[cfg(feature = "cache")] cache: &ModuleCache,
-    #[cfg(not(feature = "cache"))] cache: &NoCache,
+    cache: &Cache,
     engine: &wasmtime::Engine,
-) -> Result<(Compiled, CompileInfo), Error> {
+    baseline: Option<(&wasmtime::Engine, Compilers)>,
+) -> Result<Found, Error> {
     let read;
     let wasm: &[u8] = match source {
         Source::File(path) => {
@@ -750,13 +834,121 @@ fn compile(
             source: None,
         });
     }
-    cache.load_or_compile(engine, wasm, flavour).map_err(|e| Error::Load {
+    let optimized = |(compiled, info)| Found { compiled, info, tier: Tier::Optimized, wasm: None, flavour };
+    if let Some((baseline, Compilers::Baseline)) = baseline {
+        match cache.load_or_compile(baseline, wasm, flavour) {
+            Ok((compiled, info)) => {
+                let info = CompileInfo { tier: Tier::Baseline, ..info };
+                return Ok(Found { compiled, info, tier: Tier::Baseline, wasm: None, flavour });
+            }
+            Err(error) => {
+                tracing::debug!(
+                    plugin = name,
+                    "the baseline compiler cannot compile it ({error}); compiling with Cranelift"
+                );
+            }
+        }
+    } else if let Some((baseline, _)) = baseline {
+        let status = match cache.find(engine, wasm, flavour) {
+            Ok(hit) => return Ok(optimized(hit)),
+            Err(status) => status,
+        };
+        let started = std::time::Instant::now();
+        match cache.compile_baseline(baseline, wasm, flavour) {
+            Ok((compiled, here)) => {
+                let cache = if here { status } else { CacheStatus::Hit };
+                return Ok(Found {
+                    compiled,
+                    info: CompileInfo { cache, elapsed: started.elapsed(), tier: Tier::Baseline },
+                    tier: Tier::Baseline,
+                    wasm: Some(Arc::from(wasm)),
+                    flavour,
+                });
+            }
+            // (Cranelift says what is wrong with a module that is invalid.)
+            Err(error) => {
+                tracing::debug!(
+                    plugin = name,
+                    "the baseline compiler cannot compile it ({error}); waiting for Cranelift"
+                );
+            }
+        }
+    }
+    let compiled = cache.load_or_compile(engine, wasm, flavour).map_err(|e| compile_error(name, flavour, e))?;
+    Ok(optimized(compiled))
+}
+
+/// Compile with Cranelift (or load from the cache): the background half of
+/// a load that started on the baseline compiler.
+fn compile_optimized(
+    name: &str,
+    wasm: &[u8],
+    flavour: PluginKind,
+    cache: &Cache,
+    runtime: &Runtime,
+    kind: EngineKind,
+) -> Result<(Compiled, CompileInfo), Error> {
+    let engines = runtime.engines(kind).map_err(Error::Host)?;
+    cache.load_or_compile(&engines.engine, wasm, flavour).map_err(|e| compile_error(name, flavour, e))
+}
+
+fn compile_error(name: &str, flavour: PluginKind, e: wasmtime::Error) -> Error {
+    Error::Load {
         plugin: name.to_owned(),
         message: match flavour {
             PluginKind::Component => format!("it is not a valid Wasm component ({e})"),
             _ => format!("it is not a valid Wasm module ({e})"),
         },
         source: Some(e.into_boxed_dyn_error()),
+    }
+}
+
+/// Make the Extism kernel's Wasm half on the engines of `kind` and `tier`,
+/// once per engine, through the runtime's cache (an entry per compiler).
+fn ready_kernel(runtime: &Runtime, kind: EngineKind, tier: Tier, cache: &Cache) -> Result<(), Error> {
+    let engines = match tier {
+        Tier::Optimized => runtime.engines(kind).map_err(Error::Host)?,
+        Tier::Baseline => runtime
+            .baseline_engines(kind)
+            .ok_or_else(|| Error::Host("the baseline compiler's engine went away".to_owned()))?,
+    };
+    engines
+        .extism_kernel(|engine| {
+            let (compiled, info) = cache
+                .load_or_compile(engine, kernel::wat().as_bytes(), PluginKind::Extism)
+                .map_err(|e| e.to_string())?;
+            tracing::debug!(cache = %info.cache, elapsed = ?info.elapsed, %tier, "the Extism kernel is ready");
+            compiled.module().cloned().ok_or_else(|| "it is not a core module".to_owned())
+        })
+        .map_err(Error::Host)?;
+    Ok(())
+}
+
+/// The plugin's module, its imports resolved against `engines`' linker (and
+/// the kernel [`ready_kernel`] made).
+fn module_from(
+    name: &str,
+    compiled: Compiled,
+    engines: &Engines,
+    host_functions: &[HostFunction],
+) -> Result<Module, Error> {
+    let load_error = |message: String| Error::Load { plugin: name.to_owned(), message, source: None };
+    Ok(match compiled {
+        Compiled::Module(module) => {
+            let linker = engines.extism_linker().map_err(|e| Error::Host(e.to_string()))?;
+            let kernel = engines
+                .extism_kernel(|_| Err("it was not compiled when the plugin was".to_owned()))
+                .map_err(Error::Host)?;
+            Module::Extism(
+                ExtismModule::new(linker, kernel, module, host_functions)
+                    .map_err(|NotAPlugin(message)| load_error(message))?,
+            )
+        }
+        #[cfg(feature = "component")]
+        Compiled::Component(component) => {
+            let linker = engines.component_linker().map_err(|e| Error::Host(e.to_string()))?;
+            Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
+        }
     })
 }
 
@@ -774,7 +966,7 @@ struct Inner {
     runtime: Runtime,
     name: String,
     /// The compiled plugin every instance is made from.
-    module: Arc<Module>,
+    module: Arc<Code>,
     /// What call instances are given: config, secrets, grants, limits.
     env: Arc<HostEnv>,
     /// Keeps the handed secrets and the config's secret values out of
@@ -949,6 +1141,24 @@ impl Plugin {
         &self.inner.compiled
     }
 
+    /// The compiler whose code new instances run now: [`Tier::Baseline`]
+    /// while Cranelift compiles a plugin that missed the cache in the
+    /// background ([`Compilers::Tiered`](crate::Compilers::Tiered)),
+    /// else [`Tier::Optimized`].
+    pub fn tier(&self) -> Tier {
+        self.inner.module.tier()
+    }
+
+    /// Wait until the plugin's background compile is over (at once when
+    /// there is none) and say the tier it runs on from now on:
+    /// [`Tier::Optimized`], or [`Tier::Baseline`] if Cranelift failed
+    /// (logged). Its entry is then in the compiled-module cache. For a
+    /// benchmark that must measure Cranelift's code, or a program that
+    /// would rather wait.
+    pub async fn settled_tier(&self) -> Tier {
+        self.inner.module.settled_tier().await
+    }
+
     /// Start instances now, until `instances` are ready (at most the pool
     /// size), so the first calls do not pay for instantiation. Returns how
     /// many instances are ready.
@@ -981,6 +1191,7 @@ impl Plugin {
             idle,
             busy: live - idle,
             idle_memory_bytes: pool.idle_sum(Instance::memory_used),
+            idle_on_baseline: pool.idle_sum(|instance| usize::from(self.inner.module.on_baseline(instance))),
         }
     }
 
@@ -1508,10 +1719,12 @@ impl Inner {
     async fn checkout(&self) -> Result<(Place<'_, Instance>, Instance), Fault> {
         let (place, idle) = self.pool.take().await;
         let instance = match idle {
-            Some(instance) => instance,
+            // (An idle instance of code since replaced is dropped: its
+            // place gets an instance of the new code.)
+            Some(instance) if !self.module.outdated(&instance) => instance,
             // Boxed: instantiating is rare and its future large, and every
             // call's future would otherwise be as large.
-            None => Box::pin(self.module.instantiate(&self.env)).await?,
+            _ => Box::pin(self.module.instantiate(&self.env)).await?,
         };
         Ok((place, instance))
     }
@@ -1537,15 +1750,23 @@ impl Inner {
         if let Some(meter) = meter {
             meter.record(instance.usage());
         }
+        // A sound instance goes back to the pool, unless its code has
+        // been replaced by Cranelift's (then its place is freed for an
+        // instance of the new code).
+        let keep = |instance: &Instance| !self.module.outdated(instance);
         match output {
             Ok(value) => {
-                self.pool.give_back(place, instance);
+                if keep(&instance) {
+                    self.pool.give_back(place, instance);
+                }
                 Ok(value)
             }
             // The guest returned, but with something unusable: the
             // instance itself is sound.
             Err(RunError::Output(problem)) => {
-                self.pool.give_back(place, instance);
+                if keep(&instance) {
+                    self.pool.give_back(place, instance);
+                }
                 Err(RunError::Output(problem))
             }
             // A fault: the instance is dropped and its place freed.
@@ -1635,6 +1856,9 @@ pub struct PoolStats {
     /// Bytes the idle instances hold against their memory limits (linear
     /// memories and Extism kernel memory; not wasmtime's own bookkeeping).
     pub idle_memory_bytes: usize,
+    /// Of the idle instances, those running the baseline compiler's code
+    /// ([`Tier`]).
+    pub idle_on_baseline: usize,
 }
 
 /// A JSON value that does not deserialize into the protocol type.

@@ -63,7 +63,7 @@ async fn an_http_server_that_never_answers_cannot_hold_a_call_past_its_timeout()
 
 /// A hand-written Extism plugin whose module holds `tables` and whose
 /// `call` runs `body` (then returns 0 with no output).
-fn table_plugin(tables: &str, body: &str) -> Vec<u8> {
+pub(crate) fn table_plugin(tables: &str, body: &str) -> Vec<u8> {
     let describe = r#"{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}"#;
     format!(
         r#"(module
@@ -130,6 +130,9 @@ async fn open_files_are_capped_per_instance(flavour: Flavour) {
         .build()
         .await
         .expect("load");
+    // (The files are held by the instance: on Cranelift's code, which the
+    // instance then keeps.)
+    plugin.settled_tier().await;
     let open = |count: u64| {
         let plugin = plugin.clone();
         async move {
@@ -303,7 +306,7 @@ async fn guest_logs_are_capped_per_call(flavour: Flavour) {
 }
 
 /// What `kernel_probe` saw of the Extism kernel memory.
-async fn probe(plugin: &Plugin, needle: &str) -> serde_json::Value {
+pub(crate) async fn probe(plugin: &Plugin, needle: &str) -> serde_json::Value {
     let needle_hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
     let result = within_20s(plugin.call_tool("kernel_probe", json!({"needle_hex": needle_hex}))).await.expect("probe");
     serde_json::from_str(&text_of(&result)).expect("the probe answers JSON")
@@ -315,8 +318,10 @@ async fn probe(plugin: &Plugin, needle: &str) -> serde_json::Value {
 /// there, such as another caller's arguments, can be read back.
 #[tokio::test]
 async fn the_kernel_memory_shows_a_plugin_nothing_outside_its_blocks_nor_an_earlier_calls_input() {
-    // One instance, so every call runs on the same kernel memory.
+    // One instance, so every call runs on the same kernel memory (on
+    // Cranelift's code, which the instance then keeps).
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    plugin.settled_tier().await;
     let secret = "another caller's secret 7f3a9c";
     let earlier = json!({"secret": secret, "padding": "x".repeat(8192)});
     within_20s(plugin.call_tool("ok", earlier)).await.expect("the earlier call");

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost::{Plugin, PluginKind, Policy};
+use toolhost::{Plugin, PluginKind, Policy, Tier};
 use toolhost_tests::{Flavour, json_stdout, run_toolhost};
 
 async fn load(path: std::path::PathBuf) -> Plugin {
@@ -103,6 +103,8 @@ async fn faults_are_stopped_and_reported(flavour: Flavour) {
 /// Healthy instances are reused; one that faulted is replaced.
 async fn instances_are_reused_until_they_fault(flavour: Flavour) {
     let plugin = Plugin::builder_from_file(flavour.fixture("faults")).with_pool_size(1).build().await.expect("load");
+    // (On Cranelift's code, which the instance then keeps.)
+    assert_eq!(plugin.settled_tier().await, Tier::Optimized);
     let count = || async { text(&plugin.call_tool("counter", json!({})).await.expect("counter")) };
     assert_eq!(count().await, "1");
     assert_eq!(count().await, "2");

@@ -2,7 +2,7 @@
 //! error, and the host (and the plugin's next call) carries on.
 
 use serde_json::json;
-use toolhost::{Error, FaultKind, OutputProblem, Plugin};
+use toolhost::{Error, FaultKind, OutputProblem, Plugin, Tier};
 use toolhost_tests::fixture;
 
 async fn hostile() -> Plugin {
@@ -85,6 +85,8 @@ async fn output_that_is_not_utf8_json_or_a_result_is_invalid_output() {
 async fn a_faulted_instance_is_discarded_and_the_plugin_keeps_working() {
     // One idle instance at most, so every call after a fault must get a new one.
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_max_idle_instances(1).build().await.expect("load");
+    // (On Cranelift's code, which the instances then keep.)
+    assert_eq!(plugin.settled_tier().await, Tier::Optimized);
     let counter = |plugin: &Plugin| {
         let plugin = plugin.clone();
         async move {

@@ -49,5 +49,6 @@ mod service;
 mod sources;
 mod talkback;
 mod telemetry;
+mod tiers;
 mod toolsets;
 mod validation;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy};
+use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy, Tier};
 use toolhost_tests::{example, fixture, serve_http, serve_http_recording};
 
 /// The plugin's raw output for an export, on Extism itself.
@@ -287,6 +287,9 @@ async fn a_panic_message_reaches_the_error() {
 #[tokio::test]
 async fn calls_beyond_the_pool_size_wait_for_the_one_instance() {
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    // (The counter lives in the instance: on Cranelift's code, which the
+    // instance keeps.)
+    assert_eq!(plugin.settled_tier().await, Tier::Optimized);
     let calls: Vec<_> = (0..6)
         .map(|_| {
             let plugin = plugin.clone();
@@ -325,8 +328,16 @@ async fn the_second_load_comes_from_the_compiled_module_cache() {
     let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(cache.clone()).build();
     let first = load().await.expect("first load");
     assert_eq!(first.compile_info().cache, CacheStatus::Miss);
+    // It started on the baseline compiler's code; Cranelift's, compiled
+    // in the background, is what the cache keeps.
+    assert_eq!(first.compile_info().tier, Tier::Baseline);
+    assert_eq!(first.call_tool("add", json!({"a": 2, "b": 2})).await.expect("add").texts().next(), Some("4"));
+    assert_eq!(first.settled_tier().await, Tier::Optimized);
+    assert_eq!(first.tier(), Tier::Optimized);
+    assert_eq!(first.call_tool("add", json!({"a": 2, "b": 1})).await.expect("add").texts().next(), Some("3"));
     let second = load().await.expect("second load");
     assert_eq!(second.compile_info().cache, CacheStatus::Hit);
+    assert_eq!(second.compile_info().tier, Tier::Optimized);
     let result = second.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
     assert_eq!(result.texts().next(), Some("5"));
 
@@ -358,6 +369,10 @@ async fn the_same_module_loaded_many_times_at_once_is_compiled_once() {
     for load in loads {
         plugins.push(load.await.expect("task").expect("load"));
     }
+    // (Each load's background compile is over: Cranelift's entry is written.)
+    for plugin in &plugins {
+        assert_eq!(plugin.settled_tier().await, Tier::Optimized);
+    }
     let compiled = plugins.iter().filter(|p| p.compile_info().cache == CacheStatus::Miss).count();
     let shared = plugins.iter().filter(|p| p.compile_info().cache == CacheStatus::Hit).count();
     assert_eq!((compiled, shared), (1, 7), "one load compiles; the others get its module or its cache entry");
@@ -380,7 +395,12 @@ fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::at(dir.path());
-    let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(cache.clone()).build();
+    let load = || async {
+        // Each load's background compile over, its entry written.
+        let plugin = Plugin::builder_from_file(example("calculator")).with_module_cache(cache.clone()).build().await?;
+        plugin.settled_tier().await;
+        Ok::<_, toolhost::Error>(plugin)
+    };
     load().await.expect("fill the cache");
     let entries = cache_entries(dir.path());
     assert_eq!(entries.len(), 1, "{entries:?}");
@@ -427,7 +447,14 @@ async fn a_corrupt_or_truncated_cache_entry_is_rebuilt_not_trusted() {
 async fn a_cache_entry_copied_under_another_plugins_key_is_rebuilt_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ModuleCache::at(dir.path());
-    let load = |name: &str| Plugin::builder_from_file(example(name)).with_module_cache(cache.clone()).build();
+    let load = |name: &str| {
+        let builder = Plugin::builder_from_file(example(name)).with_module_cache(cache.clone());
+        async move {
+            let plugin = builder.build().await?;
+            plugin.settled_tier().await;
+            Ok::<_, toolhost::Error>(plugin)
+        }
+    };
     load("calculator").await.expect("fill the cache");
     let calculator_entry = cache_entries(dir.path()).pop().unwrap();
     load("text").await.expect("fill the cache");
@@ -453,7 +480,12 @@ async fn a_cache_directory_other_users_may_write_is_not_used() {
     let dir = base.path().join("modules");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let load = || Plugin::builder_from_file(example("calculator")).with_module_cache(ModuleCache::at(&dir)).build();
+    let load = || async {
+        let plugin =
+            Plugin::builder_from_file(example("calculator")).with_module_cache(ModuleCache::at(&dir)).build().await?;
+        plugin.settled_tier().await;
+        Ok::<_, toolhost::Error>(plugin)
+    };
     for _ in 0..2 {
         let plugin = load().await.expect("loads by compiling");
         match &plugin.compile_info().cache {
@@ -490,8 +522,9 @@ fn the_cli_fills_and_then_uses_the_cache() {
     };
     let first = run(dir.path().as_os_str());
     assert!(first.contains("cache=miss"), "{first}");
-    // The plugin's entry, and the Extism kernel's.
-    assert_eq!(cache_entries(dir.path()).len(), 2);
+    // Cranelift's entry for the plugin (written by the background compile
+    // before the process ended), and the Extism kernel's for each compiler.
+    assert_eq!(cache_entries(dir.path()).len(), 3);
     let second = run(dir.path().as_os_str());
     assert!(second.contains("cache=hit"), "{second}");
     // `off` turns it off.

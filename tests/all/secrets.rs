@@ -128,7 +128,9 @@ async fn a_secret_reaches_only_the_calls_of_the_tools_that_declare_it() {
         .build()
         .await
         .expect("load");
-    // The same instance (pool of one) runs both tools, one after the other.
+    // The same instance (pool of one, on Cranelift's code, which it then
+    // keeps) runs both tools, one after the other.
+    plugin.settled_tier().await;
     for _ in 0..3 {
         let stolen = plugin.call_tool("steal", json!({})).await.expect("steal");
         assert_eq!(stolen.texts().next(), Some(format!("[redacted secret {KEY}]").as_str()));

@@ -41,9 +41,12 @@ fn tokio_runtime() -> tokio::runtime::Runtime {
 }
 
 fn load(runtime: &tokio::runtime::Runtime, path: std::path::PathBuf) -> Plugin {
-    runtime
+    let plugin = runtime
         .block_on(Plugin::builder_from_file(path).with_pool_size(2).build())
-        .expect("load the plugin (build it with `cargo test` or `cargo xtask build-plugins`)")
+        .expect("load the plugin (build it with `cargo test` or `cargo xtask build-plugins`)");
+    // Measured on Cranelift's code, not the baseline compiler's it starts on.
+    runtime.block_on(plugin.settled_tier());
+    plugin
 }
 
 /// An Extism instance of a plugin, as the foundation issue ran it: WASI on,
@@ -130,6 +133,7 @@ fn directory_walk(c: &mut Criterion) {
                 .build(),
         )
         .expect("load raw-servlet");
+    runtime.block_on(plugin.settled_tier());
     let grant = extism_manifest(&fixture("raw-servlet")).with_allowed_path(tree.path().display().to_string(), "/data");
     let mut raw = extism::Plugin::new(grant, [], true).expect("extism plugin");
     let cases = [
@@ -240,10 +244,11 @@ fn load_and_describe(c: &mut Criterion) {
     let cache_dir = tempfile::tempdir().expect("temp dir");
     let path = example("calculator");
     let cached = ModuleCache::at(cache_dir.path());
-    // Fill the cache once.
-    runtime
+    // Fill the cache once (Cranelift's entry is written in the background).
+    let filled = runtime
         .block_on(Plugin::builder_from_file(&path).with_module_cache(cached.clone()).build())
         .expect("load calculator");
+    runtime.block_on(filled.settled_tier());
     let mut group = c.benchmark_group("load");
     group.sample_size(20);
     group.bench_function("from_cache", |b| {
@@ -257,13 +262,31 @@ fn load_and_describe(c: &mut Criterion) {
     });
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));
-    group.bench_function("compile", |b| {
-        b.iter(|| {
-            runtime
-                .block_on(Plugin::builder_from_file(&path).with_module_cache(ModuleCache::disabled()).build())
-                .expect("load")
-        })
-    });
+    // A miss: to the first instance on the baseline compiler's code, and to
+    // Cranelift's (what every miss cost without the baseline compiler).
+    let cold = |settle: bool| {
+        let (runtime, path) = (&runtime, &path);
+        move |iters: u64| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                runtime.block_on(async {
+                    let started = std::time::Instant::now();
+                    let builder = Plugin::builder_from_file(path).with_module_cache(ModuleCache::disabled());
+                    let plugin = builder.build().await.expect("load");
+                    if settle {
+                        plugin.settled_tier().await;
+                    }
+                    total += started.elapsed();
+                    // (Untimed: the background compile must not run into
+                    // the next load.)
+                    plugin.settled_tier().await;
+                })
+            }
+            total
+        }
+    };
+    group.bench_function("compile", |b| b.iter_custom(cold(false)));
+    group.bench_function("compile_to_cranelift", |b| b.iter_custom(cold(true)));
     group.finish();
 
     let plugin = load(&runtime, path.clone());
@@ -312,6 +335,7 @@ fn memory_per_instance(_: &mut Criterion) {
     let hostile = runtime
         .block_on(Plugin::builder_from_file(fixture("hostile")).with_pool_size(INSTANCES).build())
         .expect("load");
+    runtime.block_on(hostile.settled_tier());
     let (before, accounted) = (resident_bytes(), hostile.pool_stats().idle_memory_bytes);
     runtime.block_on(async {
         let calls: Vec<_> = (0..INSTANCES)
@@ -329,6 +353,7 @@ fn memory_per_instance(_: &mut Criterion) {
     let calculator = runtime
         .block_on(Plugin::builder_from_file(example("calculator")).with_pool_size(INSTANCES).build())
         .expect("load");
+    runtime.block_on(calculator.settled_tier());
     let (before, accounted) = (resident_bytes(), calculator.pool_stats().idle_memory_bytes);
     runtime.block_on(calculator.prewarm(INSTANCES)).expect("prewarm");
     report("calculator_started", &calculator, before, accounted);

@@ -18,9 +18,12 @@ use toolhost::{Plugin, ValidationOptions};
 use toolhost_tests::{doubling_schema, example, fixture};
 
 fn load(runtime: &tokio::runtime::Runtime, validation: ValidationOptions) -> Plugin {
-    runtime
+    let plugin = runtime
         .block_on(Plugin::builder_from_file(example("calculator")).with_validation(validation).build())
-        .expect("load calculator (build it with `cargo test` or `cargo xtask build-plugins`)")
+        .expect("load calculator (build it with `cargo test` or `cargo xtask build-plugins`)");
+    // Measured on Cranelift's code, not the baseline compiler's it starts on.
+    runtime.block_on(plugin.settled_tier());
+    plugin
 }
 
 fn validation(c: &mut Criterion) {

@@ -51,6 +51,13 @@ pub struct BenchReport {
     /// How the compiled module was obtained: `hit`, `miss`, `rebuilt` or
     /// `disabled`.
     pub module_cache: String,
+    /// The compiler whose code the load started on: `baseline` (a cache
+    /// miss, Cranelift compiling in the background) or `optimized`.
+    pub load_tier: String,
+    /// From the start of the load until the plugin ran Cranelift's code,
+    /// in seconds (the load's own time when it started there). The calls
+    /// are measured after it, on Cranelift's code.
+    pub optimized_seconds: f64,
     /// Idle pooled instances after the run.
     pub idle_instances: usize,
     /// Memory each idle instance holds against its limit (linear memory and
@@ -180,6 +187,8 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         first_failure: all.first_failure,
         load_seconds: 0.0,
         module_cache: plugin.compile_info().cache.to_string(),
+        load_tier: plugin.compile_info().tier.to_string(),
+        optimized_seconds: 0.0,
         idle_instances: stats.idle,
         instance_memory_bytes: (stats.idle_memory_bytes / stats.idle.max(1)) as u64,
     }
@@ -256,6 +265,9 @@ pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
     let started = std::time::Instant::now();
     let plugin = Arc::new(options.load(&plugin, pairs, Some(&secrets)).await?);
     let load_seconds = started.elapsed().as_secs_f64();
+    // The calls are measured on the code the plugin runs from then on.
+    plugin.settled_tier().await;
+    let optimized_seconds = started.elapsed().as_secs_f64();
     // Refuse bad arguments once, not on every call.
     plugin.validate_arguments(&tool, arguments.clone())?;
     if std::env::var_os(BARRIER).is_some() {
@@ -271,6 +283,7 @@ pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
     }
     let mut report = bench::run(Arc::clone(&plugin), &tool, arguments, calls as usize, concurrency).await;
     report.load_seconds = load_seconds;
+    report.optimized_seconds = optimized_seconds;
     if json {
         print_json(&report)?;
     } else {
@@ -304,6 +317,13 @@ pub(crate) async fn command(args: Args) -> Result<u8, Failure> {
             h(report.load_seconds * 1e6),
             report.module_cache
         );
+        if report.load_tier != "optimized" {
+            println!(
+                "               on the {} compiler's code; Cranelift's after {}, where the calls were measured",
+                report.load_tier,
+                h(report.optimized_seconds * 1e6)
+            );
+        }
         println!(
             "  instances:   {} idle, {} each held against the memory limit",
             report.idle_instances,

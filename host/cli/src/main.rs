@@ -36,9 +36,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// on (`TOOLHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/toolhost` or
 /// `~/.cache/toolhost`), so a plugin compiles once across runs.
 pub(crate) fn runtime() -> &'static toolhost::Runtime {
-    static RUNTIME: std::sync::OnceLock<toolhost::Runtime> = std::sync::OnceLock::new();
     RUNTIME.get_or_init(|| runtime_builder().build())
 }
+
+static RUNTIME: std::sync::OnceLock<toolhost::Runtime> = std::sync::OnceLock::new();
 
 /// The settings of the CLI's runtime, for a runtime of its own (the
 /// tool-set service's).
@@ -119,7 +120,14 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::PLUGIN_FAILED);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // A plugin that missed the cache answered on the baseline compiler's
+    // code; let Cranelift's compile finish, so that its entry is in the
+    // cache for the next run (the answer is already out).
+    if let Some(toolhost) = RUNTIME.get() {
+        runtime.block_on(toolhost.background_compiles_done());
+    }
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(Failure { code, error }) => {
             // Errors quote plugins (names, messages, values): escaped.

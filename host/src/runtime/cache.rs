@@ -117,11 +117,23 @@ impl ModuleCache {
         if let Some(reason) = unsafe_dir(dir) {
             tracing::warn!(dir = %dir.display(), "the compiled-module cache is off: {reason}; compiling");
             let module = Compiled::compile(engine, wasm, kind)?;
-            return Ok((module, CompileInfo { cache: CacheStatus::Unsafe(reason), elapsed: started.elapsed() }));
+            return Ok((
+                module,
+                CompileInfo {
+                    cache: CacheStatus::Unsafe(reason),
+                    elapsed: started.elapsed(),
+                    tier: super::Tier::Optimized,
+                },
+            ));
         }
         let key = key(engine, wasm, kind);
         let path = dir.join(format!("{}.cwasm", hex(&key)));
-        let hit = |module| Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed() }));
+        let hit = |module| {
+            Ok((
+                module,
+                CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed(), tier: super::Tier::Optimized },
+            ))
+        };
         let status = match lookup(engine, &path, &key, kind) {
             Ok(module) => return hit(module),
             Err(status) => status,
@@ -154,7 +166,54 @@ impl ModuleCache {
             tracing::warn!(dir = %dir.display(), "cannot write the compiled-module cache: {e}");
         }
         compiling.done(&module);
-        Ok((module, CompileInfo { cache: status, elapsed: started.elapsed() }))
+        Ok((module, CompileInfo { cache: status, elapsed: started.elapsed(), tier: super::Tier::Optimized }))
+    }
+}
+
+impl ModuleCache {
+    /// The compiled plugin for `wasm` on `engine` if a sound entry is in
+    /// the cache; else why not (`Miss`, `Rebuilt`: an entry that cannot be
+    /// used, left for the compile that replaces it; `Disabled`; `Unsafe`).
+    /// Compiles nothing, waits for nothing.
+    pub(crate) fn find(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> Result<(Compiled, CompileInfo), CacheStatus> {
+        let Some(dir) = &self.dir else { return Err(CacheStatus::Disabled) };
+        let started = Instant::now();
+        if let Some(reason) = unsafe_dir(dir) {
+            return Err(CacheStatus::Unsafe(reason));
+        }
+        let key = key(engine, wasm, kind);
+        let path = dir.join(format!("{}.cwasm", hex(&key)));
+        let module = lookup(engine, &path, &key, kind)?;
+        Ok((module, CompileInfo { cache: CacheStatus::Hit, elapsed: started.elapsed(), tier: super::Tier::Optimized }))
+    }
+
+    /// Compile `wasm` on the baseline compiler's `engine`, never stored:
+    /// the module, and whether this load compiled it. Loads of the same
+    /// module through this cache at the same time compile it once (the
+    /// others wait for its module, as [`load_or_compile`](Self::load_or_compile)'s do).
+    pub(crate) fn compile_baseline(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        kind: PluginKind,
+    ) -> wasmtime::Result<(Compiled, bool)> {
+        let Some(dir) = &self.dir else { return Ok((Compiled::compile(engine, wasm, kind)?, true)) };
+        // Named like an entry, which it never becomes: only the table of
+        // compilations under way holds the name.
+        let name = dir.join(format!("{}.baseline", hex(&key(engine, wasm, kind))));
+        let compiling = match Compiling::join(&name) {
+            Joined::Leader(compiling) => compiling,
+            Joined::Follower(Some(module)) => return Ok((module, false)),
+            Joined::Follower(None) => Compiling::alone(),
+        };
+        let module = Compiled::compile(engine, wasm, kind)?;
+        compiling.done(&module);
+        Ok((module, true))
     }
 }
 

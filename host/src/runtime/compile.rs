@@ -53,7 +53,8 @@ impl Compiled {
     ) -> wasmtime::Result<(Compiled, CompileInfo)> {
         let started = Instant::now();
         let module = Compiled::compile(engine, wasm, kind)?;
-        Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed: started.elapsed() }))
+        let elapsed = started.elapsed();
+        Ok((module, CompileInfo { cache: CacheStatus::Disabled, elapsed, tier: super::Tier::Optimized }))
     }
 
     /// Map a compiled plugin from a cache entry: `file`, open at `path`.
@@ -121,6 +122,11 @@ pub struct CompileInfo {
     pub cache: CacheStatus,
     /// Time to obtain the compiled module (compile or cache load).
     pub elapsed: Duration,
+    /// The compiler whose code the plugin started on: the baseline
+    /// compiler's for a module that missed the cache, while Cranelift
+    /// compiles it in the background ([`Plugin::tier`](crate::Plugin::tier)
+    /// says when that is done).
+    pub tier: super::Tier,
 }
 
 impl std::fmt::Display for CacheStatus {

@@ -263,6 +263,11 @@ pub(crate) struct ComponentInstance {
 }
 
 impl ComponentInstance {
+    /// The engine its code was compiled for.
+    pub(crate) fn engine(&self) -> &wasmtime::Engine {
+        self.store.engine()
+    }
+
     /// Run the `offers` function of the Extism export `export` with the
     /// same `{"request", "context"}` input an Extism plugin gets: its
     /// answer as JSON (not yet checked).

@@ -748,6 +748,11 @@ pub(crate) struct ExtismInstance {
 }
 
 impl ExtismInstance {
+    /// The engine its code was compiled for.
+    pub(crate) fn engine(&self) -> &wasmtime::Engine {
+        self.store.engine()
+    }
+
     /// Run an entry point with `input` and return its output, or how it
     /// failed. An instance whose run failed must be dropped.
     /// `secrets`: the ids of the secrets this run may read.

@@ -214,6 +214,16 @@ impl Instance {
         ran.map_err(output::short_error)
     }
 
+    /// Whether its code was compiled for `engine`.
+    pub(crate) fn runs_on(&self, engine: &wasmtime::Engine) -> bool {
+        match self {
+            Instance::Extism(instance) => wasmtime::Engine::same(instance.engine(), engine),
+            Instance::Builtin(_) => false,
+            #[cfg(feature = "component")]
+            Instance::Component(instance) => wasmtime::Engine::same(instance.engine(), engine),
+        }
+    }
+
     /// Bytes held against the memory limit.
     pub(crate) fn memory_used(&self) -> usize {
         match self {

@@ -95,6 +95,50 @@ pub(crate) enum EngineKind {
     Fuel,
 }
 
+/// Which of wasmtime's compilers a runtime compiles plugins with
+/// ([`RuntimeBuilder::with_compilers`]). Without the `winch` feature, or
+/// where Winch cannot run, every choice compiles with Cranelift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Compilers {
+    /// A plugin that misses the compiled-module cache starts on the
+    /// baseline compiler's code while Cranelift compiles it in the
+    /// background; Cranelift's module replaces it and goes in the cache.
+    /// The default where the baseline compiler runs.
+    Tiered,
+    /// Cranelift only: a miss waits for it. The default elsewhere.
+    Cranelift,
+    /// The baseline compiler only (its modules are what the cache keeps):
+    /// the fastest loads and no background compiles, for slower calls. For
+    /// short runs that load many plugins and call each a few times.
+    Baseline,
+}
+
+/// Which of wasmtime's compilers made a plugin's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tier {
+    /// Winch, wasmtime's baseline compiler: it compiles about ten times
+    /// faster than Cranelift, and its code runs slower. A plugin that was
+    /// not in the compiled-module cache starts on it while Cranelift
+    /// compiles it in the background
+    /// ([`RuntimeBuilder::with_compilers`]).
+    Baseline,
+    /// Cranelift, wasmtime's optimising compiler: what a plugin runs on
+    /// from the cache, and once its background compile is done.
+    Optimized,
+}
+
+impl std::fmt::Display for Tier {
+    /// `baseline` or `optimized`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tier::Baseline => "baseline",
+            Tier::Optimized => "optimized",
+        })
+    }
+}
+
 /// An engine and the linkers of both flavours on it, each made when first
 /// needed.
 pub(crate) struct Engines {
@@ -107,6 +151,16 @@ pub(crate) struct Engines {
 }
 
 impl Engines {
+    fn new(engine: Engine) -> Self {
+        Engines {
+            engine,
+            extism: OnceLock::new(),
+            kernel: OnceLock::new(),
+            #[cfg(feature = "component")]
+            component: OnceLock::new(),
+        }
+    }
+
     pub(crate) fn extism_linker(&self) -> Result<&Arc<wasmtime::Linker<extism::State>>, String> {
         self.extism.get_or_init(|| extism::linker(&self.engine).map(Arc::new)).as_ref().map_err(Clone::clone)
     }
@@ -164,6 +218,12 @@ pub struct Runtime {
 struct RuntimeInner {
     plain: OnceLock<Result<Engines, String>>,
     fuel: OnceLock<Result<Engines, String>>,
+    /// The same on the baseline compiler (`None`: it is off, or cannot run
+    /// here).
+    plain_baseline: OnceLock<Option<Engines>>,
+    fuel_baseline: OnceLock<Option<Engines>>,
+    /// The compilers plugins are compiled with.
+    compilers: Compilers,
     ticker: Ticker,
     #[cfg(feature = "cache")]
     cache: ModuleCache,
@@ -180,6 +240,8 @@ struct RuntimeInner {
     idle: tokio::sync::Notify,
     /// Cancelled when a shutdown's grace period is over.
     cancel: CancellationToken,
+    /// Plugins Cranelift is compiling in the background.
+    background: tokio::sync::watch::Sender<usize>,
 }
 
 impl Drop for RuntimeInner {
@@ -194,6 +256,7 @@ impl std::fmt::Debug for Runtime {
         #[cfg(feature = "cache")]
         f.field("cache", &self.inner.cache);
         f.field("default_limits", &self.inner.limits)
+            .field("compilers", &self.inner.compilers)
             .field("observer", &self.inner.observer.is_some())
             .field("calls_in_flight", &self.calls_in_flight())
             .field("shut_down", &self.is_shut_down())
@@ -217,6 +280,7 @@ pub struct RuntimeBuilder {
     observer: Option<Arc<dyn CallObserver>>,
     downloads: Option<crate::DownloadCache>,
     download_hosts: Option<Vec<String>>,
+    compilers: Option<Compilers>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -228,6 +292,7 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("observer", &self.observer.is_some())
             .field("downloads", &self.downloads)
             .field("download_hosts", &self.download_hosts)
+            .field("compilers", &self.compilers)
             .finish()
     }
 }
@@ -279,6 +344,28 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Which compilers plugins are compiled with. By default, where
+    /// wasmtime's baseline compiler, Winch, runs (x86-64, the `winch`
+    /// feature), [`Compilers::Tiered`]: a plugin that is not in the
+    /// compiled-module cache starts on Winch's code while Cranelift
+    /// compiles it in the background ([`Tier`]), so a never-seen plugin
+    /// answers in tens of milliseconds instead of hundreds. Its first calls
+    /// run slower code, and the background compile takes the CPU time the
+    /// load would have. The plugin moves to Cranelift's code instance by
+    /// instance (a busy instance finishes its call first; state a plugin
+    /// keeps in an instance between calls starts again, as after a fault),
+    /// and Cranelift's module is what the cache keeps. Elsewhere,
+    /// [`Compilers::Cranelift`]: every miss waits for Cranelift.
+    ///
+    /// A plugin that may change its tool list (it keeps that state in its
+    /// one instance) waits for Cranelift unless only the baseline compiler
+    /// is used; a module Winch cannot compile (it uses GC, typed function
+    /// references or tail calls) always does.
+    pub fn with_compilers(mut self, compilers: Compilers) -> Self {
+        self.compilers = Some(compilers);
+        self
+    }
+
     /// The runtime. Its engines and ticker thread are made when the first
     /// plugin is loaded.
     pub fn build(self) -> Runtime {
@@ -286,6 +373,13 @@ impl RuntimeBuilder {
             inner: Arc::new(RuntimeInner {
                 plain: OnceLock::new(),
                 fuel: OnceLock::new(),
+                plain_baseline: OnceLock::new(),
+                fuel_baseline: OnceLock::new(),
+                compilers: self.compilers.unwrap_or(if cfg!(all(feature = "winch", target_arch = "x86_64")) {
+                    Compilers::Tiered
+                } else {
+                    Compilers::Cranelift
+                }),
                 ticker: Ticker::new(),
                 #[cfg(feature = "cache")]
                 cache: self.cache.unwrap_or_else(ModuleCache::disabled),
@@ -297,6 +391,7 @@ impl RuntimeBuilder {
                 closed: AtomicBool::new(false),
                 idle: tokio::sync::Notify::new(),
                 cancel: CancellationToken::new(),
+                background: tokio::sync::watch::channel(0).0,
             }),
         }
     }
@@ -527,18 +622,72 @@ impl Runtime {
         };
         let engines = cell
             .get_or_init(|| {
-                let engine = Engine::new(&config(kind)).map_err(|e| e.to_string())?;
+                let engine = Engine::new(&config(kind, Tier::Optimized)).map_err(|e| e.to_string())?;
                 self.inner.ticker.tick(&engine)?;
-                Ok(Engines {
-                    engine,
-                    extism: OnceLock::new(),
-                    kernel: OnceLock::new(),
-                    #[cfg(feature = "component")]
-                    component: OnceLock::new(),
-                })
+                Ok(Engines::new(engine))
             })
             .as_ref()?;
         Ok(engines)
+    }
+
+    /// The baseline compiler's engines of that kind, made on first use:
+    /// `None` when the runtime does not use it, or it cannot run here
+    /// (logged once).
+    pub(crate) fn baseline_engines(&self, kind: EngineKind) -> Option<&Engines> {
+        // (Without the `winch` feature there is no baseline compiler.)
+        if self.inner.compilers == Compilers::Cranelift || cfg!(not(feature = "winch")) {
+            return None;
+        }
+        let cell = match kind {
+            EngineKind::Plain => &self.inner.plain_baseline,
+            EngineKind::Fuel => &self.inner.fuel_baseline,
+        };
+        cell.get_or_init(|| {
+            let made = Engine::new(&config(kind, Tier::Baseline))
+                .map_err(|e| e.to_string())
+                .and_then(|engine| self.inner.ticker.tick(&engine).map(|()| engine));
+            match made {
+                Ok(engine) => Some(Engines::new(engine)),
+                Err(error) => {
+                    tracing::info!("the baseline compiler cannot run here ({error}): every plugin waits for Cranelift");
+                    None
+                }
+            }
+        })
+        .as_ref()
+    }
+
+    /// Wait until no plugin of this runtime is being compiled by Cranelift
+    /// in the background (at once when none is): every plugin loaded so
+    /// far runs Cranelift's code (or stays on the baseline's, if Cranelift
+    /// failed, logged), and their entries are in the compiled-module cache.
+    pub async fn background_compiles_done(&self) {
+        let mut background = self.inner.background.subscribe();
+        // (The sender lives as long as the runtime.)
+        let _ = background.wait_for(|&n| n == 0).await;
+    }
+
+    /// A background compile begins: counted until the guard is dropped.
+    pub(crate) fn background_compile(&self) -> BackgroundCompile {
+        self.inner.background.send_modify(|n| *n += 1);
+        BackgroundCompile { runtime: Arc::clone(&self.inner) }
+    }
+
+    /// Which compilers plugins are compiled with
+    /// ([`RuntimeBuilder::with_compilers`]).
+    pub fn compilers(&self) -> Compilers {
+        self.inner.compilers
+    }
+}
+
+/// A background compile under way: counted until dropped.
+pub(crate) struct BackgroundCompile {
+    runtime: Arc<RuntimeInner>,
+}
+
+impl Drop for BackgroundCompile {
+    fn drop(&mut self) {
+        self.runtime.background.send_modify(|n| *n -= 1);
     }
 }
 
@@ -556,15 +705,23 @@ impl Drop for CallGuard {
 }
 
 /// The engine configuration. The Wasm features are those Extism enables, so
-/// every plugin Extism runs, toolhost runs.
-fn config(kind: EngineKind) -> Config {
+/// every plugin Extism runs, toolhost runs. The baseline compiler has the
+/// same limits, interruption and fuel accounting (Winch charges fuel as
+/// Cranelift does), without the three proposals it does not compile: a
+/// module that uses them fails there and waits for Cranelift.
+fn config(kind: EngineKind, tier: Tier) -> Config {
     let mut config = Config::new();
+    let optimized = tier == Tier::Optimized;
     config
         .epoch_interruption(true)
         .consume_fuel(kind == EngineKind::Fuel)
-        .wasm_tail_call(true)
-        .wasm_function_references(true)
-        .wasm_gc(true)
+        .wasm_tail_call(optimized)
+        .wasm_function_references(optimized)
+        .wasm_gc(optimized)
         .wasm_component_model(true);
+    #[cfg(feature = "winch")]
+    if !optimized {
+        config.strategy(wasmtime::Strategy::Winch);
+    }
     config
 }
