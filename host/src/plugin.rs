@@ -848,7 +848,9 @@ fn compile(
                 );
             }
         }
-    } else if let Some((baseline, _)) = baseline {
+    } else if let Some((baseline, _)) = baseline
+        && !(flavour == PluginKind::Extism && imports_tool_list_changes(wasm))
+    {
         let status = match cache.find(engine, wasm, flavour) {
             Ok(hit) => return Ok(optimized(hit)),
             Err(status) => status,
@@ -876,6 +878,27 @@ fn compile(
     }
     let compiled = cache.load_or_compile(engine, wasm, flavour).map_err(|e| compile_error(name, flavour, e))?;
     Ok(optimized(compiled))
+}
+
+/// Whether an Extism module imports hyper-mcp's `notify_tool_list_changed`,
+/// read from its import section before anything is compiled: such a plugin
+/// keeps its tool list in its one instance, which a move from Winch's code
+/// to Cranelift's would replace, so it is compiled by Cranelift at once.
+/// (Bytes that are not a binary module say no; compiling them says what
+/// they are.)
+fn imports_tool_list_changes(wasm: &[u8]) -> bool {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload {
+            Ok(wasmparser::Payload::ImportSection(imports)) => {
+                return imports.into_imports().any(|import| {
+                    import.is_ok_and(|i| i.module == "extism:host/user" && i.name == "notify_tool_list_changed")
+                });
+            }
+            Ok(wasmparser::Payload::CodeSectionStart { .. }) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    false
 }
 
 /// Compile with Cranelift (or load from the cache): the background half of
@@ -1717,6 +1740,12 @@ impl Inner {
     /// one (waiting while the pool is full and busy). The fault is the new
     /// instance's start-up failing; its place is freed then.
     async fn checkout(&self) -> Result<(Place<'_, Instance>, Instance), Fault> {
+        // Once the plugin has moved to Cranelift's code, the idle instances
+        // of the old code go at once (each holds its memory and keeps the
+        // old module alive), not only as they are next taken.
+        if self.module.sweep_due() {
+            self.pool.retain_idle(|instance| !self.module.outdated(instance));
+        }
         let (place, idle) = self.pool.take().await;
         let instance = match idle {
             // (An idle instance of code since replaced is dropped: its

@@ -145,6 +145,22 @@ impl<T> Pool<T> {
         }
     }
 
+    /// Drop the idle instances `keep` refuses, freeing their places.
+    pub(crate) fn retain_idle(&self, keep: impl Fn(&T) -> bool) {
+        let mut state = self.lock();
+        let (kept, dropped): (Vec<_>, Vec<_>) = state.idle.drain(..).partition(|(_, instance)| keep(instance));
+        state.idle = kept;
+        state.live -= dropped.len();
+        let wake = if state.waiting > 0 { dropped.len() } else { 0 };
+        drop(state);
+        // (Dropped outside the lock.)
+        drop(dropped);
+        // One wake per freed place, as freeing a place does.
+        for _ in 0..wake {
+            self.returned.notify_one();
+        }
+    }
+
     /// Idle instances, and how many exist.
     pub(crate) fn counts(&self) -> (usize, usize) {
         let state = self.lock();
@@ -222,6 +238,25 @@ mod tests {
         waiter.await.unwrap();
         assert_eq!(served.load(Ordering::SeqCst), 1);
         assert_eq!(pool.counts(), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn idle_instances_refused_by_retain_free_their_places() {
+        let pool = Pool::new(3);
+        let mut places = Vec::new();
+        for _ in 0..3 {
+            places.push(pool.take().await.0);
+        }
+        for (place, instance) in places.into_iter().zip([1, 2, 3]) {
+            pool.give_back(place, instance);
+        }
+        pool.retain_idle(|&instance| instance != 2);
+        assert_eq!(pool.counts(), (2, 2));
+        // The freed place makes a new instance; the kept ones are reused.
+        let taken = [pool.take().await, pool.take().await, pool.take().await];
+        let mut idle: Vec<_> = taken.iter().map(|(_, idle)| *idle).collect();
+        idle.sort();
+        assert_eq!(idle, [None, Some(1), Some(3)]);
     }
 
     #[tokio::test]

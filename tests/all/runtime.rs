@@ -510,18 +510,20 @@ async fn a_cache_directory_other_users_may_write_is_not_used() {
 fn the_cli_fills_and_then_uses_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = example("text");
-    let run = |cache: &std::ffi::OsStr| {
+    let run_with = |cache: &std::ffi::OsStr, compilers: &str| {
         let output = std::process::Command::new(toolhost_tests::toolhost())
             .args(["describe", plugin.to_str().unwrap()])
             .env("TOOLHOST_CACHE_DIR", cache)
             .env("TOOLHOST_LOG", "toolhost=debug")
+            .env("TOOLHOST_COMPILERS", compilers)
             .output()
             .expect("run toolhost");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stderr).into_owned()
     };
+    let run = |cache: &std::ffi::OsStr| run_with(cache, "");
     let first = run(dir.path().as_os_str());
-    assert!(first.contains("cache=miss"), "{first}");
+    assert!(first.contains("cache=miss") && first.contains("tier=baseline"), "{first}");
     // Cranelift's entry for the plugin (written by the background compile
     // before the process ended), and the Extism kernel's for each compiler.
     assert_eq!(cache_entries(dir.path()).len(), 3);
@@ -530,6 +532,13 @@ fn the_cli_fills_and_then_uses_the_cache() {
     // `off` turns it off.
     let off = run("off".as_ref());
     assert!(off.contains("cache=disabled"), "{off}");
+    // `TOOLHOST_COMPILERS=cranelift`: a miss waits for Cranelift.
+    let fresh = tempfile::tempdir().unwrap();
+    let cranelift = run_with(fresh.path().as_os_str(), "cranelift");
+    assert!(cranelift.contains("cache=miss") && cranelift.contains("tier=optimized"), "{cranelift}");
+    assert!(!cranelift.contains("tier=baseline"), "{cranelift}");
+    let unknown = run_with("off".as_ref(), "fastest");
+    assert!(unknown.contains("TOOLHOST_COMPILERS=fastest is not"), "{unknown}");
 }
 
 #[tokio::test]

@@ -44,9 +44,24 @@ static RUNTIME: std::sync::OnceLock<toolhost::Runtime> = std::sync::OnceLock::ne
 /// The settings of the CLI's runtime, for a runtime of its own (the
 /// tool-set service's).
 pub(crate) fn runtime_builder() -> toolhost::RuntimeBuilder {
-    toolhost::Runtime::builder()
+    let builder = toolhost::Runtime::builder()
         .with_module_cache(toolhost::ModuleCache::from_env())
-        .with_download_cache(toolhost::DownloadCache::from_env())
+        .with_download_cache(toolhost::DownloadCache::from_env());
+    // `TOOLHOST_COMPILERS`: `tiered` (the default), `cranelift` or
+    // `baseline`.
+    match std::env::var("TOOLHOST_COMPILERS").as_deref() {
+        Err(_) | Ok("") => builder,
+        Ok("tiered") => builder.with_compilers(toolhost::Compilers::Tiered),
+        Ok("cranelift") => builder.with_compilers(toolhost::Compilers::Cranelift),
+        Ok("baseline") => builder.with_compilers(toolhost::Compilers::Baseline),
+        Ok(other) => {
+            eprintln!(
+                "warning: TOOLHOST_COMPILERS={} is not `tiered`, `cranelift` or `baseline`; using the default",
+                escaped(other)
+            );
+            builder
+        }
+    }
 }
 
 /// Run WebAssembly tool plugins: describe them, call their tools.

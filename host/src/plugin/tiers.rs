@@ -34,6 +34,8 @@ pub(crate) struct Code {
     baseline: Option<Engine>,
     /// Set once Cranelift's module has replaced the baseline's.
     upgraded: AtomicBool,
+    /// Set once the pool's idle instances of the baseline's code went.
+    swept: AtomicBool,
     /// `None` while Cranelift compiles; then the tier the plugin stays on.
     settled: tokio::sync::watch::Sender<Option<Tier>>,
 }
@@ -61,6 +63,7 @@ impl Code {
             current: RwLock::new(Arc::new(module)),
             baseline,
             upgraded: AtomicBool::new(false),
+            swept: AtomicBool::new(false),
             settled: tokio::sync::watch::channel(settled).0,
         }
     }
@@ -110,6 +113,14 @@ impl Code {
     /// dropped after its call rather than returned to the pool.
     pub(crate) fn outdated(&self, instance: &Instance) -> bool {
         self.upgraded.load(Ordering::Acquire) && self.baseline.as_ref().is_some_and(|engine| instance.runs_on(engine))
+    }
+
+    /// Whether the pool's idle instances of replaced code are yet to be
+    /// dropped: true once, after the move to Cranelift's code.
+    pub(crate) fn sweep_due(&self) -> bool {
+        self.upgraded.load(Ordering::Acquire)
+            && !self.swept.load(Ordering::Relaxed)
+            && !self.swept.swap(true, Ordering::AcqRel)
     }
 
     /// Whether `instance` runs the baseline compiler's code.

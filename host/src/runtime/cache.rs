@@ -153,9 +153,13 @@ impl ModuleCache {
                 }
                 compiling
             }
-            Joined::Follower(Some(module)) => return hit(module),
-            // The first load failed: compile, and meet its error ourselves.
-            Joined::Follower(None) => Compiling::alone(),
+            Joined::Follower(Some(module)) if module.is_for(engine) => return hit(module),
+            // The first load compiled it for another runtime's engine (the
+            // same configuration, another `Engine`): its entry is there now.
+            Joined::Follower(Some(_)) if let Ok(module) = lookup(engine, &path, &key, kind) => return hit(module),
+            // The first load failed (or its entry cannot be read): compile,
+            // and meet its error ourselves.
+            Joined::Follower(_) => Compiling::alone(),
         };
         if let CacheStatus::Rebuilt(reason) = &status {
             tracing::warn!(entry = %path.display(), "the compiled-module cache entry is unusable: {reason}; recompiling");
@@ -208,8 +212,9 @@ impl ModuleCache {
         let name = dir.join(format!("{}.baseline", hex(&key(engine, wasm, kind))));
         let compiling = match Compiling::join(&name) {
             Joined::Leader(compiling) => compiling,
-            Joined::Follower(Some(module)) => return Ok((module, false)),
-            Joined::Follower(None) => Compiling::alone(),
+            Joined::Follower(Some(module)) if module.is_for(engine) => return Ok((module, false)),
+            // (It failed, or compiled for another runtime's engine.)
+            Joined::Follower(_) => Compiling::alone(),
         };
         let module = Compiled::compile(engine, wasm, kind)?;
         compiling.done(&module);

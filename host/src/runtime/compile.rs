@@ -29,6 +29,16 @@ impl Compiled {
         }
     }
 
+    /// Whether it was compiled by `engine` (it can only run there).
+    #[cfg(feature = "cache")]
+    pub(crate) fn is_for(&self, engine: &Engine) -> bool {
+        match self {
+            Compiled::Module(module) => Engine::same(module.engine(), engine),
+            #[cfg(feature = "component")]
+            Compiled::Component(component) => Engine::same(component.engine(), engine),
+        }
+    }
+
     /// Compile `wasm` as a plugin of `kind`.
     pub(crate) fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
         Ok(match kind {
