@@ -25,9 +25,9 @@ use crate::runtime::component::ComponentModule;
 use crate::runtime::extism::{ExtismModule, Interface, NotAPlugin};
 use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
 use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
-use crate::runtime::kernel;
 use crate::runtime::outcome::{CallOutput, RunError};
 use crate::runtime::{Compilers, EngineKind, Engines, Runtime, Tier};
+use crate::runtime::{kernel, user};
 use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{NoSecrets, Redacted, Redactor, SecretOutput, SecretProvider, SensitiveValues};
 use crate::telemetry::{CallTrace, Meter};
@@ -368,7 +368,7 @@ impl PluginBuilder {
                 let baseline = baseline.as_ref().map(|(engine, compilers)| (engine, *compilers));
                 let found = compile(&loading, &source, &cache, &engine, baseline)?;
                 if found.compiled.module().is_some() {
-                    ready_kernel(&runtime, kind, found.tier, &kernel_cache)?;
+                    ready_kernel(&runtime, kind, found.info.tier, &kernel_cache)?;
                 }
                 Ok::<_, Error>(found)
             })
@@ -378,25 +378,25 @@ impl PluginBuilder {
         // what the load waits for first, so it gets the first thread).
         validate::prepare_in_background();
         let found = lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
-        let Found { compiled: module, info: mut compiled, tier, wasm, flavour } = found;
+        let Found { compiled: module, info: mut compiled, wasm, flavour } = found;
+        let tier = compiled.tier;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, %tier, "compiled module ready");
-        let engines = match tier {
-            Tier::Optimized => engines,
-            Tier::Baseline => self
-                .runtime
-                .baseline_engines(kind)
-                .ok_or_else(|| Error::Host("the baseline compiler's engine went away".to_owned()))?,
-        };
+        let engines = self.runtime.tier_engines(kind, tier).map_err(Error::Host)?;
         let module = module_from(&name, module, engines, &self.host_functions)?;
         let (code, background) = match wasm {
             Some(wasm) => {
                 let optimize = {
                     let (name, runtime, host_functions) =
                         (name.clone(), self.runtime.clone(), self.host_functions.clone());
+                    // Cranelift's compile (or the cache's entry, if another
+                    // load wrote it meanwhile), as a miss without the
+                    // baseline compiler would have done it.
                     move || {
-                        let (compiled, info) = compile_optimized(&name, &wasm, flavour, &cache, &runtime, kind)?;
-                        ready_kernel(&runtime, kind, Tier::Optimized, &kernel_cache)?;
                         let engines = runtime.engines(kind).map_err(Error::Host)?;
+                        let (compiled, info) = cache
+                            .load_or_compile(&engines.engine, &wasm, flavour)
+                            .map_err(|e| compile_error(&name, flavour, e))?;
+                        ready_kernel(&runtime, kind, Tier::Optimized, &kernel_cache)?;
                         Ok::<_, Error>((module_from(&name, compiled, engines, &host_functions)?, info))
                     }
                 };
@@ -793,9 +793,8 @@ impl NoCache {
 /// What a load's lookup found.
 struct Found {
     compiled: Compiled,
+    /// How it was obtained, and which compiler made it.
     info: CompileInfo,
-    /// The compiler that made `compiled`.
-    tier: Tier,
     /// On the baseline: the Wasm, for Cranelift to compile next.
     wasm: Option<Arc<[u8]>>,
     flavour: PluginKind,
@@ -834,12 +833,12 @@ fn compile(
             source: None,
         });
     }
-    let optimized = |(compiled, info)| Found { compiled, info, tier: Tier::Optimized, wasm: None, flavour };
+    let optimized = |(compiled, info)| Found { compiled, info, wasm: None, flavour };
     if let Some((baseline, Compilers::Baseline)) = baseline {
         match cache.load_or_compile(baseline, wasm, flavour) {
             Ok((compiled, info)) => {
                 let info = CompileInfo { tier: Tier::Baseline, ..info };
-                return Ok(Found { compiled, info, tier: Tier::Baseline, wasm: None, flavour });
+                return Ok(Found { compiled, info, wasm: None, flavour });
             }
             Err(error) => {
                 tracing::debug!(
@@ -862,7 +861,6 @@ fn compile(
                 return Ok(Found {
                     compiled,
                     info: CompileInfo { cache, elapsed: started.elapsed(), tier: Tier::Baseline },
-                    tier: Tier::Baseline,
                     wasm: Some(Arc::from(wasm)),
                     flavour,
                 });
@@ -891,7 +889,7 @@ fn imports_tool_list_changes(wasm: &[u8]) -> bool {
         match payload {
             Ok(wasmparser::Payload::ImportSection(imports)) => {
                 return imports.into_imports().any(|import| {
-                    import.is_ok_and(|i| i.module == "extism:host/user" && i.name == "notify_tool_list_changed")
+                    import.is_ok_and(|i| i.module == user::USER && i.name == user::NOTIFY_TOOL_LIST_CHANGED)
                 });
             }
             Ok(wasmparser::Payload::CodeSectionStart { .. }) | Err(_) => return false,
@@ -899,20 +897,6 @@ fn imports_tool_list_changes(wasm: &[u8]) -> bool {
         }
     }
     false
-}
-
-/// Compile with Cranelift (or load from the cache): the background half of
-/// a load that started on the baseline compiler.
-fn compile_optimized(
-    name: &str,
-    wasm: &[u8],
-    flavour: PluginKind,
-    cache: &Cache,
-    runtime: &Runtime,
-    kind: EngineKind,
-) -> Result<(Compiled, CompileInfo), Error> {
-    let engines = runtime.engines(kind).map_err(Error::Host)?;
-    cache.load_or_compile(&engines.engine, wasm, flavour).map_err(|e| compile_error(name, flavour, e))
 }
 
 fn compile_error(name: &str, flavour: PluginKind, e: wasmtime::Error) -> Error {
@@ -929,13 +913,9 @@ fn compile_error(name: &str, flavour: PluginKind, e: wasmtime::Error) -> Error {
 /// Make the Extism kernel's Wasm half on the engines of `kind` and `tier`,
 /// once per engine, through the runtime's cache (an entry per compiler).
 fn ready_kernel(runtime: &Runtime, kind: EngineKind, tier: Tier, cache: &Cache) -> Result<(), Error> {
-    let engines = match tier {
-        Tier::Optimized => runtime.engines(kind).map_err(Error::Host)?,
-        Tier::Baseline => runtime
-            .baseline_engines(kind)
-            .ok_or_else(|| Error::Host("the baseline compiler's engine went away".to_owned()))?,
-    };
-    engines
+    runtime
+        .tier_engines(kind, tier)
+        .map_err(Error::Host)?
         .extism_kernel(|engine| {
             let (compiled, info) = cache
                 .load_or_compile(engine, kernel::wat().as_bytes(), PluginKind::Extism)

@@ -411,7 +411,7 @@ impl ExtismModule {
                     };
                     let (params, results) = super::user::signature(takes, returns);
                     check_type(&import.ty(), USER, name, &params, &results)?;
-                    dynamic_tools |= name == "notify_tool_list_changed";
+                    dynamic_tools |= name == super::user::NOTIFY_TOOL_LIST_CHANGED;
                 }
                 other => {
                     return Err(NotAPlugin(format!(

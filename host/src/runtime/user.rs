@@ -28,6 +28,9 @@ use crate::context::LogLevel;
 
 /// The import module of hyper-mcp's host functions.
 pub(crate) const USER: &str = "extism:host/user";
+/// hyper-mcp's function by which a plugin says its tool list changed (a
+/// plugin that imports it keeps its list in its instance).
+pub(crate) const NOTIFY_TOOL_LIST_CHANGED: &str = "notify_tool_list_changed";
 
 /// Notices (progress, list changes, resource updates) a run may send; past
 /// this they are dropped.
@@ -46,7 +49,7 @@ pub(crate) const FUNCTIONS: &[(&str, bool, bool)] = &[
     ("notify_prompt_list_changed", false, false),
     ("notify_resource_list_changed", false, false),
     ("notify_resource_updated", true, false),
-    ("notify_tool_list_changed", false, false),
+    (NOTIFY_TOOL_LIST_CHANGED, false, false),
     ("notify_url_elicitation_completed", true, false),
 ];
 
@@ -188,7 +191,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             Ok(())
         })
     })?;
-    linker.func_wrap(USER, "notify_tool_list_changed", |c: Caller<'_, State>| {
+    linker.func_wrap(USER, NOTIFY_TOOL_LIST_CHANGED, |c: Caller<'_, State>| {
         // The plugin's tool list is read again by whoever follows it (a
         // registry), which then tells its own clients.
         c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
