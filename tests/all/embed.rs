@@ -103,6 +103,10 @@ fn features_leave_out_what_an_embedder_does_not_use() {
 }
 
 /// Build the example (with the tests' dependencies) and return its path.
+/// Built from the workspace's root with no package named, features resolve
+/// as in `cargo test` there (the workspace's default members), so the build
+/// reuses the test build's crates; with `-p toolhost-tests` alone it would
+/// build wasmtime and most else again.
 fn agent_loop() -> PathBuf {
     let tests_exe = std::env::current_exe().expect("test executable");
     let profile_dir = tests_exe.parent().and_then(Path::parent).expect("target/<profile>");
@@ -111,7 +115,8 @@ fn agent_loop() -> PathBuf {
         Some(other) => other.to_owned(),
     };
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--package", "toolhost-tests", "--example", "agent_loop", "--profile", &profile])
+        .current_dir(workspace())
+        .args(["build", "--quiet", "--example", "agent_loop", "--profile", &profile])
         .status()
         .expect("run cargo to build the example");
     assert!(status.success(), "building the agent_loop example failed");

@@ -168,10 +168,15 @@ fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if json { "info" } else { "off" }));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // `set_global_default`, not `try_init`: the build has tracing-subscriber's
+    // `tracing-log` (see Cargo.toml), and `try_init` would also route the
+    // `log` records of every dependency into these logs.
     let _ = if json {
-        logs.json().with_current_span(true).with_span_list(false).try_init()
+        tracing::subscriber::set_global_default(logs.json().with_current_span(true).with_span_list(false).finish())
     } else {
-        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init()
+        tracing::subscriber::set_global_default(
+            logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).finish(),
+        )
     };
 }
 
