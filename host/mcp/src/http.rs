@@ -268,7 +268,9 @@ impl HttpServer {
                 router = router.route("/metrics", axum::routing::get(crate::production::metrics));
             }
         }
-        let mut router = router.with_state(front);
+        // Shared, not cloned per request (it holds rmcp's service and its
+        // configuration, lists of hosts and origins among it).
+        let mut router = router.with_state(Arc::new(front));
         if let Some(routes) = options.routes {
             router = router.merge(routes);
         }
@@ -370,7 +372,7 @@ async fn healthz() -> Response<Body> {
 
 /// `GET /readyz`: `200` while serving, `503` once draining; the body says
 /// each toolset's last sync state.
-async fn readyz(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+async fn readyz(axum::extract::State(front): axum::extract::State<Arc<Front>>) -> Response<Body> {
     let draining = front.draining.load(std::sync::atomic::Ordering::SeqCst);
     let mut toolsets = serde_json::Map::new();
     if let crate::ToolSource::Plugin(plugin) = &front.source {
@@ -403,7 +405,7 @@ async fn readyz(axum::extract::State(front): axum::extract::State<Front>) -> Res
 }
 
 async fn http_front(
-    axum::extract::State(front): axum::extract::State<Front>,
+    axum::extract::State(front): axum::extract::State<Arc<Front>>,
     request: Request<Body>,
 ) -> Response<Body> {
     #[cfg(feature = "production")]
@@ -471,8 +473,9 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             );
         }
     };
-    let rebuild = |body: Vec<u8>| {
-        let mut request = Request::from_parts(parts.clone(), Body::from(body));
+    // The request again, for rmcp: the same head, this body.
+    let rebuild = |parts: axum::http::request::Parts, body: Body| {
+        let mut request = Request::from_parts(parts, body);
         request.headers_mut().remove(header::CONTENT_LENGTH);
         request
     };
@@ -502,7 +505,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                     }
                 };
                 let expects_answer = message.get("method").is_some() && message.get("id").is_some();
-                let response = inner(front, rebuild(message.to_string().into_bytes())).await;
+                let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
                 if !response.status().is_success() {
                     return response;
                 }
@@ -524,7 +527,8 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
                     return refusal;
                 }
-                inner(front, rebuild(bytes.to_vec())).await
+                // (The head moved, not copied; the body shared, not copied.)
+                inner(front, rebuild(parts, Body::from(bytes))).await
             }
         },
     }

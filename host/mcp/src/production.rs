@@ -97,7 +97,7 @@ pub(crate) fn scope_refusal(
 }
 
 /// `GET /.well-known/oauth-protected-resource[/path]`: RFC 9728's metadata.
-pub(crate) async fn metadata(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+pub(crate) async fn metadata(axum::extract::State(front): axum::extract::State<Arc<Front>>) -> Response<Body> {
     let auth = front.auth.as_ref().expect("the route exists with an authenticator");
     let mut response = json_response(StatusCode::OK, &auth.metadata());
     response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
@@ -105,7 +105,7 @@ pub(crate) async fn metadata(axum::extract::State(front): axum::extract::State<F
 }
 
 /// `GET /metrics`: Prometheus' text format.
-pub(crate) async fn metrics(axum::extract::State(front): axum::extract::State<Front>) -> Response<Body> {
+pub(crate) async fn metrics(axum::extract::State(front): axum::extract::State<Arc<Front>>) -> Response<Body> {
     let metrics = front.metrics.as_ref().expect("the route exists with metrics");
     let mut response = Response::new(Body::from(metrics.render(&front.source)));
     response.headers_mut().insert(
