@@ -13,7 +13,8 @@
 //!   say, side by side.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
-//!   connection) calling concurrently, at protocol 2025-06-18 (a session
+//!   connection; the clients are tasks on one client thread, whose CPU
+//!   per call is printed too) calling concurrently, at protocol 2025-06-18 (a session
 //!   per client); then the same at 2026-07-28, where a client has no
 //!   session and every request names its protocol version in `_meta`.
 //!
@@ -323,61 +324,71 @@ fn stdio(server: &StdioServer) {
 /// The newest protocol: no session, every request carries its context.
 const STATELESS: &str = "2026-07-28";
 
-/// One MCP client over HTTP: its agent (one kept-alive connection) and its
-/// session id (none at 2026-07-28, which has no sessions).
+/// One MCP client over HTTP: its own kept-alive connection (hyper's
+/// HTTP/1.1 client) and its session id (none at 2026-07-28, which has no
+/// sessions). The clients are tasks of one single-threaded tokio runtime,
+/// as a load generator is: a thread per client (the bench's first driver,
+/// `ureq`) cost the shared two cores more than the server's own work.
 struct Session {
-    agent: ureq::Agent,
-    url: String,
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>,
+    host: String,
+    stateless: bool,
     id: Option<String>,
 }
 
 impl Session {
-    fn open(url: &str, stateless: bool) -> Session {
-        let agent: ureq::Agent = ureq::Agent::config_builder().max_idle_connections_per_host(1).build().into();
-        if stateless {
-            return Session { agent, url: url.to_owned(), id: None };
+    async fn open(addr: &str, stateless: bool) -> Session {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
+        tokio::spawn(connection);
+        let mut session = Session { sender, host: addr.to_owned(), stateless, id: None };
+        if !stateless {
+            let (headers, _) = session.post(&initialize()).await;
+            let id = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("a session id");
+            session.id = Some(id.to_owned());
+            session.post(&initialized()).await;
         }
-        let response = agent
-            .post(url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .send(initialize().to_string())
-            .expect("initialize");
-        let id =
-            response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("a session id").to_owned();
-        let session = Session { agent, url: url.to_owned(), id: Some(id) };
-        session.post(&initialized());
         session
     }
 
-    fn post(&self, message: &Value) -> String {
-        let request = self
-            .agent
-            .post(&self.url)
+    async fn post(&mut self, message: &Value) -> (hyper::HeaderMap, hyper::body::Bytes) {
+        use http_body_util::BodyExt as _;
+        let request = hyper::Request::post("/mcp")
+            .header("host", &self.host)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json");
-        let request = match &self.id {
-            Some(id) => request.header("mcp-session-id", id).header("mcp-protocol-version", "2025-06-18"),
+        let request = match (&self.id, self.stateless) {
+            (Some(id), _) => request.header("mcp-session-id", id).header("mcp-protocol-version", "2025-06-18"),
             // 2026-07-28 names the method and tool in headers too (SEP-2243).
-            None => request
+            (None, true) => request
                 .header("mcp-protocol-version", STATELESS)
                 .header("mcp-method", message["method"].as_str().unwrap_or_default())
                 .header("mcp-name", message["params"]["name"].as_str().unwrap_or_default()),
+            // `initialize`, which opens a session.
+            (None, false) => request,
         };
-        let mut response = request.send(message.to_string()).expect("POST");
-        response.body_mut().read_to_string().expect("body")
+        let body = http_body_util::Full::new(hyper::body::Bytes::from(message.to_string()));
+        self.sender.ready().await.expect("connection ready");
+        let response = self.sender.send_request(request.body(body).expect("request")).await.expect("POST");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        assert!(parts.status.is_success(), "HTTP {}: {}", parts.status, String::from_utf8_lossy(&body));
+        (parts.headers, body)
     }
 
-    fn call(&self, id: usize) {
+    async fn call(&mut self, id: usize) {
         let mut message = add(id);
-        if self.id.is_none() {
+        if self.stateless {
             message["params"]["_meta"] = json!({
                 "io.modelcontextprotocol/protocolVersion": STATELESS,
                 "io.modelcontextprotocol/clientCapabilities": {},
                 "io.modelcontextprotocol/clientInfo": {"name": "front-door-bench", "version": "0"},
             });
         }
-        let body = self.post(&message);
+        let (_, body) = self.post(&message).await;
+        let body = String::from_utf8_lossy(&body);
         assert!(body.contains("\"result\"") && !body.contains("\"isError\":true"), "{body}");
     }
 }
@@ -385,39 +396,63 @@ impl Session {
 fn http() {
     let (mut server, url) =
         toolhost_tests::spawn_serve_http(&[&toolhost_tests::example("calculator").display().to_string()], &[]);
+    let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
 
     for (stateless, sessions) in [(false, 1), (false, CONCURRENCY), (true, 1), (true, CONCURRENCY)] {
-        let open: Vec<Session> = (0..sessions).map(|_| Session::open(&url, stateless)).collect();
+        let open: Vec<Session> = runtime.block_on(async {
+            let mut open = Vec::with_capacity(sessions);
+            for _ in 0..sessions {
+                open.push(Session::open(addr, stateless).await);
+            }
+            open
+        });
+        let mut open = Some(open);
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
             let cpu_before = cpu_seconds(server.id());
+            let client_before = cpu_seconds(std::process::id());
             let started = Instant::now();
-            let latencies: Vec<Duration> = std::thread::scope(|scope| {
-                let workers: Vec<_> = open
-                    .iter()
+            let (sessions_back, latencies) = runtime.block_on(async {
+                let tasks: Vec<_> = open
+                    .take()
+                    .expect("sessions")
+                    .into_iter()
                     .enumerate()
-                    .map(|(s, session)| {
-                        scope.spawn(move || {
-                            (0..calls / sessions)
-                                .map(|i| {
-                                    let call = Instant::now();
-                                    session.call(s * calls + i + 1);
-                                    call.elapsed()
-                                })
-                                .collect::<Vec<_>>()
+                    .map(|(s, mut session)| {
+                        tokio::spawn(async move {
+                            let mut latencies = Vec::with_capacity(calls / sessions);
+                            for i in 0..calls / sessions {
+                                let call = Instant::now();
+                                session.call(s * calls + i + 1).await;
+                                latencies.push(call.elapsed());
+                            }
+                            (session, latencies)
                         })
                     })
                     .collect();
-                workers.into_iter().flat_map(|w| w.join().expect("worker")).collect()
+                let (mut back, mut all) = (Vec::new(), Vec::new());
+                for task in tasks {
+                    let (session, latencies) = task.await.expect("client task");
+                    back.push(session);
+                    all.extend(latencies);
+                }
+                (back, all)
             });
+            let elapsed = started.elapsed();
+            open = Some(sessions_back);
             if measured {
                 let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
+                let client = cpu_seconds(std::process::id()).zip(client_before).map(|(after, before)| after - before);
                 let who = match (stateless, sessions) {
                     (false, 1) => "http/1 session".to_owned(),
                     (false, n) => format!("http/{n} sessions"),
                     (true, 1) => format!("http/1 client {STATELESS}"),
                     (true, n) => format!("http/{n} clients {STATELESS}"),
                 };
-                report(&who, latencies, started.elapsed(), cpu);
+                report(&who, latencies, elapsed, cpu);
+                if let Some(client) = client {
+                    println!("{:<28} client CPU {:>6.1} µs/call", "", client * 1e6 / calls as f64);
+                }
             }
         }
     }
