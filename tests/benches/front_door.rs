@@ -13,10 +13,13 @@
 //!   say, side by side.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
-//!   connection; the clients are tasks on one client thread, whose CPU
-//!   per call is printed too) calling concurrently, at protocol 2025-06-18 (a session
-//!   per client); then the same at 2026-07-28, where a client has no
+//!   connection; the clients are tasks on one client thread, whose CPU per
+//!   call is printed too) calling concurrently, at protocol 2025-06-18 (a
+//!   session per client); then the same at 2026-07-28, where a client has no
 //!   session and every request names its protocol version in `_meta`.
+//!   Then the same parts against `http-floor`, a server that answers every
+//!   request with a canned result at once (hyper, two tokio workers): what
+//!   HTTP itself costs here, client and kernel included.
 //!
 //! Each line gives calls/s and the latency percentiles of one call, measured
 //! by the client (request written to answer read), and for `serve` the
@@ -393,9 +396,57 @@ impl Session {
     }
 }
 
+/// The floor of HTTP on this machine: a server that answers every POST at
+/// once with a canned `tools/call` result (and a session id), on hyper and
+/// two tokio workers as `serve` is, with no MCP, no plugin and no checks.
+/// It runs as this bench's own executable, `--floor-server`, so that its
+/// CPU is its own; it prints its address and serves until killed.
+fn floor_server() {
+    use http_body_util::BodyExt as _;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        println!("{}", listener.local_addr().expect("address"));
+        loop {
+            let (stream, _) = listener.accept().await.expect("accept");
+            stream.set_nodelay(true).expect("TCP_NODELAY");
+            let answer = hyper::service::service_fn(|request: hyper::Request<hyper::body::Incoming>| async move {
+                let body = request.into_body().collect().await?.to_bytes();
+                let id = serde_json::from_slice::<Value>(&body).ok().and_then(|m| m.get("id").cloned());
+                let result = json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "content": [{"type": "text", "text": "3"}], "isError": false}});
+                Ok::<_, hyper::Error>(
+                    hyper::Response::builder()
+                        .header("content-type", "application/json")
+                        .header("mcp-session-id", "floor")
+                        .body(http_body_util::Full::new(hyper::body::Bytes::from(result.to_string())))
+                        .expect("response"),
+                )
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), answer),
+            );
+        }
+    });
+}
+
 fn http() {
-    let (mut server, url) =
+    let (server, url) =
         toolhost_tests::spawn_serve_http(&[&toolhost_tests::example("calculator").display().to_string()], &[]);
+    drive_http("http", server, &url);
+    let mut floor = Command::new(std::env::current_exe().expect("this bench"))
+        .arg("--floor-server")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the floor server");
+    let mut address = String::new();
+    BufReader::new(floor.stdout.take().expect("stdout")).read_line(&mut address).expect("its address");
+    drive_http("http-floor", floor, &format!("http://{}/mcp", address.trim()));
+}
+
+/// The HTTP parts against `server` at `url`, each line named `label/...`.
+fn drive_http(label: &str, mut server: Child, url: &str) {
     let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
 
@@ -444,10 +495,10 @@ fn http() {
                 let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
                 let client = cpu_seconds(std::process::id()).zip(client_before).map(|(after, before)| after - before);
                 let who = match (stateless, sessions) {
-                    (false, 1) => "http/1 session".to_owned(),
-                    (false, n) => format!("http/{n} sessions"),
-                    (true, 1) => format!("http/1 client {STATELESS}"),
-                    (true, n) => format!("http/{n} clients {STATELESS}"),
+                    (false, 1) => format!("{label}/1 session"),
+                    (false, n) => format!("{label}/{n} sessions"),
+                    (true, 1) => format!("{label}/1 client {STATELESS}"),
+                    (true, n) => format!("{label}/{n} clients {STATELESS}"),
                 };
                 report(&who, latencies, elapsed, cpu);
                 if let Some(client) = client {
@@ -461,6 +512,9 @@ fn http() {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--floor-server") {
+        return floor_server();
+    }
     // `cargo bench` passes `--bench`; a filter word picks one part.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
