@@ -32,6 +32,7 @@ mod conformance;
 mod deploy;
 mod embed;
 mod faults;
+mod features;
 mod hyper;
 mod lifecycle;
 mod outbound;
