@@ -14,7 +14,7 @@ use std::process::Command;
 fn units(selection: &[&str]) -> BTreeSet<String> {
     let output = Command::new(env!("CARGO"))
         .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .args(["tree", "--offline", "--locked", "--prefix", "none", "--format", "{p} [{f}]"])
+        .args(["tree", "--locked", "--prefix", "none", "--format", "{p} [{f}]"])
         .args(selection)
         .output()
         .expect("run cargo tree");
