@@ -331,7 +331,8 @@ const STATELESS: &str = "2026-07-28";
 /// HTTP/1.1 client) and its session id (none at 2026-07-28, which has no
 /// sessions). The clients are tasks of one single-threaded tokio runtime,
 /// as a load generator is: a thread per client (the bench's first driver,
-/// `ureq`) cost the shared two cores more than the server's own work.
+/// `ureq`) cost the two cores it shares with the server nearly as much as
+/// the server's own work.
 struct Session {
     sender: hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>,
     host: String,
@@ -451,22 +452,20 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
 
     for (stateless, sessions) in [(false, 1), (false, CONCURRENCY), (true, 1), (true, CONCURRENCY)] {
-        let open: Vec<Session> = runtime.block_on(async {
+        let mut open: Vec<Session> = runtime.block_on(async {
             let mut open = Vec::with_capacity(sessions);
             for _ in 0..sessions {
                 open.push(Session::open(addr, stateless).await);
             }
             open
         });
-        let mut open = Some(open);
         for (calls, measured) in [(CALLS / 10, false), (CALLS, true)] {
             let cpu_before = cpu_seconds(server.id());
             let client_before = cpu_seconds(std::process::id());
             let started = Instant::now();
             let (sessions_back, latencies) = runtime.block_on(async {
-                let tasks: Vec<_> = open
-                    .take()
-                    .expect("sessions")
+                // Each task owns its session while it calls, and gives it back.
+                let tasks: Vec<_> = std::mem::take(&mut open)
                     .into_iter()
                     .enumerate()
                     .map(|(s, mut session)| {
@@ -490,7 +489,7 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
                 (back, all)
             });
             let elapsed = started.elapsed();
-            open = Some(sessions_back);
+            open = sessions_back;
             if measured {
                 let cpu = cpu_seconds(server.id()).zip(cpu_before).map(|(after, before)| after - before);
                 let client = cpu_seconds(std::process::id()).zip(client_before).map(|(after, before)| after - before);

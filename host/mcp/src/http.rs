@@ -58,7 +58,6 @@ fn nodelay(
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
 
 /// What the HTTP front needs: rmcp's service and its sessions.
-#[derive(Clone)]
 pub(crate) struct Front {
     pub(crate) service: Service,
     pub(crate) sessions: Arc<LocalSessionManager>,
