@@ -20,7 +20,6 @@ use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
     InputRequiredResult, InputResponses, ProtocolVersion,
 };
-use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use toolhost::{Approval, ApprovalRequest, Approver, BoxFuture};
@@ -36,7 +35,8 @@ const APPROVE: &str = "approve";
 
 /// An [`Approver`] for one `tools/call`: asks the client's user.
 pub(crate) struct Elicitor {
-    pub(crate) peer: Peer<RoleServer>,
+    /// Where the question goes (legacy protocols).
+    pub(crate) outlet: crate::caller::Outlet,
     /// The protocol version of this call.
     pub(crate) version: Option<ProtocolVersion>,
     /// Whether the client declared form elicitation.
@@ -166,7 +166,10 @@ impl Approver for Elicitor {
                 *self.input_required.lock().unwrap_or_else(|e| e.into_inner()) = Some(input);
                 return Approval::Denied("the user has not answered yet".to_owned());
             }
-            match self.peer.create_elicitation_with_timeout(form(message), Some(self.timeout)).await {
+            let Some(peer) = self.outlet.peer() else {
+                return Approval::Denied("the client cannot be asked during this call".to_owned());
+            };
+            match peer.create_elicitation_with_timeout(form(message), Some(self.timeout)).await {
                 Ok(answer) => verdict(&answer),
                 Err(rmcp::ServiceError::Timeout { .. }) => {
                     Approval::Denied(format!("the user did not answer within {:?}", self.timeout))

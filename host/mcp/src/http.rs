@@ -64,6 +64,8 @@ pub(crate) struct Front {
     pub(crate) source: crate::ToolSource,
     /// Set when shutting down: `/readyz` says so, for load balancers.
     pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
+    /// What answers a 2026-07-28 `tools/call` on its connection's task.
+    pub(crate) direct: crate::direct::Direct,
     #[cfg(feature = "production")]
     pub(crate) auth: Option<Arc<crate::auth::Authenticator>>,
     #[cfg(feature = "production")]
@@ -224,6 +226,7 @@ impl HttpServer {
         origins.extend(options.allowed_origins);
         let mut hosts = own_hosts(bound);
         hosts.extend(options.allowed_hosts);
+        let direct = crate::direct::Direct::new(server.clone(), &hosts);
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)
             .enforce_origin_validation()
@@ -234,6 +237,7 @@ impl HttpServer {
             // to the client) keeps the stream. Sessions always stream.
             .with_json_response(true);
         let stop = config.cancellation_token.clone();
+        let direct = direct(stop.clone());
         let sessions = Arc::new(LocalSessionManager::default());
         let source = server.source().clone();
         let counting = server.clone();
@@ -244,6 +248,7 @@ impl HttpServer {
             sessions,
             source,
             draining: Arc::clone(&draining),
+            direct,
             #[cfg(feature = "production")]
             auth: options.auth.clone(),
             #[cfg(feature = "production")]
@@ -525,6 +530,10 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 #[cfg(feature = "production")]
                 if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
                     return refusal;
+                }
+                // A well-formed 2026-07-28 tools/call: answered here.
+                if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, &message, &bytes) {
+                    return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
                 }
                 // (The head moved, not copied; the body shared, not copied.)
                 inner(front, rebuild(parts, Body::from(bytes))).await

@@ -31,8 +31,11 @@
 
 #[cfg(feature = "production")]
 pub mod auth;
+mod caller;
 #[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "http")]
+mod direct;
 mod elicit;
 #[cfg(feature = "http")]
 mod http;

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use toolhost::{Approver, CallContext, Error, Plugin, Registry};
 
+use crate::caller::{Caller, Outlet};
 use crate::elicit::Elicitor;
 
 /// What the server exposes.
@@ -139,6 +140,13 @@ pub struct McpServer {
 #[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
 type LogLevel = rmcp::model::LoggingLevel;
 
+/// A `notifications/message` of `logger` at `level`.
+#[allow(deprecated)]
+fn log_notification(level: LogLevel, logger: String, text: String) -> rmcp::model::ServerNotification {
+    let params = rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text)).with_logger(logger);
+    rmcp::model::ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(params))
+}
+
 /// A level's severity, for filtering (`debug` 0 ... `emergency` 7).
 #[allow(deprecated)]
 fn severity(level: LogLevel) -> u8 {
@@ -250,13 +258,10 @@ impl McpServer {
     /// Send `message` to the client as a log notification at `level`, if
     /// it asked for log messages at that level or below.
     #[allow(deprecated)]
-    async fn log(&self, peer: &rmcp::Peer<RoleServer>, level: LogLevel, message: &str) {
+    async fn log(&self, outlet: &Outlet, level: LogLevel, message: &str) {
         let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
         if wanted.is_some_and(|wanted| severity(level) >= severity(wanted)) {
-            let notification =
-                rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(message.to_owned()))
-                    .with_logger("toolhost");
-            let _ = peer.notify_logging_message(notification).await;
+            let _ = outlet.notify(log_notification(level, "toolhost".to_owned(), message.to_owned())).await;
         }
     }
 
@@ -267,11 +272,11 @@ impl McpServer {
     /// this session's subscriptions); and the plugin's log lines, to a
     /// client that asked for them (`logging/setLevel`), in order, at its
     /// level or above.
-    fn call_context(&self, context: &RequestContext<RoleServer>) -> CallContext {
+    fn call_context(&self, context: &Caller) -> CallContext {
         let client = crate::talkback::PeerClient {
-            peer: context.peer.clone(),
-            version: context.protocol_version(),
-            capabilities: context.client_capabilities(),
+            outlet: context.outlet.clone(),
+            version: context.version.clone(),
+            capabilities: context.capabilities.clone(),
             subscriptions: Arc::clone(&self.subscriptions),
         };
         #[allow(unused_mut)]
@@ -289,14 +294,10 @@ impl McpServer {
         let wanted = *self.log_level.lock().unwrap_or_else(|e| e.into_inner());
         let Some(wanted) = wanted else { return call_context };
         let (lines, mut queued) = tokio::sync::mpsc::unbounded_channel::<(LogLevel, String, String)>();
-        let peer = context.peer.clone();
+        let outlet = context.outlet.clone();
         tokio::spawn(async move {
             while let Some((level, logger, text)) = queued.recv().await {
-                #[allow(deprecated)]
-                let notification =
-                    rmcp::model::LoggingMessageNotificationParam::new(level, Value::String(text)).with_logger(logger);
-                #[allow(deprecated)]
-                if peer.notify_logging_message(notification).await.is_err() {
+                if outlet.notify(log_notification(level, logger, text)).await.is_err() {
                     break;
                 }
             }
@@ -585,9 +586,34 @@ impl Drop for Running {
     }
 }
 
+/// Records a call's outcome (its metrics, the end of its span) when
+/// dropped, also when the call's future is dropped before it ends.
+#[cfg(feature = "production")]
+struct Finish<'a> {
+    metrics: Option<&'a Arc<crate::metrics::Metrics>>,
+    label: &'a str,
+    started: std::time::Instant,
+    /// Counts the call among those running until dropped.
+    _running: Option<crate::metrics::RunningGuard<'a>>,
+    span: Option<crate::telemetry::CallSpan>,
+    outcome: &'static str,
+}
+
+#[cfg(feature = "production")]
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.metrics {
+            metrics.call_finished(self.label, self.outcome, self.started.elapsed());
+        }
+        if let Some(span) = self.span.take() {
+            span.end(self.outcome);
+        }
+    }
+}
+
 /// Who made the request, when `HttpServer` authenticated it.
 #[cfg(feature = "production")]
-fn principal(context: &RequestContext<RoleServer>) -> Option<&crate::auth::Principal> {
+fn principal(context: &Caller) -> Option<&crate::auth::Principal> {
     principal_in(&context.extensions)
 }
 
@@ -601,7 +627,7 @@ fn principal_in(extensions: &rmcp::model::Extensions) -> Option<&crate::auth::Pr
 /// credential), else the peer's address (not the MCP session, which a
 /// client may open anew whenever it likes), else the one client of stdio.
 #[cfg(feature = "production")]
-fn client_key(context: &RequestContext<RoleServer>) -> String {
+fn client_key(context: &Caller) -> String {
     let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return "stdio".to_owned() };
     if let Some(principal) = parts.extensions.get::<crate::auth::Principal>() {
         return principal.key();
@@ -618,6 +644,77 @@ fn tool_error(message: String) -> Result<CallToolResponse, McpError> {
 }
 
 impl McpServer {
+    /// Answer a `tools/call` (through rmcp, or on an HTTP connection's own
+    /// task): counted, traced, rate-limited, then approved, run and
+    /// answered. A call whose future is dropped (its client went away)
+    /// counts as `cancelled`.
+    pub(crate) async fn serve_call(
+        &self,
+        request: CallToolRequestParams,
+        context: Caller,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let _counted = Running::count(&self.running);
+        let source = self.source.resolve(&context.extensions);
+        #[cfg(feature = "production")]
+        let mut context = context;
+        #[cfg(feature = "production")]
+        let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
+        #[cfg(feature = "production")]
+        let span = self.tracer.as_ref().map(|tracer| {
+            let toolset = match &source {
+                Resolved::Plugin(plugin) => plugin.name().to_owned(),
+                Resolved::Registry(_) => name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned(),
+            };
+            let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
+            let id = context.id.to_string();
+            crate::telemetry::CallSpan::start(tracer, label, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
+        });
+        #[cfg(feature = "production")]
+        let _permit = match &self.limiter {
+            None => None,
+            Some(limiter) => match limiter.admit(&client_key(&context), (label == name).then_some(label)) {
+                Ok(permit) => Some(permit),
+                Err(limited) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.rate_limited(limited.kind.label());
+                    }
+                    if let Some(span) = span {
+                        span.end("rate_limited");
+                    }
+                    let data = serde_json::json!({
+                        "limit": limited.kind.label(),
+                        "retryAfterMs": limited.retry_after.map(|wait| wait.as_millis().max(1) as u64),
+                    });
+                    return Err(McpError::new(
+                        rmcp::model::ErrorCode(crate::limits::RATE_LIMITED),
+                        limited.message,
+                        Some(data),
+                    ));
+                }
+            },
+        };
+        #[cfg(feature = "production")]
+        let mut finish = Finish {
+            metrics: self.metrics.as_ref(),
+            label,
+            started: std::time::Instant::now(),
+            _running: self.metrics.as_ref().map(|m| m.running()),
+            span,
+            outcome: "cancelled",
+        };
+        // Boxed: a call's future is large (the guest's run in it), and
+        // callers move the future of every request into a task by value.
+        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &context)).await;
+        #[cfg(feature = "production")]
+        {
+            finish.outcome = outcome;
+        }
+        #[cfg(not(feature = "production"))]
+        let _ = outcome;
+        answer
+    }
+
     /// A `tools/call` let through the limits: approved, run, and answered;
     /// with its outcome (`ok`, `tool_error`, `cancelled`, or the kind of
     /// failure: `invalid_arguments`, `trap`, `timeout`...).
@@ -626,15 +723,15 @@ impl McpServer {
         source: &Resolved<'_>,
         name: String,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        context: &Caller,
     ) -> (Result<CallToolResponse, McpError>, &'static str) {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let elicitor = match &self.approvals {
             Approvals::Approver(_) => None,
             Approvals::AskTheUser { timeout } => Some(Elicitor {
-                peer: context.peer.clone(),
-                version: context.protocol_version(),
-                can_elicit: crate::elicit::can_elicit(context.client_capabilities().as_ref()),
+                outlet: context.outlet.clone(),
+                version: context.version.clone(),
+                can_elicit: crate::elicit::can_elicit(context.capabilities.as_ref()),
                 timeout: *timeout,
                 responses: request.input_responses,
                 request_state: request.request_state,
@@ -646,7 +743,7 @@ impl McpServer {
             (Approvals::Approver(approver), None) => approver.as_ref(),
             (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
         };
-        let call_context = self.call_context(&context);
+        let call_context = self.call_context(context);
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
@@ -674,7 +771,7 @@ impl McpServer {
                 tracing::warn!(tool = %name, "call failed: {error}");
                 let text = error.model_text();
                 #[allow(deprecated)]
-                self.log(&context.peer, rmcp::model::LoggingLevel::Warning, &format!("tool `{name}` failed: {text}"))
+                self.log(&context.outlet, rmcp::model::LoggingLevel::Warning, &format!("tool `{name}` failed: {text}"))
                     .await;
                 tool_error(text)
             }
@@ -727,7 +824,7 @@ impl rmcp::ServerHandler for McpServer {
             return Err(McpError::invalid_params(format!("unknown cursor `{cursor}`: tools/list has one page"), None));
         }
         #[cfg(feature = "production")]
-        let scopes = principal(&context).map(|p| &p.scopes);
+        let scopes = principal_in(&context.extensions).map(|p| &p.scopes);
         #[cfg(not(feature = "production"))]
         let scopes = {
             let _ = context;
@@ -745,64 +842,7 @@ impl rmcp::ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        let _counted = Running::count(&self.running);
-        let source = self.source.resolve(&context.extensions);
-        #[cfg(feature = "production")]
-        let mut context = context;
-        #[cfg(feature = "production")]
-        let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
-        #[cfg(feature = "production")]
-        let span = self.tracer.as_ref().map(|tracer| {
-            let toolset = match &source {
-                Resolved::Plugin(plugin) => plugin.name().to_owned(),
-                Resolved::Registry(_) => name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned(),
-            };
-            let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
-            let id = context.id.to_string();
-            crate::telemetry::CallSpan::start(tracer, label, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
-        });
-        #[cfg(feature = "production")]
-        let _permit = match &self.limiter {
-            None => None,
-            Some(limiter) => match limiter.admit(&client_key(&context), (label == name).then_some(label)) {
-                Ok(permit) => Some(permit),
-                Err(limited) => {
-                    if let Some(metrics) = &self.metrics {
-                        metrics.rate_limited(limited.kind.label());
-                    }
-                    if let Some(span) = span {
-                        span.end("rate_limited");
-                    }
-                    let data = serde_json::json!({
-                        "limit": limited.kind.label(),
-                        "retryAfterMs": limited.retry_after.map(|wait| wait.as_millis().max(1) as u64),
-                    });
-                    return Err(McpError::new(
-                        rmcp::model::ErrorCode(crate::limits::RATE_LIMITED),
-                        limited.message,
-                        Some(data),
-                    ));
-                }
-            },
-        };
-        #[cfg(feature = "production")]
-        let (started, _running) = (std::time::Instant::now(), self.metrics.as_ref().map(|m| m.running()));
-        // Boxed: a call's future is large (the guest's run in it), and rmcp
-        // moves the future of every request into its task by value.
-        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, context)).await;
-        #[cfg(feature = "production")]
-        {
-            if let Some(metrics) = &self.metrics {
-                metrics.call_finished(label, outcome, started.elapsed());
-            }
-            if let Some(span) = span {
-                span.end(outcome);
-            }
-        }
-        #[cfg(not(feature = "production"))]
-        let _ = outcome;
-        answer
+        self.serve_call(request, Caller::from(context)).await
     }
 
     async fn list_prompts(
@@ -810,6 +850,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let prompts = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
@@ -823,6 +864,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
@@ -837,6 +879,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let resources = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
@@ -850,6 +893,7 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let templates = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => {
@@ -865,6 +909,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
@@ -879,6 +924,7 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let context = Caller::from(context);
         let call = self.call_context(&context);
         let reference: toolhost::protocol::CompletionReference = from_rmcp(&request.r#ref)?;
         let argument = (request.argument.name.as_str(), request.argument.value.as_str());

@@ -11,17 +11,18 @@
 //! plugin gets the refusal, saying why.
 
 use rmcp::model::{
-    ClientCapabilities, CustomNotification, ElicitRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ResourceUpdatedNotificationParam, ServerNotification,
+    ClientCapabilities, CustomNotification, ElicitRequestParams, Notification, ProgressNotificationParam,
+    ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification,
 };
-use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 use toolhost::protocol::JsonObject;
 use toolhost::{BoxFuture, CallClient, ClientNotice, ClientRequest, LogLevel};
 
+use crate::caller::Outlet;
+
 /// The client of one `tools/call`.
 pub(crate) struct PeerClient {
-    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) outlet: Outlet,
     pub(crate) version: Option<ProtocolVersion>,
     pub(crate) capabilities: Option<ClientCapabilities>,
     /// The resource URIs the session subscribed to.
@@ -53,39 +54,44 @@ impl PeerClient {
         if let Some(why) = self.cannot(request) {
             return Err(why);
         }
+        let Some(peer) = self.outlet.peer() else {
+            return Err("the client cannot be asked anything during this call".to_owned());
+        };
         let params = Value::Object(params);
         let refused = |e: serde_json::Error| format!("the request is not one the protocol allows ({e})");
         let failed = |e: rmcp::service::ServiceError| format!("the client answered with an error ({e})");
         let answer = match request {
             ClientRequest::Elicitation => {
                 let params: ElicitRequestParams = serde_json::from_value(params).map_err(refused)?;
-                serde_json::to_value(self.peer.create_elicitation(params).await.map_err(failed)?)
+                serde_json::to_value(peer.create_elicitation(params).await.map_err(failed)?)
             }
             #[allow(deprecated)]
             ClientRequest::Sampling => {
                 let params = serde_json::from_value(params).map_err(refused)?;
-                serde_json::to_value(self.peer.create_message(params).await.map_err(failed)?)
+                serde_json::to_value(peer.create_message(params).await.map_err(failed)?)
             }
             #[allow(deprecated)]
-            ClientRequest::Roots => serde_json::to_value(self.peer.list_roots().await.map_err(failed)?),
+            ClientRequest::Roots => serde_json::to_value(peer.list_roots().await.map_err(failed)?),
             other => return Err(format!("{other} is not relayed")),
         };
         answer.map_err(|e| format!("the client's answer cannot be encoded ({e})"))
     }
 
     async fn tell(&self, notice: ClientNotice) {
-        let sent = match notice {
+        let notification = match notice {
             ClientNotice::Progress(params) => {
                 match serde_json::from_value::<ProgressNotificationParam>(params.into()) {
-                    Ok(params) => self.peer.notify_progress(params).await,
+                    Ok(params) => ServerNotification::ProgressNotification(Notification::new(params)),
                     Err(e) => {
                         tracing::debug!("a plugin's progress notice was dropped: {e}");
                         return;
                     }
                 }
             }
-            ClientNotice::PromptListChanged => self.peer.notify_prompt_list_changed().await,
-            ClientNotice::ResourceListChanged => self.peer.notify_resource_list_changed().await,
+            ClientNotice::PromptListChanged => ServerNotification::PromptListChangedNotification(Default::default()),
+            ClientNotice::ResourceListChanged => {
+                ServerNotification::ResourceListChangedNotification(Default::default())
+            }
             ClientNotice::ResourceUpdated(params) => {
                 // Only for a resource the client subscribed to.
                 let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
@@ -93,23 +99,22 @@ impl PeerClient {
                     return;
                 }
                 match serde_json::from_value::<ResourceUpdatedNotificationParam>(params.into()) {
-                    Ok(params) => self.peer.notify_resource_updated(params).await,
+                    Ok(params) => ServerNotification::ResourceUpdatedNotification(Notification::new(params)),
                     Err(e) => {
                         tracing::debug!("a plugin's resource update was dropped: {e}");
                         return;
                     }
                 }
             }
-            ClientNotice::ElicitationComplete(params) => {
-                let notification = CustomNotification::new("notifications/elicitation/complete", Some(params.into()));
-                self.peer.send_notification(ServerNotification::CustomNotification(notification)).await
-            }
+            ClientNotice::ElicitationComplete(params) => ServerNotification::CustomNotification(
+                CustomNotification::new("notifications/elicitation/complete", Some(params.into())),
+            ),
             other => {
                 tracing::debug!(method = other.method(), "a plugin's notice is not relayed");
                 return;
             }
         };
-        if let Err(e) = sent {
+        if let Err(e) = self.outlet.notify(notification).await {
             tracing::debug!("a plugin's notice could not be sent: {e}");
         }
     }

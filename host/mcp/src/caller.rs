@@ -1,0 +1,69 @@
+//! Who a request answers to, however it arrived: through rmcp's service
+//! (stdio, sessions, every method) or answered on the HTTP connection's
+//! own task (a well-formed 2026-07-28 `tools/call`, see `http::direct`).
+
+use rmcp::model::{
+    ClientCapabilities, Extensions, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerNotification,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+/// Where what a call tells its client goes before the answer.
+#[derive(Clone)]
+pub(crate) enum Outlet {
+    /// rmcp's peer of the session or request.
+    Peer(Peer<RoleServer>),
+    /// The stream of one HTTP request answered outside rmcp: its messages
+    /// are sent as events before the answer.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Stream(tokio::sync::mpsc::UnboundedSender<ServerJsonRpcMessage>),
+}
+
+impl Outlet {
+    /// Send `notification` to the client.
+    pub(crate) async fn notify(&self, notification: ServerNotification) -> Result<(), String> {
+        match self {
+            Outlet::Peer(peer) => peer.send_notification(notification).await.map_err(|e| e.to_string()),
+            Outlet::Stream(stream) => stream
+                .send(ServerJsonRpcMessage::notification(notification))
+                .map_err(|_| "the client's stream has closed".to_owned()),
+        }
+    }
+
+    /// The peer that requests to the client go through (none on a
+    /// request's own stream: 2026-07-28 has no server-to-client requests).
+    pub(crate) fn peer(&self) -> Option<&Peer<RoleServer>> {
+        match self {
+            Outlet::Peer(peer) => Some(peer),
+            Outlet::Stream(_) => None,
+        }
+    }
+}
+
+/// One request's caller: its id and `_meta`, the HTTP request's head (in
+/// `extensions`), the protocol version and capabilities it speaks with,
+/// its cancellation, and where what the call tells it goes.
+pub(crate) struct Caller {
+    pub(crate) id: RequestId,
+    pub(crate) meta: RequestMetaObject,
+    pub(crate) extensions: Extensions,
+    pub(crate) version: Option<ProtocolVersion>,
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    pub(crate) ct: CancellationToken,
+    pub(crate) outlet: Outlet,
+}
+
+impl From<RequestContext<RoleServer>> for Caller {
+    fn from(context: RequestContext<RoleServer>) -> Caller {
+        Caller {
+            version: context.protocol_version(),
+            capabilities: context.client_capabilities(),
+            id: context.id,
+            meta: context.meta,
+            extensions: context.extensions,
+            ct: context.ct,
+            outlet: Outlet::Peer(context.peer),
+        }
+    }
+}

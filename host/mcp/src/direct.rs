@@ -1,0 +1,335 @@
+//! A 2026-07-28 `tools/call` answered on the HTTP connection's own task.
+//!
+//! rmcp answers each stateless request through a service made for it: a
+//! peer, channels and cancellation tokens, a spawned serve loop, which
+//! spawns the handler, whose answer comes back through a channel. Each of
+//! those hand-offs may wake another thread, and together they cost several
+//! times the call itself (DESIGN.md, `serve`, "What an HTTP call costs").
+//! A `tools/call` of protocol 2026-07-28 needs none of it: it has no
+//! session and no server-to-client requests. So one that passes, here,
+//! every check rmcp would make of it (the `Host` and `Accept` headers,
+//! the content type, `MCP-Protocol-Version` against `_meta`, the SEP-2243
+//! `Mcp-Method` and `Mcp-Name` headers, `_meta`'s required keys) is
+//! parsed with rmcp's own types and answered by the same
+//! [`McpServer::serve_call`] as through rmcp, with the same answer. Any
+//! request these checks do not plainly pass (a foreign `Origin` header or
+//! any `Origin` at all, `Mcp-Param-*` headers, a Base64 `Mcp-Name`, a
+//! session, another version) goes to rmcp, which answers it or says what
+//! is wrong with it.
+//!
+//! What the call tells its client before the answer (progress, list
+//! changes) turns the answer into an event stream, as rmcp does: the
+//! events, then the answer.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Response, StatusCode, header, request::Parts};
+use axum::response::IntoResponse as _;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorCode, Extensions, GetMeta as _, JsonRpcRequest,
+    ProtocolVersion, ServerJsonRpcMessage, ServerResult,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::McpServer;
+use crate::caller::{Caller, Outlet};
+
+/// The only protocol version answered here.
+const VERSION: &str = "2026-07-28";
+
+/// How often an event stream's connection is kept alive (rmcp's default).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The `Host` header values rmcp's service accepts, parsed as it parses
+/// them: a name (or address) and, if given, the only port allowed.
+pub(crate) struct Hosts(Vec<(String, Option<u16>)>);
+
+impl Hosts {
+    /// The hosts rmcp's service is configured with.
+    pub(crate) fn new(allowed: &[String]) -> Hosts {
+        let parse = |allowed: &String| {
+            let allowed = allowed.trim();
+            if allowed.is_empty() {
+                return None;
+            }
+            Some(match axum::http::uri::Authority::try_from(allowed) {
+                Ok(authority) => (normalize(authority.host()), authority.port_u16()),
+                Err(_) => (normalize(allowed), None),
+            })
+        };
+        Hosts(allowed.iter().filter_map(parse).collect())
+    }
+
+    /// Whether rmcp would let a request with these headers in.
+    fn allow(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
+        let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
+        let (host, port) = (normalize(authority.host()), authority.port_u16());
+        !self.0.is_empty()
+            && self.0.iter().any(|(name, only)| *name == host && only.is_none_or(|only| port == Some(only)))
+    }
+}
+
+fn normalize(host: &str) -> String {
+    host.trim_matches('[').trim_matches(']').to_ascii_lowercase()
+}
+
+/// The sole value of the header `name`, if it has exactly one and it is
+/// text.
+fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    values.next().is_none().then(|| value.to_str().ok()).flatten()
+}
+
+/// Whether the `Accept` headers name both JSON and event streams (a
+/// weight of zero excludes a type), as rmcp requires. Quoted parameters
+/// are left to rmcp.
+fn accepts_both(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        if value.contains('"') {
+            return false;
+        }
+        for entry in value.split(',') {
+            let mut parts = entry.split(';');
+            let essence = parts.next().unwrap_or_default().trim();
+            let weighted_out = parts.any(|parameter| {
+                parameter.split_once('=').is_some_and(|(name, value)| {
+                    name.trim().eq_ignore_ascii_case("q") && !acceptable_weight(value.trim())
+                })
+            });
+            if !weighted_out {
+                json |= essence.eq_ignore_ascii_case("application/json");
+                sse |= essence.eq_ignore_ascii_case("text/event-stream");
+            }
+        }
+    }
+    json && sse
+}
+
+/// A weight other than an explicit zero (a malformed one counts, as in
+/// rmcp).
+fn acceptable_weight(weight: &str) -> bool {
+    let (whole, fraction) = weight.split_once('.').unwrap_or((weight, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|digit| digit.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|digit| digit != b'0')
+}
+
+/// The request, if it is a 2026-07-28 `tools/call` that every check of
+/// rmcp's passes: its id, params, `_meta`. `None`: rmcp answers it.
+pub(crate) fn admit(
+    hosts: &Hosts,
+    parts: &Parts,
+    message: &serde_json::Value,
+    body: &[u8],
+) -> Option<(rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject)> {
+    let headers = &parts.headers;
+    if message.get("method").and_then(serde_json::Value::as_str) != Some("tools/call")
+        || sole(headers, "mcp-protocol-version") != Some(VERSION)
+        || headers.contains_key("mcp-session-id")
+        || headers.contains_key(header::ORIGIN)
+        || !hosts.allow(headers)
+        || !accepts_both(headers)
+        || sole(headers, "mcp-method") != Some("tools/call")
+        || headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
+    {
+        return None;
+    }
+    let content_type = sole(headers, header::CONTENT_TYPE.as_str())?;
+    let essence = content_type.split_once(';').map_or(content_type, |(essence, _)| essence);
+    if !essence.trim().eq_ignore_ascii_case("application/json") {
+        return None;
+    }
+    let name = sole(headers, "mcp-name")?;
+    if name.starts_with("=?base64?")
+        || message.pointer("/params/name").and_then(serde_json::Value::as_str) != Some(name)
+    {
+        return None;
+    }
+    // rmcp's own parse, as its service would make it.
+    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) =
+        serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()?
+    else {
+        return None;
+    };
+    let meta = std::mem::take(request.get_meta_mut());
+    let ClientRequest::CallToolRequest(call) = request else { return None };
+    let version = ProtocolVersion::V_2026_07_28;
+    if meta.protocol_version().as_ref() != Some(&version) || !meta.missing_required_keys(&version).is_empty() {
+        return None;
+    }
+    Some((id, call.params, meta))
+}
+
+/// Answer an admitted call: run it with a fresh session's state (as rmcp
+/// makes one per stateless request), answer with JSON, or with an event
+/// stream if the call tells the client something first. `stop` ends the
+/// call when the server shuts down; a client that goes away drops it.
+pub(crate) async fn answer(
+    server: &McpServer,
+    stop: &CancellationToken,
+    parts: Parts,
+    (id, params, meta): (rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject),
+) -> Response<Body> {
+    let (sender, mut events) = mpsc::unbounded_channel();
+    let ct = stop.child_token();
+    let mut extensions = Extensions::new();
+    extensions.insert(parts);
+    let caller = Caller {
+        id: id.clone(),
+        version: meta.protocol_version(),
+        capabilities: meta.client_capabilities(),
+        meta,
+        extensions,
+        ct: ct.clone(),
+        outlet: Outlet::Stream(sender.clone()),
+    };
+    let server = server.for_session();
+    tracing::debug!(tool = %params.name, "tools/call answered on its connection's task");
+    let mut gone = Gone(Some(params.name.to_string()));
+    let mut call = Box::pin(async move { server.serve_call(params, caller).await });
+    let mut pending = std::collections::VecDeque::new();
+    tokio::select! {
+        biased;
+        Some(first) = events.recv() => pending.push_back(first),
+        answer = &mut call => {
+            gone.0 = None;
+            let message = message(answer, id);
+            while let Ok(event) = events.try_recv() {
+                pending.push_back(event);
+            }
+            if pending.is_empty() {
+                let status = status(&message);
+                return match serde_json::to_vec(&message) {
+                    Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response(),
+                    Err(e) => {
+                        (StatusCode::INTERNAL_SERVER_ERROR, format!("the answer cannot be encoded: {e}")).into_response()
+                    }
+                };
+            }
+            // Told something first: the events, then the answer.
+            pending.push_back(message);
+            return stream(Events { pending, events: None, _cancel: None });
+        }
+    }
+    // The rest of the call runs beside the stream; the stream's end (the
+    // client gone) cancels it.
+    gone.0 = None;
+    tokio::spawn(async move {
+        let answer = call.await;
+        let _ = sender.send(message(answer, id));
+    });
+    stream(Events { pending, events: Some(events), _cancel: Some(ct.drop_guard()) })
+}
+
+/// Says, when dropped while it holds a tool's name, that the client went
+/// away before its call was answered (the call's future is dropped with
+/// the connection's, which stops its guest).
+struct Gone(Option<String>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        if let Some(tool) = self.0.take() {
+            tracing::info!(%tool, "call cancelled: the client went away");
+        }
+    }
+}
+
+/// An event stream's response, as rmcp's.
+fn stream(events: Events) -> Response<Body> {
+    let mut response = Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response();
+    response.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
+    response
+}
+
+/// The JSON-RPC answer, shaped as rmcp's service shapes a 2026-07-28 one.
+fn message(
+    answer: Result<rmcp::model::CallToolResponse, rmcp::ErrorData>,
+    id: rmcp::model::RequestId,
+) -> ServerJsonRpcMessage {
+    match answer {
+        Ok(response) => {
+            let mut result = ServerResult::from(response);
+            result.fill_missing_cache_hints();
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(mut error) => {
+            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            ServerJsonRpcMessage::error(error, Some(id))
+        }
+    }
+}
+
+/// The HTTP status of an answer, as rmcp gives it for a 2026-07-28
+/// request whose `_meta` was complete.
+fn status(message: &ServerJsonRpcMessage) -> StatusCode {
+    let ServerJsonRpcMessage::Error(error) = message else { return StatusCode::OK };
+    match error.error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// A call's messages as server-sent events, ending with its answer.
+struct Events {
+    /// Messages to send before any more are received.
+    pending: std::collections::VecDeque<ServerJsonRpcMessage>,
+    /// More, until the answer (none: the answer is pending already).
+    events: Option<mpsc::UnboundedReceiver<ServerJsonRpcMessage>>,
+    /// Cancels the call if the stream is dropped before its answer.
+    _cancel: Option<DropGuard>,
+}
+
+impl futures_core::Stream for Events {
+    type Item = Result<Event, std::convert::Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let message = match self.pending.pop_front() {
+            Some(message) => message,
+            None => match self.events.as_mut().map(|events| events.poll_recv(cx)) {
+                None | Some(Poll::Ready(None)) => return Poll::Ready(None),
+                Some(Poll::Ready(Some(message))) => message,
+                Some(Poll::Pending) => return Poll::Pending,
+            },
+        };
+        if matches!(message, ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)) {
+            // The answer is the last event.
+            self.events = None;
+            self.pending.clear();
+            if let Some(cancel) = self._cancel.take() {
+                cancel.disarm();
+            }
+        }
+        let data = serde_json::to_string(&message).unwrap_or_default();
+        Poll::Ready(Some(Ok(Event::default().data(data))))
+    }
+}
+
+/// What the HTTP front keeps for answering here.
+pub(crate) struct Direct {
+    pub(crate) server: McpServer,
+    pub(crate) hosts: Hosts,
+    pub(crate) stop: CancellationToken,
+}
+
+impl Direct {
+    /// For a server whose rmcp service allows `hosts`; then given the
+    /// token that stops it.
+    pub(crate) fn new(server: McpServer, hosts: &[String]) -> impl FnOnce(CancellationToken) -> Direct + use<> {
+        let hosts = Hosts::new(hosts);
+        move |stop| Direct { server, hosts, stop }
+    }
+}
