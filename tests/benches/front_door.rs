@@ -2,7 +2,9 @@
 //! `tools/call` of `calculator.add` through `toolhost serve`, next to the
 //! same call in process.
 //!
-//! - `in-process`: `Plugin::call_tool`, 1 and 64 concurrent callers.
+//! - `in-process`: `Plugin::call_tool`, 1 and 64 concurrent callers; then
+//!   1 caller pausing 250 µs before each call, as a server idles between
+//!   requests (what a call costs when it starts cold).
 //! - `stdio`: one `toolhost serve` session on pipes, raw JSON-RPC; first one
 //!   request at a time, then 16 and 64 requests kept in flight on the
 //!   session. Before, the time from starting the process to the answer to
@@ -38,6 +40,9 @@ use serde_json::{Value, json};
 const CALLS: usize = 20_000;
 /// Concurrent callers (in flight on stdio, sessions on HTTP).
 const CONCURRENCY: usize = 64;
+/// The pause between the calls of the in-process caller that idles: about
+/// the time a client on HTTP takes to send its next request.
+const PAUSE: Duration = Duration::from_micros(250);
 
 fn add(id: usize) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -93,7 +98,10 @@ fn in_process() {
     );
     // Measured on Cranelift's code, not the baseline compiler's it starts on.
     runtime.block_on(plugin.settled_tier());
-    for concurrency in [1, CONCURRENCY] {
+    // Last, one caller that pauses between calls as a server between
+    // requests does: the thread sleeps, and the call after finds its caches
+    // and the CPU's predictors cold (the pause is not timed).
+    for (concurrency, pause) in [(1, None), (CONCURRENCY, None), (1, Some(PAUSE))] {
         let started = Instant::now();
         let latencies = runtime.block_on(async {
             let tasks: Vec<_> = (0..concurrency)
@@ -102,6 +110,11 @@ fn in_process() {
                     tokio::spawn(async move {
                         let mut latencies = Vec::new();
                         for i in 0..CALLS / concurrency {
+                            if let Some(pause) = pause {
+                                // Blocking the worker on purpose: nothing
+                                // else runs, as in an idle server.
+                                std::thread::sleep(pause);
+                            }
                             let call = Instant::now();
                             let result = plugin.call_tool("add", json!({"a": (c + i) as f64, "b": 1.0})).await;
                             assert!(result.is_ok_and(|r| !r.is_error()));
@@ -117,7 +130,12 @@ fn in_process() {
             }
             all
         });
-        report(&format!("in-process/{concurrency}"), latencies, started.elapsed(), None);
+        let label = match pause {
+            None => format!("in-process/{concurrency}"),
+            Some(pause) => format!("in-process/{concurrency} paused {} µs", pause.as_micros()),
+        };
+        // (Calls per second counts the pauses too.)
+        report(&label, latencies, started.elapsed(), None);
     }
 }
 
