@@ -10,7 +10,7 @@
 //! every check rmcp would make of it (the `Host` and `Accept` headers,
 //! the content type, `MCP-Protocol-Version` against `_meta`, the SEP-2243
 //! `Mcp-Method` and `Mcp-Name` headers, `_meta`'s required keys) is
-//! parsed with rmcp's own types and answered by the same
+//! built into rmcp's own types and answered by the same
 //! [`McpServer::serve_call`] as through rmcp, with the same answer. Any
 //! request these checks do not plainly pass (a foreign `Origin` header or
 //! any `Origin` at all, `Mcp-Param-*` headers, a Base64 `Mcp-Name`, a
@@ -129,7 +129,6 @@ pub(crate) fn admit(
     hosts: &Hosts,
     parts: &Parts,
     message: &serde_json::Value,
-    body: &[u8],
 ) -> Option<(rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject)> {
     let headers = &parts.headers;
     if message.get("method").and_then(serde_json::Value::as_str) != Some("tools/call")
@@ -154,9 +153,9 @@ pub(crate) fn admit(
     {
         return None;
     }
-    // rmcp's own parse, as its service would make it.
-    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) =
-        serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()?
+    // rmcp's types, built as its parse builds them (without trying every
+    // other kind of request first, as the stdio front does).
+    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) = crate::jsonrpc::tool_call(message)?
     else {
         return None;
     };

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 /// The longest JSON-RPC message (one line on stdio, one POST body on HTTP)
@@ -52,6 +54,22 @@ pub(crate) fn check_message(message: Value) -> Result<Value, Value> {
     }
 }
 
+/// A well-formed `tools/call` request as rmcp's message, built without
+/// rmcp's untagged parse (which tries every other request type first).
+/// `None` for anything else, which then takes the general path.
+pub(crate) fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
+    let object = message.as_object()?;
+    if object.get("method")?.as_str()? != "tools/call"
+        || object.get("jsonrpc")?.as_str()? != "2.0"
+        || object.keys().any(|key| !matches!(key.as_str(), "jsonrpc" | "id" | "method" | "params"))
+    {
+        return None;
+    }
+    let id = RequestId::deserialize(object.get("id")?).ok()?;
+    let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
+    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +87,23 @@ mod tests {
         }
         let fine = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "a", "arguments": {}}});
         assert!(malformed_call(&fine).is_none());
+    }
+
+    #[test]
+    fn a_tool_call_is_built_as_rmcp_parses_it() {
+        let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1}, "_meta": {"progressToken": "p"}}});
+        let fast = tool_call(&message).expect("a tool call");
+        let general = ClientJsonRpcMessage::deserialize(&message).expect("rmcp parses it");
+        assert_eq!(serde_json::to_value(&fast).unwrap(), serde_json::to_value(&general).unwrap());
+        // Anything unusual takes rmcp's own parse.
+        for other in [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
+            json!({"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}),
+        ] {
+            assert!(tool_call(&other).is_none(), "{other}");
+        }
     }
 }

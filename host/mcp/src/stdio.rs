@@ -8,13 +8,13 @@
 
 use std::collections::VecDeque;
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use serde::Deserialize as _;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response};
+use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response, tool_call};
 use crate::{McpServer, ServeError};
 
 /// Serve MCP on the process's stdin and stdout until the client closes
@@ -293,22 +293,6 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
     }
 }
 
-/// A well-formed `tools/call` request as rmcp's message, built without
-/// rmcp's untagged parse (which tries every other request type first).
-/// `None` for anything else, which then takes the general path.
-fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
-    let object = message.as_object()?;
-    if object.get("method")?.as_str()? != "tools/call"
-        || object.get("jsonrpc")?.as_str()? != "2.0"
-        || object.keys().any(|key| !matches!(key.as_str(), "jsonrpc" | "id" | "method" | "params"))
-    {
-        return None;
-    }
-    let id = RequestId::deserialize(object.get("id")?).ok()?;
-    let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
-    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
-}
-
 /// Why the front can no longer send: the writer is gone.
 #[derive(Debug, thiserror::Error)]
 #[error("the output is closed")]
@@ -410,28 +394,4 @@ async fn write_out<O: tokio::io::AsyncWrite + Unpin>(output: O, mut outgoing: Un
         }
     }
     let _ = output.flush().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_tool_call_is_built_as_rmcp_parses_it() {
-        let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "add", "arguments": {"a": 1}, "_meta": {"progressToken": "p"}}});
-        let fast = tool_call(&message).expect("a tool call");
-        let general = ClientJsonRpcMessage::deserialize(&message).expect("rmcp parses it");
-        assert_eq!(serde_json::to_value(&fast).unwrap(), serde_json::to_value(&general).unwrap());
-        // Anything unusual takes rmcp's own parse.
-        for other in [
-            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
-            json!({"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}),
-            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}),
-            json!({"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}),
-        ] {
-            assert!(tool_call(&other).is_none(), "{other}");
-        }
-    }
 }
