@@ -319,16 +319,10 @@ impl futures_core::Stream for Events {
 
 /// What the HTTP front keeps for answering here.
 pub(crate) struct Direct {
+    /// The server whose calls it answers (a fresh session's state each).
     pub(crate) server: McpServer,
+    /// The `Host` values rmcp's service allows.
     pub(crate) hosts: Hosts,
+    /// Cancelled when the server stops: calls running end.
     pub(crate) stop: CancellationToken,
-}
-
-impl Direct {
-    /// For a server whose rmcp service allows `hosts`; then given the
-    /// token that stops it.
-    pub(crate) fn new(server: McpServer, hosts: &[String]) -> impl FnOnce(CancellationToken) -> Direct + use<> {
-        let hosts = Hosts::new(hosts);
-        move |stop| Direct { server, hosts, stop }
-    }
 }

@@ -25,6 +25,10 @@ use serde_json::Value;
 use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response, malformed_call};
 use crate::{McpServer, ServeError};
 
+/// How long a shutdown waits, once the last call has answered, for the
+/// answers to be written out before ending every stream.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The origins a browser page served by this server itself would send.
 fn own_origins(bound: SocketAddr) -> Vec<String> {
     let port = bound.port();
@@ -226,7 +230,8 @@ impl HttpServer {
         origins.extend(options.allowed_origins);
         let mut hosts = own_hosts(bound);
         hosts.extend(options.allowed_hosts);
-        let direct = crate::direct::Direct::new(server.clone(), &hosts);
+        // The hosts as rmcp's service is given them, for the direct path.
+        let direct_hosts = crate::direct::Hosts::new(&hosts);
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)
             .enforce_origin_validation()
@@ -237,7 +242,7 @@ impl HttpServer {
             // to the client) keeps the stream. Sessions always stream.
             .with_json_response(true);
         let stop = config.cancellation_token.clone();
-        let direct = direct(stop.clone());
+        let direct = crate::direct::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
         let sessions = Arc::new(LocalSessionManager::default());
         let source = server.source().clone();
         let counting = server.clone();
@@ -314,10 +319,21 @@ impl HttpServer {
                 if server.calls_running() > 0 {
                     tracing::info!("draining: waiting up to {drain_timeout:?} for {} calls", server.calls_running());
                 }
+                let drained = server.calls_running() > 0;
                 while server.calls_running() > 0 && tokio::time::Instant::now() < deadline {
                     tokio::select! {
                         outcome = &mut serving => return outcome.map_err(failed),
                         () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                    }
+                }
+                // A call stops counting once its answer is made, before
+                // rmcp has written it to the client's stream: give the last
+                // answers a moment to go out before the streams are ended.
+                if drained {
+                    let grace = ANSWER_GRACE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                    tokio::select! {
+                        outcome = &mut serving => return outcome.map_err(failed),
+                        () = tokio::time::sleep(grace) => {}
                     }
                 }
                 tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
