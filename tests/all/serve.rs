@@ -193,18 +193,7 @@ impl Session {
             command.stderr(Stdio::null());
         }
         let mut child = command.spawn().expect("spawn toolhost serve");
-        let logs = child.stderr.take().map(|stderr| {
-            let (sender, logs) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if sender.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-            logs
-        });
+        let logs = child.stderr.take().map(|stderr| log_lines(BufReader::new(stderr).lines()));
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let (sender, messages) = mpsc::channel();
@@ -246,16 +235,7 @@ impl Session {
 
     /// The first log line of the server's that `wanted` accepts.
     fn wait_for_log(&self, wanted: impl Fn(&str) -> bool, within: Duration) -> Option<String> {
-        let logs = self.logs.as_ref().expect("a session started with start_logging");
-        let deadline = Instant::now() + within;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match logs.recv_timeout(left) {
-                Ok(line) if wanted(&line) => return Some(line),
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
-        None
+        wait_for_line(self.logs.as_ref().expect("a session started with start_logging"), wanted, within)
     }
 }
 
@@ -484,19 +464,7 @@ fn stateless_call_with_meta(
     meta: Value,
     more: &[(&str, &str)],
 ) -> (u16, String, Vec<Value>) {
-    let mut full = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}});
-    for (key, value) in meta.as_object().expect("meta is an object") {
-        if value.is_null() {
-            full.as_object_mut().expect("object").remove(key);
-        } else {
-            full[key] = value.clone();
-        }
-    }
-    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": name, "arguments": arguments, "_meta": full}});
+    let call = stateless_body(id, name, arguments, meta);
     // The usual headers, unless `more` gives another value.
     let mut headers: Vec<(&str, &str)> = [
         ("MCP-Protocol-Version", "2026-07-28"),
@@ -509,9 +477,28 @@ fn stateless_call_with_meta(
     .filter(|(usual, _)| !more.iter().any(|(n, _)| n.eq_ignore_ascii_case(usual)))
     .collect();
     headers.extend_from_slice(more);
-    let (status, answer_headers, body) = http_exchange(url, "POST", &headers, &call.to_string());
+    let (status, answer_headers, body) = http_exchange(url, "POST", &headers, &call);
     let content_type = header(&answer_headers, "content-type").unwrap_or_default().to_owned();
     (status, content_type, messages_in(&body))
+}
+
+/// The body of a 2026-07-28 `tools/call`: `_meta` with what the protocol
+/// requires, changed by `meta` (a key set to `null` is left out).
+fn stateless_body(id: u64, name: &str, arguments: Value, meta: Value) -> String {
+    let mut full = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}});
+    for (key, value) in meta.as_object().expect("meta is an object") {
+        if value.is_null() {
+            full.as_object_mut().expect("object").remove(key);
+        } else {
+            full[key] = value.clone();
+        }
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments, "_meta": full}})
+    .to_string()
 }
 
 /// Log lines of a server, read on a thread of their own.
@@ -527,19 +514,34 @@ fn log_lines(lines: std::io::Lines<BufReader<std::process::ChildStderr>>) -> mps
     receiver
 }
 
+/// The first line of `logs` that is `wanted`, if one comes `within`.
+fn wait_for_line(
+    logs: &mpsc::Receiver<String>,
+    mut wanted: impl FnMut(&str) -> bool,
+    within: Duration,
+) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match logs.recv_timeout(left) {
+            Ok(line) if wanted(&line) => return Some(line),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// Wait (at most a minute) for a log line containing `text`; how many
 /// lines containing `counted` went by first, that one included.
 fn count_until(logs: &mpsc::Receiver<String>, text: &str, counted: &str) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut count = 0;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = logs.recv_timeout(left).unwrap_or_else(|_| panic!("no log line saying `{text}` within a minute"));
+    let seen = |line: &str| {
         count += usize::from(line.contains(counted));
-        if line.contains(text) {
-            return count;
-        }
-    }
+        line.contains(text)
+    };
+    wait_for_line(logs, seen, Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("no log line saying `{text}` within a minute"));
+    count
 }
 
 /// The same 2026-07-28 calls, answered by toolhost on the connection's
@@ -660,11 +662,7 @@ fn a_2026_07_28_call_whose_client_goes_away_is_cancelled() {
     let (server, url, lines) = spawn_http_with_env(&[&fixture("hostile").display().to_string()], &env);
     let logs = log_lines(lines);
     let authority = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "spin", "arguments": {},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}}})
-    .to_string();
+    let call = stateless_body(1, "spin", json!({}), json!({}));
     let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
     write!(
         stream,
@@ -672,9 +670,10 @@ fn a_2026_07_28_call_whose_client_goes_away_is_cancelled() {
         call.len()
     )
     .expect("send the call");
-    count_until(&logs, "answered on its connection's task", "");
+    let minute = Duration::from_secs(60);
+    wait_for_line(&logs, |l| l.contains("answered on its connection's task"), minute).expect("the call started");
     drop(stream);
-    count_until(&logs, "call cancelled: the client went away", "");
+    wait_for_line(&logs, |l| l.contains("call cancelled: the client went away"), minute).expect("the call cancelled");
     let (status, _, messages) = stateless_call(&url, 2, "ok", json!({}), &[]);
     assert_eq!(status, 200, "{messages:?}");
     drop(server);

@@ -312,7 +312,10 @@ impl futures_core::Stream for Events {
                 cancel.disarm();
             }
         }
-        let data = serde_json::to_string(&message).unwrap_or_default();
+        let data = serde_json::to_string(&message).unwrap_or_else(|e| {
+            tracing::error!("a message of an event stream could not be encoded: {e}");
+            String::new()
+        });
         Poll::Ready(Some(Ok(Event::default().data(data))))
     }
 }
