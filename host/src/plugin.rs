@@ -1266,9 +1266,9 @@ impl Plugin {
         asking: Asking<'_>,
         context: &CallContext,
     ) -> Result<CallToolResult, Error> {
-        // The call's state (several kilobytes: the guest run, the checks, the
-        // span) lives on the heap from here on, so that moving the caller's
-        // future (into a task, through `block_on`) copies a pointer, not it.
+        // The call's state (the guest run, the checks, the span) lives on
+        // the heap from here on, so that moving the caller's future (into a
+        // task, through `block_on`) copies a pointer, not it.
         Box::pin(self.call_in_place(label, name, arguments, asking, context)).await
     }
 
@@ -1294,7 +1294,12 @@ impl Plugin {
         };
         crate::telemetry::traced_call(&trace, async {
             let _counted = inner.runtime.enter(&inner.name)?;
-            let work = async {
+            // Boxed: a future passed by value into an `async fn` is held
+            // twice in it (as the argument, and as what it awaits), and
+            // `cancellable` and `traced_call` are two such layers. Unboxed,
+            // the call's state was 7.4 KB, copied into place on every call;
+            // boxed, 1.2 KB.
+            let work = Box::pin(async {
                 let index = self.index_of(name)?;
                 let arguments = match arguments {
                     Arguments::Check(arguments) => self.checked_arguments(index, name, arguments).await?,
@@ -1304,7 +1309,7 @@ impl Plugin {
                     return Ok(denied);
                 }
                 self.run_call(index, name, arguments, context, metered).await
-            };
+            });
             cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name).await
         })
         .await
@@ -1893,6 +1898,26 @@ mod tests {
 
     /// The smallest component there is, as text.
     const EMPTY_COMPONENT: &str = "(component)";
+
+    /// The size of the future `make` returns, without running it.
+    fn future_size<'a, F: Future>(_make: impl FnOnce(&'a Plugin, &'a CallContext) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every call moves its future (into a task, through `block_on`, into
+    /// each layer that awaits it), so a call's future stays small. A future
+    /// passed by value into an `async fn` is held twice (as the argument and
+    /// as what is awaited): two such layers made the call's state 7.4 KB,
+    /// copied on every call (`memmove` was a tenth of a call's profile).
+    #[test]
+    fn a_call_moves_little() {
+        let call = future_size(|plugin, _| plugin.call_tool("add", Value::Null));
+        let state = future_size(|plugin, context| {
+            plugin.call_in_place(("p", "add"), "add", Arguments::Check(Value::Null), Asking::Nobody, context)
+        });
+        assert!(call <= 512, "a call's future is {call} bytes");
+        assert!(state <= 2048, "a call's boxed state is {state} bytes");
+    }
 
     #[cfg(not(feature = "component"))]
     #[tokio::test]

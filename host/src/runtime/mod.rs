@@ -730,6 +730,12 @@ fn config(kind: EngineKind, tier: Tier) -> Config {
         .wasm_function_references(optimized)
         .wasm_gc(optimized)
         .wasm_component_model(true);
+    // For profiling guests: wasmtime writes `/tmp/perf-<pid>.map`, and
+    // `perf report` names the functions of compiled plugins (by their name
+    // section, where they kept one) instead of showing bare addresses.
+    if std::env::var_os("TOOLHOST_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     #[cfg(feature = "winch")]
     if !optimized {
         config.strategy(wasmtime::Strategy::Winch);
