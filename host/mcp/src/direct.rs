@@ -68,9 +68,13 @@ impl Hosts {
     fn allow(&self, headers: &HeaderMap) -> bool {
         let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
         let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
-        let (host, port) = (normalize(authority.host()), authority.port_u16());
+        // As `normalize`, without making a string of it on every request.
+        let (host, port) = (authority.host().trim_matches('[').trim_matches(']'), authority.port_u16());
         !self.0.is_empty()
-            && self.0.iter().any(|(name, only)| *name == host && only.is_none_or(|only| port == Some(only)))
+            && self
+                .0
+                .iter()
+                .any(|(name, only)| name.eq_ignore_ascii_case(host) && only.is_none_or(|only| port == Some(only)))
     }
 }
 
@@ -149,7 +153,7 @@ pub(crate) fn admit(
     }
     let name = sole(headers, "mcp-name")?;
     if name.starts_with("=?base64?")
-        || message.pointer("/params/name").and_then(serde_json::Value::as_str) != Some(name)
+        || message.get("params").and_then(|params| params.get("name")).and_then(serde_json::Value::as_str) != Some(name)
     {
         return None;
     }
@@ -328,4 +332,28 @@ pub(crate) struct Direct {
     pub(crate) hosts: Hosts,
     /// Cancelled when the server stops: calls running end.
     pub(crate) stop: CancellationToken,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_host(host: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, host.parse().expect("a header value"));
+        headers
+    }
+
+    #[test]
+    fn hosts_are_matched_as_rmcp_matches_them() {
+        let hosts = Hosts::new(&["localhost".to_owned(), "[::1]".to_owned(), "Tools.Example:8443".to_owned()]);
+        for allowed in ["localhost", "LOCALHOST:3000", "[::1]:3000", "tools.example:8443", "TOOLS.example:8443"] {
+            assert!(hosts.allow(&with_host(allowed)), "{allowed} is refused");
+        }
+        for refused in ["evil.example", "localhost.evil.example", "tools.example", "tools.example:8444", "[::2]"] {
+            assert!(!hosts.allow(&with_host(refused)), "{refused} is let in");
+        }
+        assert!(!hosts.allow(&HeaderMap::new()), "a request without Host is let in");
+        assert!(!Hosts::new(&[]).allow(&with_host("localhost")), "no hosts allowed, yet one is let in");
+    }
 }

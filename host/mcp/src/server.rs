@@ -272,7 +272,7 @@ impl McpServer {
     /// this session's subscriptions); and the plugin's log lines, to a
     /// client that asked for them (`logging/setLevel`), in order, at its
     /// level or above.
-    fn call_context(&self, context: &Caller) -> CallContext {
+    fn call_context(&self, context: &Caller, meta: rmcp::model::JsonObject) -> CallContext {
         let client = crate::talkback::PeerClient {
             outlet: context.outlet.clone(),
             version: context.version.clone(),
@@ -280,10 +280,8 @@ impl McpServer {
             subscriptions: Arc::clone(&self.subscriptions),
         };
         #[allow(unused_mut)]
-        let mut call_context = CallContext::new()
-            .with_call_id(context.id.to_string())
-            .with_meta(context.meta.0.0.clone())
-            .with_client(Arc::new(client));
+        let mut call_context =
+            CallContext::new().with_call_id(context.id.to_string()).with_meta(meta).with_client(Arc::new(client));
         // An authenticated caller: its tools are those its scopes allow,
         // and a tool that declares `user_id` gets its subject.
         #[cfg(feature = "production")]
@@ -656,7 +654,6 @@ impl McpServer {
         let name = request.name.to_string();
         let _counted = Running::count(&self.running);
         let source = self.source.resolve(&context.extensions);
-        #[cfg(feature = "production")]
         let mut context = context;
         #[cfg(feature = "production")]
         let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
@@ -705,7 +702,9 @@ impl McpServer {
         };
         // Boxed: a call's future is large (the guest's run in it), and
         // callers move the future of every request into a task by value.
-        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &context)).await;
+        // The call's `_meta` goes to its context (moved, not copied).
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &context, meta)).await;
         #[cfg(feature = "production")]
         {
             finish.outcome = outcome;
@@ -724,6 +723,7 @@ impl McpServer {
         name: String,
         request: CallToolRequestParams,
         context: &Caller,
+        meta: rmcp::model::JsonObject,
     ) -> (Result<CallToolResponse, McpError>, &'static str) {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let elicitor = match &self.approvals {
@@ -743,7 +743,7 @@ impl McpServer {
             (Approvals::Approver(approver), None) => approver.as_ref(),
             (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
         };
-        let call_context = self.call_context(context);
+        let call_context = self.call_context(context, meta);
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
@@ -850,8 +850,9 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let prompts = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
             Resolved::Registry(registry) => registry.list_prompts(&call).await,
@@ -864,8 +865,9 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
             Resolved::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
@@ -879,8 +881,9 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let resources = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
             Resolved::Registry(registry) => registry.list_resources(&call).await,
@@ -893,8 +896,9 @@ impl rmcp::ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let templates = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => {
                 plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
@@ -909,8 +913,9 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
             Resolved::Registry(registry) => registry.read_resource(&request.uri, &call).await,
@@ -924,8 +929,9 @@ impl rmcp::ServerHandler for McpServer {
         request: rmcp::model::CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
-        let context = Caller::from(context);
-        let call = self.call_context(&context);
+        let mut context = Caller::from(context);
+        let meta = std::mem::take(&mut context.meta.0.0);
+        let call = self.call_context(&context, meta);
         let reference: toolhost::protocol::CompletionReference = from_rmcp(&request.r#ref)?;
         let argument = (request.argument.name.as_str(), request.argument.value.as_str());
         let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
