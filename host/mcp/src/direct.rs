@@ -128,11 +128,12 @@ fn acceptable_weight(weight: &str) -> bool {
 }
 
 /// The request, if it is a 2026-07-28 `tools/call` that every check of
-/// rmcp's passes: its id, params, `_meta`. `None`: rmcp answers it.
+/// rmcp's passes: its id, params, `_meta` (moved out of the message).
+/// `None`: rmcp answers it (from the request's body, not this message).
 pub(crate) fn admit(
     hosts: &Hosts,
     parts: &Parts,
-    message: &serde_json::Value,
+    message: serde_json::Value,
 ) -> Option<(rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject)> {
     let headers = &parts.headers;
     if message.get("method").and_then(serde_json::Value::as_str) != Some("tools/call")
@@ -159,7 +160,8 @@ pub(crate) fn admit(
     }
     // rmcp's types, built as its parse builds them (without trying every
     // other kind of request first, as the stdio front does).
-    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) = crate::jsonrpc::tool_call(message)?
+    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) =
+        crate::jsonrpc::into_tool_call(message)?
     else {
         return None;
     };

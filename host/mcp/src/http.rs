@@ -548,7 +548,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                     return refusal;
                 }
                 // A well-formed 2026-07-28 tools/call: answered here.
-                if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, &message) {
+                if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, message) {
                     return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
                 }
                 // (The head moved, not copied; the body shared, not copied.)
