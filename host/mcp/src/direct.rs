@@ -68,8 +68,9 @@ impl Hosts {
     fn allow(&self, headers: &HeaderMap) -> bool {
         let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
         let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
-        // As `normalize`, without making a string of it on every request.
-        let (host, port) = (authority.host().trim_matches('[').trim_matches(']'), authority.port_u16());
+        // Compared as `normalize` makes the allowed names, without making a
+        // string of it on every request.
+        let (host, port) = (unbracket(authority.host()), authority.port_u16());
         !self.0.is_empty()
             && self
                 .0
@@ -78,8 +79,14 @@ impl Hosts {
     }
 }
 
+/// A host as the allowed names are kept: without brackets, in lower case.
 fn normalize(host: &str) -> String {
-    host.trim_matches('[').trim_matches(']').to_ascii_lowercase()
+    unbracket(host).to_ascii_lowercase()
+}
+
+/// An IPv6 address without its brackets (any other host as it is).
+fn unbracket(host: &str) -> &str {
+    host.trim_matches('[').trim_matches(']')
 }
 
 /// The sole value of the header `name`, if it has exactly one and it is

@@ -136,7 +136,6 @@ mod tests {
             assert!(tool_call(&other).is_none(), "{other}");
             #[cfg(feature = "http")]
             assert!(into_tool_call(other.clone()).is_none(), "{other}");
-            let _ = other;
         }
     }
 }

@@ -271,8 +271,9 @@ impl McpServer {
     /// its client, so the plugin may talk back (resource updates only for
     /// this session's subscriptions); and the plugin's log lines, to a
     /// client that asked for them (`logging/setLevel`), in order, at its
-    /// level or above.
-    fn call_context(&self, context: &Caller, meta: rmcp::model::JsonObject) -> CallContext {
+    /// level or above. The caller's `_meta` is moved into the context, not
+    /// copied.
+    fn call_context(&self, context: &mut Caller) -> CallContext {
         let client = crate::talkback::PeerClient {
             outlet: context.outlet.clone(),
             version: context.version.clone(),
@@ -280,8 +281,10 @@ impl McpServer {
             subscriptions: Arc::clone(&self.subscriptions),
         };
         #[allow(unused_mut)]
-        let mut call_context =
-            CallContext::new().with_call_id(context.id.to_string()).with_meta(meta).with_client(Arc::new(client));
+        let mut call_context = CallContext::new()
+            .with_call_id(context.id.to_string())
+            .with_meta(std::mem::take(&mut context.meta.0.0))
+            .with_client(Arc::new(client));
         // An authenticated caller: its tools are those its scopes allow,
         // and a tool that declares `user_id` gets its subject.
         #[cfg(feature = "production")]
@@ -702,9 +705,7 @@ impl McpServer {
         };
         // Boxed: a call's future is large (the guest's run in it), and
         // callers move the future of every request into a task by value.
-        // The call's `_meta` goes to its context (moved, not copied).
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &context, meta)).await;
+        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &mut context)).await;
         #[cfg(feature = "production")]
         {
             finish.outcome = outcome;
@@ -722,8 +723,7 @@ impl McpServer {
         source: &Resolved<'_>,
         name: String,
         request: CallToolRequestParams,
-        context: &Caller,
-        meta: rmcp::model::JsonObject,
+        context: &mut Caller,
     ) -> (Result<CallToolResponse, McpError>, &'static str) {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let elicitor = match &self.approvals {
@@ -743,7 +743,7 @@ impl McpServer {
             (Approvals::Approver(approver), None) => approver.as_ref(),
             (Approvals::AskTheUser { .. }, None) => unreachable!("an elicitor is made for AskTheUser"),
         };
-        let call_context = self.call_context(context, meta);
+        let call_context = self.call_context(context);
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
@@ -851,8 +851,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let prompts = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
             Resolved::Registry(registry) => registry.list_prompts(&call).await,
@@ -866,8 +865,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
             Resolved::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
@@ -882,8 +880,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let resources = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
             Resolved::Registry(registry) => registry.list_resources(&call).await,
@@ -897,8 +894,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let templates = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => {
                 plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
@@ -914,8 +910,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let result = match self.source.resolve(&context.extensions) {
             Resolved::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
             Resolved::Registry(registry) => registry.read_resource(&request.uri, &call).await,
@@ -930,8 +925,7 @@ impl rmcp::ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
         let mut context = Caller::from(context);
-        let meta = std::mem::take(&mut context.meta.0.0);
-        let call = self.call_context(&context, meta);
+        let call = self.call_context(&mut context);
         let reference: toolhost::protocol::CompletionReference = from_rmcp(&request.r#ref)?;
         let argument = (request.argument.name.as_str(), request.argument.value.as_str());
         let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
