@@ -13,6 +13,7 @@
 //! on a linear-time regex engine.
 
 pub(crate) mod cost;
+mod plain;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -474,14 +475,25 @@ fn to_violation(error: &ValidationError<'_>) -> Violation {
 }
 
 /// Check a call's result: the protocol, then the tool's `outputSchema`.
+/// The common shape (text items) is recognised by hand ([`plain`]); any
+/// other goes through the protocol's schema, which says what is wrong where.
 pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<CallToolResult, Vec<Violation>> {
-    let problems = violations(&call_tool_result().validator, &raw);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let result: CallToolResult = serde_json::from_value(raw).map_err(|error| {
-        vec![Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }]
-    })?;
+    let result = match plain::plain_result(raw) {
+        Ok(result) => result,
+        Err(raw) => {
+            let problems = violations(&call_tool_result().validator, &raw);
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            serde_json::from_value(raw).map_err(|error| {
+                vec![Violation {
+                    instance_path: String::new(),
+                    keyword: "protocol".to_owned(),
+                    message: error.to_string(),
+                }]
+            })?
+        }
+    };
     check_structured(&result, output)?;
     Ok(result)
 }
