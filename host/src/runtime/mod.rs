@@ -739,6 +739,13 @@ fn config(kind: EngineKind, tier: Tier) -> Config {
     #[cfg(feature = "winch")]
     if !optimized {
         config.strategy(wasmtime::Strategy::Winch);
+        // Winch compiles the functions; Cranelift still compiles their
+        // trampolines (one per function a host may call: every function in
+        // the table of a Rust plugin), and with its defaults those cost
+        // more than all of Winch's work. Quick code is the point here.
+        config
+            .cranelift_opt_level(wasmtime::OptLevel::None)
+            .cranelift_regalloc_algorithm(wasmtime::RegallocAlgorithm::SinglePass);
     }
     config
 }
