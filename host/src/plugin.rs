@@ -366,7 +366,10 @@ impl PluginBuilder {
             let (cache, kernel_cache) = (cache.clone(), kernel_cache.clone());
             tokio::task::spawn_blocking(move || {
                 let baseline = baseline.as_ref().map(|(engine, compilers)| (engine, *compilers));
-                let found = compile(&loading, &source, &cache, &engine, baseline)?;
+                // On a miss, the baseline compiler's kernel (when it is not
+                // cached either) compiles beside the plugin, not after it.
+                let kernel = || drop(ready_kernel(&runtime, kind, Tier::Baseline, &kernel_cache));
+                let found = compile(&loading, &source, &cache, &engine, baseline, &kernel)?;
                 if found.compiled.module().is_some() {
                     ready_kernel(&runtime, kind, found.info.tier, &kernel_cache)?;
                 }
@@ -806,13 +809,15 @@ struct Found {
 /// baseline compiler and Cranelift's compile is left to the caller; with
 /// [`Compilers::Baseline`], the baseline compiler's module is what the
 /// cache keeps. A module the baseline compiler cannot compile is
-/// Cranelift's either way.
+/// Cranelift's either way. `baseline_kernel` readies the baseline engine's
+/// Extism kernel: run beside the baseline compile of an Extism plugin.
 fn compile(
     name: &str,
     source: &Source,
     cache: &Cache,
     engine: &wasmtime::Engine,
     baseline: Option<(&wasmtime::Engine, Compilers)>,
+    baseline_kernel: &(dyn Fn() + Sync),
 ) -> Result<Found, Error> {
     let read;
     let wasm: &[u8] = match source {
@@ -855,7 +860,16 @@ fn compile(
             Err(status) => status,
         };
         let started = std::time::Instant::now();
-        match cache.compile_baseline(baseline, wasm, flavour) {
+        // An Extism plugin runs with the kernel of its engine: made
+        // meanwhile on a thread of its own (its errors are the load's
+        // to report, when it asks for the kernel again).
+        let compiled = std::thread::scope(|scope| {
+            let kernel = (flavour == PluginKind::Extism).then(|| scope.spawn(baseline_kernel));
+            let compiled = cache.compile_baseline(baseline, wasm, flavour);
+            drop(kernel.map(|kernel| kernel.join()));
+            compiled
+        });
+        match compiled {
             Ok((compiled, here)) => {
                 let cache = if here { status } else { CacheStatus::Hit };
                 return Ok(Found {
