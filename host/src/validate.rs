@@ -126,29 +126,24 @@ fn list_tools_result() -> &'static Validator {
     SCHEMA.get_or_init(|| compile_protocol(&protocol_schema(schema::LIST_TOOLS_RESULT)))
 }
 
-/// The protocol's `CallToolResult`, which every result is checked against,
-/// and its cost, which decides where a result is checked. Compiled on first
-/// use (or by [`prepare`]): a load does not wait for it.
-fn call_tool_result() -> &'static Schema {
-    static SCHEMA: OnceLock<Schema> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let schema = protocol_schema(schema::CALL_TOOL_RESULT);
-        let cost = cost::evaluations(&schema).expect("the shipped protocol schema is within the bounds");
-        Schema { validator: compile_protocol(&schema), cost }
-    })
+/// The protocol's `CallToolResult`, which a result that is not plain
+/// ([`plain`]) is checked against. Compiled on its first use: most
+/// results never need it, so no start pays for it.
+fn call_tool_result() -> &'static Validator {
+    static SCHEMA: OnceLock<Validator> = OnceLock::new();
+    SCHEMA.get_or_init(|| compile_protocol(&protocol_schema(schema::CALL_TOOL_RESULT)))
 }
 
 /// Compile what checking plugins needs and every process compiles alike:
 /// JSON Schema 2020-12's meta-schema (every tool's schemas are checked
 /// against it; jsonschema compiles it on first use, ~1 ms) and the
-/// protocol's schemas, in the order a load needs them. Each is compiled
-/// once per process; a check that needs one still being compiled waits for
-/// it rather than compiling it again, so running this beside a load only
-/// moves work off the load's path.
+/// protocol's `ListToolsResult`, in the order a load needs them. Each is
+/// compiled once per process; a check that needs one still being compiled
+/// waits for it rather than compiling it again, so running this beside a
+/// load only moves work off the load's path.
 pub(crate) fn prepare() {
     let _ = jsonschema::draft202012::meta::validator();
     let _ = list_tools_result();
-    let _ = call_tool_result();
 }
 
 /// Start [`prepare`] on a blocking thread of the current tokio runtime,
@@ -160,9 +155,14 @@ pub(crate) fn prepare_in_background() {
 }
 
 /// The worst-case cost of checking a result against the protocol, per
-/// place of the result.
+/// place of the result (which decides where a result is checked): worked
+/// out from the schema itself, without compiling it.
 pub(crate) fn protocol_result_cost() -> u64 {
-    call_tool_result().cost
+    static COST: OnceLock<u64> = OnceLock::new();
+    *COST.get_or_init(|| {
+        cost::evaluations(&protocol_schema(schema::CALL_TOOL_RESULT))
+            .expect("the shipped protocol schema is within the bounds")
+    })
 }
 
 /// `pattern` and `patternProperties` run on the `regex` crate's engine,
@@ -481,7 +481,7 @@ pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<Cal
     let result = match plain::plain_result(raw) {
         Ok(result) => result,
         Err(raw) => {
-            let problems = violations(&call_tool_result().validator, &raw);
+            let problems = violations(call_tool_result(), &raw);
             if !problems.is_empty() {
                 return Err(problems);
             }

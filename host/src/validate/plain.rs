@@ -105,7 +105,7 @@ mod tests {
 
     /// What the slow path makes of `raw`: the schema's verdict, then serde's.
     fn by_schema(raw: &Value) -> Option<CallToolResult> {
-        if !crate::validate::violations(&crate::validate::call_tool_result().validator, raw).is_empty() {
+        if !crate::validate::violations(crate::validate::call_tool_result(), raw).is_empty() {
             return None;
         }
         Some(serde_json::from_value(raw.clone()).expect("what the schema accepts, serde reads"))
