@@ -1343,7 +1343,7 @@ impl Plugin {
         let request = self.prepare_call(index, name, arguments, context)?;
         let run = RunOptions::for_call(context, ToolSecrets::clone(&self.inner.tool_secrets[index]));
         let outcome = match self.inner.call_unchecked(name, &request, &run, meter).await {
-            Ok(output) => self.checked_output(name, output).await,
+            Ok(output) => self.checked_output(index, name, output).await,
             Err(error) => Err(error),
         };
         self.inner.scrubbed(name, outcome)
@@ -1363,7 +1363,7 @@ impl Plugin {
 
     /// A call's output, checked as the options say: on a blocking thread
     /// when it is large for its schemas.
-    async fn checked_output(&self, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
+    async fn checked_output(&self, index: usize, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
         let inner = &self.inner;
         // (One arm only without the `component` feature.)
         #[allow(clippy::infallible_destructuring_match)]
@@ -1372,11 +1372,11 @@ impl Plugin {
             #[cfg(feature = "component")]
             CallOutput::Typed(result) => result.structured_content.as_ref().unwrap_or(&Value::Null),
         };
-        if !inner.validation.results || cheap(instance, inner.output_cost(tool)) {
-            return inner.check_call_output(tool, output, Weighed::Cheap);
+        if !inner.validation.results || cheap(instance, inner.output_cost(Some(index))) {
+            return inner.check_call_output(tool, Some(index), output, Weighed::Cheap);
         }
         let (inner, tool) = (Arc::clone(&self.inner), tool.to_owned());
-        off_executor(move || inner.check_call_output(&tool, output, Weighed::No)).await
+        off_executor(move || inner.check_call_output(&tool, Some(index), output, Weighed::No)).await
     }
 
     /// Check arguments for a tool as [`call_tool`](Self::call_tool) does
@@ -1408,7 +1408,7 @@ impl Plugin {
     /// Check a result as [`call_tool`](Self::call_tool) checks what a tool
     /// returns: against the protocol and the tool's `outputSchema`.
     pub fn validate_result(&self, name: &str, result: Value) -> Result<CallToolResult, Error> {
-        self.inner.check_output(name, result, Weighed::No)
+        self.inner.check_output(name, self.inner.index.get(name).copied(), result, Weighed::No)
     }
 
     /// The secrets a tool declares that were not handed over: not granted,
@@ -1497,11 +1497,7 @@ impl Plugin {
                 let input = serde_json::json!({"request": params, "context": context});
                 Payload::Extism(serde_json::to_vec(&input).map_err(encoding)?)
             }
-            _ => {
-                let mut request = CallToolRequest::new(name, Some(arguments));
-                request.params.meta = meta;
-                Payload::Extism(serde_json::to_vec(&request).map_err(encoding)?)
-            }
+            _ => Payload::Extism(encode_call(name, &arguments, meta.as_ref()).map_err(encoding)?),
         };
         if payload.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {
@@ -1716,22 +1712,31 @@ impl Inner {
         }
     }
 
-    /// The worst-case cost of checking a tool's result, per place: the
-    /// protocol and the tool's `outputSchema`.
-    fn output_cost(&self, tool: &str) -> u64 {
-        let output = self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref());
-        validate::protocol_result_cost() + output.map_or(0, |schema| schema.cost)
+    /// The worst-case cost of checking a result of the tool at `index`
+    /// (`None`: not one the plugin describes), per place: the protocol and
+    /// the tool's `outputSchema`.
+    fn output_cost(&self, index: Option<usize>) -> u64 {
+        validate::protocol_result_cost() + self.output_schema(index).map_or(0, |schema| schema.cost)
     }
 
-    fn output_validator(&self, tool: &str) -> Option<&jsonschema::Validator> {
-        self.index.get(tool).and_then(|&i| self.checked[i].output.as_ref()).map(|schema| &schema.validator)
+    /// The `outputSchema` of the tool at `index`, compiled, if it has one.
+    fn output_schema(&self, index: Option<usize>) -> Option<&validate::Schema> {
+        index.and_then(|i| self.checked[i].output.as_ref())
     }
 
-    fn check_call_output(&self, tool: &str, output: CallOutput, weighed: Weighed) -> Result<CallToolResult, Error> {
+    /// Check what the tool `tool`, at `index` (`None`: not one the plugin
+    /// describes), returned.
+    fn check_call_output(
+        &self,
+        tool: &str,
+        index: Option<usize>,
+        output: CallOutput,
+        weighed: Weighed,
+    ) -> Result<CallToolResult, Error> {
         match output {
-            CallOutput::Json(raw) => self.check_output(tool, raw, weighed),
+            CallOutput::Json(raw) => self.check_output(tool, index, raw, weighed),
             #[cfg(feature = "component")]
-            CallOutput::Typed(result) => self.check_typed(tool, result, weighed),
+            CallOutput::Typed(result) => self.check_typed(tool, index, result, weighed),
         }
     }
 
@@ -1803,7 +1808,13 @@ impl Inner {
     }
 
     /// Check a tool's output as the options say.
-    fn check_output(&self, tool: &str, raw: Value, weighed: Weighed) -> Result<CallToolResult, Error> {
+    fn check_output(
+        &self,
+        tool: &str,
+        index: Option<usize>,
+        raw: Value,
+        weighed: Weighed,
+    ) -> Result<CallToolResult, Error> {
         let invalid = |violations| Error::InvalidOutput {
             plugin: self.name.clone(),
             operation: Operation::Tool(tool.to_owned()),
@@ -1813,14 +1824,20 @@ impl Inner {
             return serde_json::from_value(raw).map_err(|e| invalid(vec![protocol_violation(&e)]));
         }
         if weighed == Weighed::No {
-            within_budget(&raw, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+            within_budget(&raw, self.output_cost(index)).map_err(|v| invalid(vec![v]))?;
         }
-        validate::check_result(raw, self.output_validator(tool)).map_err(invalid)
+        validate::check_result(raw, self.output_schema(index).map(|schema| &schema.validator)).map_err(invalid)
     }
 
     /// Check a typed result (a component's) as the options say.
     #[cfg(feature = "component")]
-    fn check_typed(&self, tool: &str, result: CallToolResult, weighed: Weighed) -> Result<CallToolResult, Error> {
+    fn check_typed(
+        &self,
+        tool: &str,
+        index: Option<usize>,
+        result: CallToolResult,
+        weighed: Weighed,
+    ) -> Result<CallToolResult, Error> {
         if !self.validation.results {
             return Ok(result);
         }
@@ -1832,9 +1849,10 @@ impl Inner {
         if let Some(structured) = &result.structured_content
             && weighed == Weighed::No
         {
-            within_budget(structured, self.output_cost(tool)).map_err(|v| invalid(vec![v]))?;
+            within_budget(structured, self.output_cost(index)).map_err(|v| invalid(vec![v]))?;
         }
-        validate::check_typed_result(&result, self.output_validator(tool)).map_err(invalid)?;
+        validate::check_typed_result(&result, self.output_schema(index).map(|schema| &schema.validator))
+            .map_err(invalid)?;
         Ok(result)
     }
 }
@@ -1853,6 +1871,25 @@ impl Drop for Running<'_> {
             tracing::debug!(plugin = %self.plugin, tool = self.tool, "call cancelled: the guest was stopped and its instance discarded");
         }
     }
+}
+
+/// The input of an Extism plugin's `call`: what `CallToolRequest` (method
+/// `tools/call`, no other fields) serialises to, written from borrowed
+/// parts rather than built first.
+fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) -> serde_json::Result<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Request<'a> {
+        method: &'static str,
+        params: Params<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        name: &'a str,
+        arguments: &'a JsonObject,
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<&'a JsonObject>,
+    }
+    serde_json::to_vec(&Request { method: "tools/call", params: Params { name, arguments, meta } })
 }
 
 /// What a pooled instance is asked to run.
@@ -1931,6 +1968,23 @@ mod tests {
         });
         assert!(call <= 512, "a call's future is {call} bytes");
         assert!(state <= 2048, "a call's boxed state is {state} bytes");
+    }
+
+    #[test]
+    fn a_call_is_encoded_as_its_request_type_serialises() {
+        let arguments = serde_json::json!({"a": 2, "b": "\"x\"", "c": {"d": [null]}});
+        let Value::Object(arguments) = arguments else { unreachable!() };
+        let meta = serde_json::json!({"progressToken": 7, "k": "v"});
+        let Value::Object(meta) = meta else { unreachable!() };
+        for (name, meta) in [("add", None), ("weird \"name\"\n", Some(&meta))] {
+            let mut request = CallToolRequest::new(name, Some(arguments.clone()));
+            request.params.meta = meta.cloned();
+            assert_eq!(
+                encode_call(name, &arguments, meta).expect("encode"),
+                serde_json::to_vec(&request).expect("serialise"),
+                "{name}"
+            );
+        }
     }
 
     #[cfg(not(feature = "component"))]
