@@ -862,9 +862,17 @@ fn compile(
         let started = std::time::Instant::now();
         // An Extism plugin runs with the kernel of its engine: made
         // meanwhile on a thread of its own (its errors are the load's
-        // to report, when it asks for the kernel again).
+        // to report, when it asks for the kernel again; without a thread,
+        // the kernel is made after the plugin, as the load asks for it).
         let compiled = std::thread::scope(|scope| {
-            let kernel = (flavour == PluginKind::Extism).then(|| scope.spawn(baseline_kernel));
+            let kernel = (flavour == PluginKind::Extism)
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("toolhost-kernel".to_owned())
+                        .spawn_scoped(scope, baseline_kernel)
+                        .ok()
+                })
+                .flatten();
             let compiled = cache.compile_baseline(baseline, wasm, flavour);
             drop(kernel.map(|kernel| kernel.join()));
             compiled
