@@ -3,7 +3,7 @@
 //! Most results are text items, `isError`, `structuredContent` and `_meta`:
 //! for those, checking the parsed JSON against the protocol's
 //! `CallToolResult` schema and then deserializing it (serde buffers every
-//! flattened `extra` map into a tree of its own first) was a fifth of a
+//! flattened `extra` map into a tree of its own first) was an eighth of a
 //! small validated call. [`plain_result`] recognises that shape by hand
 //! and moves it into the Rust type. It accepts a strict subset of what the
 //! schema accepts, and builds exactly what serde builds from it (a
@@ -21,10 +21,10 @@ use toolhost_protocol::{CallToolResult, Content, JsonObject, TextContent};
 /// `null`). Other fields are kept as the type's `extra`, as serde keeps
 /// them. Otherwise `raw` itself, untouched.
 pub(crate) fn plain_result(raw: Value) -> Result<CallToolResult, Value> {
-    if !is_plain(&raw) {
-        return Err(raw);
+    let Value::Object(fields) = raw else { return Err(raw) };
+    if !is_plain(&fields) {
+        return Err(Value::Object(fields));
     }
-    let Value::Object(fields) = raw else { unreachable!("is_plain checked that it is an object") };
     let mut result = CallToolResult::default();
     for (key, value) in fields {
         match key.as_str() {
@@ -43,10 +43,9 @@ pub(crate) fn plain_result(raw: Value) -> Result<CallToolResult, Value> {
     Ok(result)
 }
 
-/// Whether [`plain_result`] takes `raw`: checked whole before anything
+/// Whether [`plain_result`] takes a result object: checked whole before anything
 /// is moved, so a refused value goes back as it came.
-fn is_plain(raw: &Value) -> bool {
-    let Value::Object(fields) = raw else { return false };
+fn is_plain(fields: &JsonObject) -> bool {
     let Some(Value::Array(items)) = fields.get("content") else { return false };
     items.iter().all(is_plain_text_item)
         && fields.get("isError").is_none_or(|v| v.is_boolean() || v.is_null())
