@@ -485,13 +485,7 @@ pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<Cal
             if !problems.is_empty() {
                 return Err(problems);
             }
-            serde_json::from_value(raw).map_err(|error| {
-                vec![Violation {
-                    instance_path: String::new(),
-                    keyword: "protocol".to_owned(),
-                    message: error.to_string(),
-                }]
-            })?
+            serde_json::from_value(raw).map_err(|error| vec![crate::plugin::protocol_violation(&error)])?
         }
     };
     check_structured(&result, output)?;
