@@ -35,6 +35,7 @@ use crate::tool::RegisteredTool;
 use crate::validate::{self, CheckedTool, ValidationOptions};
 
 mod offers;
+pub(crate) mod protected;
 mod tiers;
 
 pub use offers::Offers;
@@ -78,6 +79,7 @@ pub struct PluginBuilder {
     cache: Option<ModuleCache>,
     host_functions: Vec<HostFunction>,
     keyring: Vec<KeyringGrant>,
+    protected: Vec<protected::Protected>,
 }
 
 /// A keyring entry granted to a plugin: hyper-mcp's `get_keyring_secret`
@@ -105,6 +107,7 @@ impl std::fmt::Debug for PluginBuilder {
             .field("pool_size", &self.pool_size)
             .field("host_functions", &self.host_functions)
             .field("keyring", &self.keyring)
+            .field("protected", &self.protected)
             .finish_non_exhaustive()
     }
 }
@@ -139,6 +142,7 @@ impl PluginBuilder {
             cache: None,
             host_functions: Vec::new(),
             keyring: Vec::new(),
+            protected: Vec::new(),
         }
     }
 
@@ -211,6 +215,21 @@ impl PluginBuilder {
     /// Make a host directory visible to the plugin.
     pub fn with_allowed_path(mut self, grant: PathGrant) -> Self {
         self.policy.allowed_paths.push(grant);
+        self
+    }
+
+    /// Refuse to load the plugin if one of its read-write directory grants
+    /// holds `path`: a file or directory of the program that the plugin must
+    /// not change (its configuration, say). `what` says what it is, in the
+    /// error: "the toolsets file this plugin is configured in".
+    ///
+    /// The compiled-module caches the plugin is loaded through are always
+    /// protected so: their machine code runs outside the sandbox. A
+    /// [`Registry`](crate::Registry) protects the toolsets file and the
+    /// other toolsets' plugin files. Paths are compared with symbolic links
+    /// resolved; a read-only grant may hold them.
+    pub fn with_protected_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+        self.protected.push(protected::Protected { path: path.into(), what: what.into() });
         self
     }
 
@@ -331,10 +350,31 @@ impl PluginBuilder {
         crate::telemetry::traced_load(&name.clone(), self.build_named(name)).await
     }
 
+    /// Refuse a read-write grant that holds a protected path: the
+    /// compiled-module caches this load goes through, and what the program
+    /// protected ([`with_protected_path`](Self::with_protected_path)).
+    fn check_write_grants(&self) -> Result<(), crate::error::PolicyError> {
+        if !self.policy.allowed_paths.iter().any(|grant| grant.access == crate::sandbox::Access::ReadWrite) {
+            return Ok(());
+        }
+        #[cfg(feature = "cache")]
+        let caches: Vec<&Path> = [self.cache.as_ref(), Some(self.runtime.module_cache())]
+            .into_iter()
+            .flatten()
+            .filter_map(ModuleCache::dir)
+            .collect();
+        #[cfg(not(feature = "cache"))]
+        let caches: Vec<&Path> = Vec::new();
+        let protected: Vec<protected::Protected> =
+            caches.into_iter().map(protected::Protected::module_cache).chain(self.protected.iter().cloned()).collect();
+        protected::check(&self.policy.allowed_paths, &protected)
+    }
+
     /// [`build`](Self::build), the plugin's name settled.
     async fn build_named(self, name: String) -> Result<Plugin, Error> {
         self.runtime.check_open(&name)?;
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
+        self.check_write_grants().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;

@@ -8,6 +8,7 @@
 //! while calls are in flight (a call holds its toolset until it returns).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
@@ -261,6 +262,11 @@ impl Registry {
         next.extend(kept(&current));
         let mut report = LoadReport::default();
         let mut loading = Vec::new();
+        let staying = |config: &ToolsetConfig| current.get(&config.id).is_some_and(|loaded| loaded.config == *config);
+        let peers = peers(
+            (toolsets.iter().map(|config| (config, staying(config))))
+                .chain(next.values().map(|loaded| (&loaded.config, true))),
+        );
         for config in toolsets {
             match current.get(&config.id) {
                 Some(loaded)
@@ -271,12 +277,17 @@ impl Registry {
                     next.insert(config.id.clone(), Arc::clone(loaded));
                 }
                 _ => {
-                    let (secrets, runtime, builtins, log) =
-                        (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone(), Arc::clone(&self.log));
+                    let (secrets, runtime, builtins, log, peers) = (
+                        Arc::clone(&self.secrets),
+                        self.runtime.clone(),
+                        builtins.clone(),
+                        Arc::clone(&self.log),
+                        Arc::clone(&peers),
+                    );
                     loading.push(tokio::spawn(async move {
                         let source = source_of(&config);
                         let id = config.id.clone();
-                        (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log).await)
+                        (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log, &peers).await)
                     }));
                 }
             }
@@ -337,15 +348,24 @@ impl Registry {
     /// rest are loaded.
     pub async fn load_all(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
         let builtins = self.builtins();
+        let peers = peers(
+            (toolsets.iter().map(|config| (config, false)))
+                .chain(self.read().values().map(|loaded| (&loaded.config, true))),
+        );
         let tasks: Vec<_> = toolsets
             .into_iter()
             .map(|config| {
-                let (secrets, runtime, builtins, log) =
-                    (Arc::clone(&self.secrets), self.runtime.clone(), builtins.clone(), Arc::clone(&self.log));
+                let (secrets, runtime, builtins, log, peers) = (
+                    Arc::clone(&self.secrets),
+                    self.runtime.clone(),
+                    builtins.clone(),
+                    Arc::clone(&self.log),
+                    Arc::clone(&peers),
+                );
                 tokio::spawn(async move {
                     let source = source_of(&config);
                     let id = config.id.clone();
-                    (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log).await)
+                    (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log, &peers).await)
                 })
             })
             .collect();
@@ -370,8 +390,10 @@ impl Registry {
     /// a name collision; the registry is unchanged then. Returns warnings.
     pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
         let id = config.id.clone();
+        let peers = peers(self.read().values().map(|loaded| (&loaded.config, true)));
         let (loaded, warnings) =
-            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins(), &self.log).await?;
+            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins(), &self.log, &peers)
+                .await?;
         if let Err(error) = self.insert(loaded) {
             let error = Error::from(error);
             self.admission_failed(&id, &error);
@@ -438,7 +460,7 @@ impl Registry {
         let mut builtins = self.builtins();
         builtins.builtins.insert(id.clone(), Arc::clone(&toolset));
         let (mut loaded, warnings) =
-            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &builtins, &self.log).await?;
+            prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &builtins, &self.log, &[]).await?;
         loaded.owned_by_program = owned_by_program;
         let mut toolsets = self.toolsets.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = toolsets.remove(&id);
@@ -512,12 +534,12 @@ impl Registry {
                 let is_current = |map: &BTreeMap<String, Arc<LoadedToolset>>| {
                     map.get(&id).zip(current.upgrade()).is_some_and(|(there, ours)| Arc::ptr_eq(there, &ours))
                 };
-                let there = {
+                let (there, peers) = {
                     let map = set.read().unwrap_or_else(|poisoned| poisoned.into_inner());
                     if !is_current(&map) {
                         return;
                     }
-                    Arc::clone(&map[&id])
+                    (Arc::clone(&map[&id]), peers(map.values().map(|loaded| (&loaded.config, true))))
                 };
                 let owned_by_program = there.owned_by_program;
                 // A plugin that changes its own list is asked again; a
@@ -526,7 +548,7 @@ impl Registry {
                     redescribe_started(&there, &log).await
                 } else {
                     log.record(&id, loading(&there.config));
-                    prepare(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds)
+                    prepare(&runtime, there.config.clone(), Arc::clone(&secrets), &kinds, &peers)
                         .await
                         .map(|(reloaded, _)| reloaded)
                 };
@@ -752,6 +774,90 @@ struct Kinds {
     connectors: BTreeMap<String, Arc<dyn ToolsetConnector>>,
 }
 
+/// What a Wasm toolset's grants are checked against: the other toolsets
+/// of the registry (loaded, or being loaded beside it), each with its
+/// plugin file and its read-write grants.
+#[derive(Debug, Clone)]
+struct Peer {
+    id: String,
+    file: Option<PathBuf>,
+    writable: Vec<crate::PathGrant>,
+    /// Loaded (and staying): its grants were checked before, and a new
+    /// toolset's plugin file must not be in their reach. (One being loaded
+    /// beside it is refused itself if its grants reach another's file.)
+    loaded: bool,
+}
+
+/// The peers of `configs`, each with whether it is loaded and stays.
+fn peers<'a>(configs: impl IntoIterator<Item = (&'a ToolsetConfig, bool)>) -> Arc<[Peer]> {
+    (configs.into_iter())
+        .filter(|(config, _)| config.kind == "uri")
+        .map(|(config, loaded)| Peer {
+            loaded,
+            id: config.id.clone(),
+            file: match &config.source {
+                Some(PluginSource::File(file)) => Some(file.clone()),
+                _ => None,
+            },
+            writable: (config.policy.allowed_paths.iter())
+                .filter(|grant| grant.access == crate::Access::ReadWrite)
+                .cloned()
+                .collect(),
+        })
+        .collect()
+}
+
+/// A Wasm toolset may not write the files that say what it and the other
+/// toolsets run: its toolsets file (it could grant itself anything, and a
+/// watched file is applied at once), nor another toolset's plugin file (it
+/// could run as that toolset, with its grants and secrets). Its plugin
+/// builder protects those paths from its own grants; and its own plugin
+/// file may not be in reach of a loaded toolset's read-write grant.
+fn protect(
+    mut builder: crate::PluginBuilder,
+    config: &ToolsetConfig,
+    peers: &[Peer],
+) -> Result<crate::PluginBuilder, Error> {
+    if let Some(file) = &config.file {
+        builder = builder.with_protected_path(
+            file,
+            "the toolsets file this toolset is configured in (a plugin that can change it can grant itself anything)",
+        );
+    }
+    let own = match &config.source {
+        Some(PluginSource::File(file)) => Some(file),
+        _ => None,
+    };
+    for peer in peers.iter().filter(|peer| peer.id != config.id) {
+        if let Some(file) = &peer.file {
+            builder = builder.with_protected_path(
+                file,
+                format!(
+                    "the plugin file of toolset `{}` (a plugin that can change it runs as that toolset, with its \
+                     grants and secrets)",
+                    peer.id
+                ),
+            );
+        }
+        let writable = if peer.loaded { &peer.writable[..] } else { &[] };
+        if let Some((grant, path)) = own.and_then(|own| crate::plugin::protected::holder(writable, own)) {
+            return Err(Error::Policy {
+                plugin: config.id.clone(),
+                source: crate::PolicyError::Path {
+                    grant: grant.to_string(),
+                    reason: format!(
+                        "toolset `{}` is granted it read-write, and it holds this toolset's plugin file {} (that \
+                         toolset could run as this one, with its grants and secrets)",
+                        peer.id,
+                        path.display()
+                    ),
+                },
+            });
+        }
+    }
+    Ok(builder)
+}
+
 /// [`prepare`], with its sync events recorded.
 async fn prepare_logged(
     runtime: &Runtime,
@@ -759,10 +865,11 @@ async fn prepare_logged(
     secrets: Arc<dyn SecretProvider>,
     kinds: &Kinds,
     log: &SyncLog,
+    peers: &[Peer],
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let id = config.id.clone();
     log.record(&id, loading(&config));
-    let prepared = prepare(runtime, config, secrets, kinds).await;
+    let prepared = prepare(runtime, config, secrets, kinds, peers).await;
     match &prepared {
         Ok((loaded, _)) => log.record(&id, loaded.synced()),
         Err(error) => log.record(&id, SyncEvent::failed(error)),
@@ -782,12 +889,13 @@ async fn prepare(
     config: ToolsetConfig,
     secrets: Arc<dyn SecretProvider>,
     kinds: &Kinds,
+    peers: &[Peer],
 ) -> Result<(LoadedToolset, Vec<String>), Error> {
     let unsupported = |message: String| Error::Load { plugin: config.id.clone(), message, source: None };
     let mut changes = None;
     let builder = match config.kind.as_str() {
         "uri" => match &config.source {
-            Some(source) => runtime.plugin_from_source(source, &config.id).await?,
+            Some(source) => protect(runtime.plugin_from_source(source, &config.id).await?, &config, peers)?,
             None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
         },
         "builtin" => match kinds.builtins.get(&config.id) {

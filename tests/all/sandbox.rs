@@ -316,3 +316,50 @@ async fn each_fault_has_its_own_kind() {
         assert!(plugin.call_tool(tool, json!({})).await.unwrap_err().is_invalid_output(), "{tool}");
     }
 }
+
+/// A read-write grant may not hold toolhost's compiled-module cache: an
+/// entry there is machine code toolhost runs outside the sandbox, and its
+/// name and checksum are no secret, so a plugin that could write one would
+/// run native code at its next load. The load is refused, naming the grant
+/// and the cache; a read-only grant, or a read-write one beside the cache,
+/// loads.
+#[tokio::test]
+async fn a_read_write_grant_may_not_hold_the_compiled_module_cache() {
+    let home = std::env::temp_dir().join(format!("toolhost-protected-{}", std::process::id()));
+    let cache = home.join(".cache").join("toolhost");
+    let work = home.join("work");
+    std::fs::create_dir_all(&cache).expect("dir");
+    std::fs::create_dir_all(&work).expect("dir");
+    let runtime = toolhost::Runtime::builder().with_module_cache(toolhost::ModuleCache::at(&cache)).build();
+    let load = |grant: String| {
+        let runtime = runtime.clone();
+        async move {
+            let grant: PathGrant = grant.parse().expect("grant");
+            runtime.plugin_from_file(fixture("hostile")).with_allowed_path(grant).build().await
+        }
+    };
+
+    let error = load(format!("{}:/home:rw", home.display())).await.expect_err("a grant holding the cache");
+    assert!(matches!(error, toolhost::Error::Policy { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&format!("{}:/home:rw", home.display())), "{message}");
+    assert!(message.contains(&cache.display().to_string()) && message.contains("compiled-module cache"), "{message}");
+    // The cache itself, through a path with `..` in it.
+    let roundabout = format!("{}:/c:rw", work.join("..").join(".cache").display());
+    assert!(matches!(load(roundabout).await, Err(toolhost::Error::Policy { .. })));
+    // Nothing was compiled into the cache for the refused loads.
+    assert_eq!(std::fs::read_dir(&cache).expect("cache").count(), 0);
+
+    // Read-only, it loads, and the cache stays out of the plugin's reach.
+    let reader = load(format!("{}:/home", home.display())).await.expect("a read-only grant");
+    let write = (reader.call_tool("write_file", json!({"path": "/home/.cache/toolhost/x.cwasm", "text": "x"})).await)
+        .expect("a result");
+    assert!(write.is_error(), "{write:?}");
+    assert!(!cache.join("x.cwasm").exists());
+    // Read-write beside the cache, it loads and writes.
+    let writer = load(format!("{}:/work:rw", work.display())).await.expect("a grant beside the cache");
+    let write = writer.call_tool("write_file", json!({"path": "/work/out.txt", "text": "x"})).await.expect("write");
+    assert!(!write.is_error(), "{write:?}");
+    assert_eq!(std::fs::read_to_string(work.join("out.txt")).expect("written"), "x");
+    std::fs::remove_dir_all(&home).ok();
+}

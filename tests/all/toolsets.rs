@@ -470,3 +470,67 @@ async fn the_watcher_applies_a_changed_file_and_keeps_the_old_set_when_the_new_o
     assert!(names(&registry).iter().any(|n| n.starts_with("text__")));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A toolset may not be granted, read-write, the files that say what the
+/// toolsets run: its toolsets file (it could grant itself anything, and a
+/// watched file is applied at once), or another toolset's plugin file (it
+/// could run as that toolset, with its grants and secrets). Such a toolset
+/// is refused, naming its grant and the file; the others load. A toolset
+/// added later whose plugin file a loaded toolset may write is refused too.
+#[tokio::test]
+async fn a_toolset_may_not_write_its_toolsets_file_or_another_toolsets_plugin() {
+    let dir = scratch("protected-files");
+    let plugins = dir.join("plugins");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&plugins).expect("dir");
+    std::fs::create_dir_all(&data).expect("dir");
+    std::fs::copy(fixture("hostile"), plugins.join("victim.wasm")).expect("copy");
+    let hostile = fixture("hostile").display().to_string();
+    let grant = |host: &std::path::Path, access: &str| json!({"host": host.display().to_string(), "access": access});
+    let uri = |id: &str, url: &str, grants: Vec<Value>| json!({"id": id, "kind": "uri", "server": {"url": url, "allowedPaths": grants}});
+    let path = dir.join("toolsets.json");
+    let doc = json!({"schema": "s", "toolsets": [
+        uri("editor", &hostile, vec![grant(&dir, "rw")]),
+        uri("patcher", &hostile, vec![grant(&plugins, "rw")]),
+        uri("reader", &hostile, vec![grant(&dir, "ro")]),
+        uri("victim", "plugins/victim.wasm", vec![]),
+        uri("worker", &hostile, vec![grant(&data, "rw")]),
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("config");
+    let (registry, report) = registry_from(&path, Arc::new(NoSecrets)).await;
+
+    let failed: Vec<&str> = report.failures.iter().map(|f| f.toolset.as_str()).collect();
+    assert_eq!(failed, ["editor", "patcher"], "{report:?}");
+    let editor = report.failures[0].error.to_string();
+    assert!(matches!(report.failures[0].error, Error::Policy { .. }), "{editor}");
+    assert!(editor.contains(&format!("{}:{}:rw", dir.display(), dir.display())), "{editor}");
+    assert!(editor.contains("toolsets.json") && editor.contains("the toolsets file"), "{editor}");
+    let patcher = report.failures[1].error.to_string();
+    assert!(patcher.contains("victim.wasm") && patcher.contains("toolset `victim`"), "{patcher}");
+    // The others loaded, the writer beside the plugins included.
+    for tool in ["reader__ok", "victim__ok", "worker__ok"] {
+        let result = registry.call_tool(tool, json!({}), &ApproveAll).await.expect(tool);
+        assert_eq!(result.texts().next(), Some("fine"), "{tool}");
+    }
+    let write = registry
+        .call_tool(
+            "worker__write_file",
+            json!({"path": format!("{}/out.txt", data.display()), "text": "x"}),
+            &ApproveAll,
+        )
+        .await
+        .expect("write");
+    assert!(!write.is_error(), "{write:?}");
+
+    // Added later, a plugin file in reach of the loaded `worker`'s grant.
+    std::fs::copy(fixture("hostile"), data.join("late.wasm")).expect("copy");
+    let late = json!({"schema": "s", "toolsets": [uri("late", "data/late.wasm", vec![])]});
+    std::fs::write(&path, late.to_string()).expect("config");
+    let config = load_toolsets(&path, &NoSecrets).await.expect("config").toolsets.remove(0);
+    let error = registry.add(config).await.expect_err("a plugin file `worker` may write");
+    let message = error.to_string();
+    assert!(matches!(error, Error::Policy { .. }), "{message}");
+    assert!(message.contains("toolset `worker`") && message.contains("late.wasm"), "{message}");
+    assert!(registry.call_tool("late__ok", json!({}), &ApproveAll).await.unwrap_err().is_unknown_tool());
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,0 +1,164 @@
+//! Paths no read-write grant may hold.
+//!
+//! A directory granted read-write lets the plugin create, change and delete
+//! everything under it. Some files there would give it more than the grant
+//! says:
+//!
+//! - toolhost's compiled-module cache: an entry is machine code that
+//!   toolhost maps and runs *outside* the sandbox. Its name (a SHA-256 of
+//!   the Wasm and the engine's settings) and checksum are no secret, so a
+//!   plugin that can write the directory can write an entry for its own
+//!   Wasm, and run native code at its next load.
+//! - what the embedding program protects with
+//!   [`PluginBuilder::with_protected_path`](crate::PluginBuilder::with_protected_path):
+//!   the registry protects the toolsets file (a plugin could grant itself
+//!   anything, and a watched file is applied at once) and the other
+//!   toolsets' plugin files (a plugin could replace another's code, and get
+//!   its grants and secrets at its next load).
+//!
+//! Such a grant is refused when the plugin loads, naming the grant and what
+//! it holds. A read-only grant may hold them: reading them gives the
+//! plugin nothing the grant does not. (The download cache needs no
+//! protection: every download is kept under its SHA-256 digest and checked
+//! again whenever it is read.)
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::PolicyError;
+use crate::sandbox::{Access, PathGrant};
+
+/// A file or directory of the host that no read-write grant may hold, and
+/// what it is (for the error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Protected {
+    pub(crate) path: PathBuf,
+    pub(crate) what: String,
+}
+
+impl Protected {
+    /// A compiled-module cache directory.
+    pub(crate) fn module_cache(dir: &Path) -> Protected {
+        Protected {
+            path: dir.to_path_buf(),
+            what: "toolhost's compiled-module cache, whose machine code runs outside the sandbox (grant a \
+                   directory that does not hold it, or keep the cache elsewhere: TOOLHOST_CACHE_DIR for the CLI)"
+                .to_owned(),
+        }
+    }
+}
+
+/// The first read-write grant that holds a protected path, as the policy
+/// error that refuses it.
+pub(crate) fn check(grants: &[PathGrant], protected: &[Protected]) -> Result<(), PolicyError> {
+    for item in protected {
+        if let Some((grant, path)) = holder(grants, &item.path) {
+            return Err(PolicyError::Path {
+                grant: grant.to_string(),
+                reason: format!("it lets the plugin write {}, which is {}", path.display(), item.what),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The first of `grants` that is read-write and holds `path`, and `path`
+/// resolved.
+pub(crate) fn holder<'a>(grants: &'a [PathGrant], path: &Path) -> Option<(&'a PathGrant, PathBuf)> {
+    let writable = grants.iter().filter(|grant| grant.access == Access::ReadWrite);
+    let path = resolved(path)?;
+    writable
+        .filter(|grant| resolved(&grant.host).is_some_and(|granted| path.starts_with(granted)))
+        .map(|grant| (grant, path.clone()))
+        .next()
+}
+
+/// `path` with symbolic links and `.`/`..` resolved, as far as it exists
+/// (a cache directory may not be made yet): the canonical form of its
+/// longest existing ancestor, then the rest. `None` if even that cannot be
+/// worked out.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut existing = absolute.as_path();
+    loop {
+        match std::fs::canonicalize(existing) {
+            Ok(mut canonical) => {
+                for name in rest.iter().rev() {
+                    canonical.push(name);
+                }
+                return Some(canonical);
+            }
+            Err(_) => match existing.components().next_back()? {
+                Component::Normal(name) => {
+                    rest.push(name);
+                    existing = existing.parent()?;
+                }
+                // `..` past a directory that does not exist: give up
+                // rather than guess.
+                _ => return None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(host: &Path, access: Access) -> PathGrant {
+        PathGrant { host: host.to_path_buf(), guest: None, access }
+    }
+
+    fn protected(path: &Path) -> Protected {
+        Protected { path: path.to_path_buf(), what: "a test's file".to_owned() }
+    }
+
+    #[test]
+    fn a_read_write_grant_holding_a_protected_path_is_refused() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = home.path().join(".cache/toolhost");
+        std::fs::create_dir_all(&cache).unwrap();
+        let error = check(&[grant(home.path(), Access::ReadWrite)], &[Protected::module_cache(&cache)]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains(&home.path().display().to_string()), "{message}");
+        assert!(message.contains("compiled-module cache"), "{message}");
+        // The directory itself, too.
+        assert!(check(&[grant(&cache, Access::ReadWrite)], &[protected(&cache)]).is_err());
+    }
+
+    #[test]
+    fn read_only_grants_and_grants_beside_it_are_not() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = home.path().join("cache");
+        let data = home.path().join("data");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::create_dir_all(data.join("inner")).unwrap();
+        assert!(check(&[grant(home.path(), Access::ReadOnly)], &[protected(&cache)]).is_ok());
+        assert!(check(&[grant(&data, Access::ReadWrite)], &[protected(&cache)]).is_ok());
+        // `data` is a prefix of `database` as a string, not as a path.
+        let database = home.path().join("database");
+        std::fs::create_dir_all(&database).unwrap();
+        assert!(check(&[grant(&data, Access::ReadWrite)], &[protected(&database)]).is_ok());
+        // A grant inside the protected directory does not hold it.
+        assert!(check(&[grant(&data.join("inner"), Access::ReadWrite)], &[protected(&data)]).is_ok());
+    }
+
+    #[test]
+    fn paths_are_compared_resolved() {
+        let home = tempfile::tempdir().unwrap();
+        let real = home.path().join("real");
+        std::fs::create_dir_all(real.join("sub")).unwrap();
+        // A cache that is not made yet, named through `..`.
+        let cache = real.join("sub/../later/cache");
+        assert!(check(&[grant(&real, Access::ReadWrite)], &[protected(&cache)]).is_err());
+        // A grant through a symbolic link to the directory holding it.
+        #[cfg(unix)]
+        {
+            let link = home.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            assert!(check(&[grant(&link, Access::ReadWrite)], &[protected(&real.join("later"))]).is_err());
+            // And a protected path named through the link.
+            assert!(check(&[grant(&real, Access::ReadWrite)], &[protected(&link.join("x"))]).is_err());
+        }
+    }
+}
