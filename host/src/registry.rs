@@ -276,20 +276,7 @@ impl Registry {
                 {
                     next.insert(config.id.clone(), Arc::clone(loaded));
                 }
-                _ => {
-                    let (secrets, runtime, builtins, log, peers) = (
-                        Arc::clone(&self.secrets),
-                        self.runtime.clone(),
-                        builtins.clone(),
-                        Arc::clone(&self.log),
-                        Arc::clone(&peers),
-                    );
-                    loading.push(tokio::spawn(async move {
-                        let source = source_of(&config);
-                        let id = config.id.clone();
-                        (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log, &peers).await)
-                    }));
-                }
+                _ => loading.push(self.spawn_prepare(config, &builtins, &peers)),
             }
         }
         for task in loading {
@@ -352,23 +339,7 @@ impl Registry {
             (toolsets.iter().map(|config| (config, false)))
                 .chain(self.read().values().map(|loaded| (&loaded.config, true))),
         );
-        let tasks: Vec<_> = toolsets
-            .into_iter()
-            .map(|config| {
-                let (secrets, runtime, builtins, log, peers) = (
-                    Arc::clone(&self.secrets),
-                    self.runtime.clone(),
-                    builtins.clone(),
-                    Arc::clone(&self.log),
-                    Arc::clone(&peers),
-                );
-                tokio::spawn(async move {
-                    let source = source_of(&config);
-                    let id = config.id.clone();
-                    (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log, &peers).await)
-                })
-            })
-            .collect();
+        let tasks: Vec<_> = toolsets.into_iter().map(|config| self.spawn_prepare(config, &builtins, &peers)).collect();
         let mut report = LoadReport::default();
         for task in tasks {
             let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
@@ -384,6 +355,28 @@ impl Registry {
             }
         }
         report
+    }
+
+    /// [`prepare_logged`] of `config` on a task of its own: its id, where it
+    /// is from, and the outcome.
+    fn spawn_prepare(
+        &self,
+        config: ToolsetConfig,
+        builtins: &Kinds,
+        peers: &Arc<[Peer]>,
+    ) -> tokio::task::JoinHandle<Loading> {
+        let (secrets, runtime, builtins, log, peers) = (
+            Arc::clone(&self.secrets),
+            self.runtime.clone(),
+            builtins.clone(),
+            Arc::clone(&self.log),
+            Arc::clone(peers),
+        );
+        tokio::spawn(async move {
+            let source = source_of(&config);
+            let id = config.id.clone();
+            (id, source, prepare_logged(&runtime, config, secrets, &builtins, &log, &peers).await)
+        })
     }
 
     /// Load one toolset and add it. Fails on a load error, a duplicate id or
