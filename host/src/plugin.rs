@@ -229,7 +229,7 @@ impl PluginBuilder {
     /// other toolsets' plugin files. Paths are compared with symbolic links
     /// resolved; a read-only grant may hold them.
     pub fn with_protected_path(mut self, path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
-        self.protected.push(protected::Protected { path: path.into(), what: what.into() });
+        self.protected.push(protected::Protected { path: path.into(), what: what.into(), unreadable: false });
         self
     }
 
@@ -350,13 +350,20 @@ impl PluginBuilder {
         crate::telemetry::traced_load(&name.clone(), self.build_named(name)).await
     }
 
-    /// Refuse a read-write grant that holds a protected path: the
-    /// compiled-module caches this load goes through, and what the program
-    /// protected ([`with_protected_path`](Self::with_protected_path)).
-    fn check_write_grants(&self) -> Result<(), crate::error::PolicyError> {
-        if !self.policy.allowed_paths.iter().any(|grant| grant.access == crate::sandbox::Access::ReadWrite) {
+    /// Refuse a grant that holds a protected path: a read-write one that
+    /// holds a compiled-module cache this load goes through, or what the
+    /// program protected ([`with_protected_path`](Self::with_protected_path));
+    /// any that holds where the secret provider reads secrets from
+    /// ([`SecretProvider::files`]).
+    fn check_grants(&self) -> Result<(), crate::error::PolicyError> {
+        if self.policy.allowed_paths.is_empty() {
             return Ok(());
         }
+        let secrets = self.secrets.files().into_iter().map(|path| protected::Protected {
+            path,
+            what: "where secrets are read from (the plugin would read every secret there, granted or not)".to_owned(),
+            unreadable: true,
+        });
         #[cfg(feature = "cache")]
         let caches: Vec<&Path> = [self.cache.as_ref(), Some(self.runtime.module_cache())]
             .into_iter()
@@ -365,8 +372,10 @@ impl PluginBuilder {
             .collect();
         #[cfg(not(feature = "cache"))]
         let caches: Vec<&Path> = Vec::new();
-        let protected: Vec<protected::Protected> =
-            caches.into_iter().map(protected::Protected::module_cache).chain(self.protected.iter().cloned()).collect();
+        let protected: Vec<protected::Protected> = (caches.into_iter().map(protected::Protected::module_cache))
+            .chain(secrets)
+            .chain(self.protected.iter().cloned())
+            .collect();
         protected::check(&self.policy.allowed_paths, &protected)
     }
 
@@ -374,7 +383,7 @@ impl PluginBuilder {
     async fn build_named(self, name: String) -> Result<Plugin, Error> {
         self.runtime.check_open(&name)?;
         self.policy.check().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
-        self.check_write_grants().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
+        self.check_grants().map_err(|source| Error::Policy { plugin: name.clone(), source })?;
         let kind = if self.policy.limits.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
         let engines =
             self.runtime.engines(kind).map_err(|e| Error::Host(format!("cannot create the Wasm engine: {e}")))?;

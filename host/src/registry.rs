@@ -833,7 +833,9 @@ fn protect(
             );
         }
         let writable = if peer.loaded { &peer.writable[..] } else { &[] };
-        if let Some((grant, path)) = own.and_then(|own| crate::plugin::protected::holder(writable, own)) {
+        if let Some((grant, path)) =
+            own.and_then(|own| crate::plugin::protected::holder(writable, own, Some(crate::Access::ReadWrite)))
+        {
             return Err(Error::Policy {
                 plugin: config.id.clone(),
                 source: crate::PolicyError::Path {

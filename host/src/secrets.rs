@@ -41,6 +41,15 @@ pub trait SecretProvider: Send + Sync {
 
     /// What the provider is, for messages (`environment`, `directory /run/secrets`).
     fn describe(&self) -> String;
+
+    /// The files or directories the provider reads secrets from. A plugin
+    /// given this provider may not be granted any of them, nor a directory
+    /// that holds one, read-only or read-write: it would read every secret
+    /// there, granted or not (its load is refused, naming the grant). None
+    /// by default.
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
 }
 
 /// Secrets from the host's environment: the secret `NAME` is the variable
@@ -102,6 +111,10 @@ impl SecretProvider for FileSecretProvider {
 
     fn describe(&self) -> String {
         format!("directory {}", self.dir.display())
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        vec![self.dir.clone()]
     }
 }
 

@@ -363,3 +363,41 @@ async fn a_read_write_grant_may_not_hold_the_compiled_module_cache() {
     assert_eq!(std::fs::read_to_string(work.join("out.txt")).expect("written"), "x");
     std::fs::remove_dir_all(&home).ok();
 }
+
+/// Where secrets are read from may not be granted at all: a plugin that
+/// could read the secrets directory would have every secret in it, granted
+/// or not. A grant holding it, read-only too, is refused; a grant beside it
+/// loads, and the secret file stays out of reach.
+#[tokio::test]
+async fn no_grant_may_hold_the_secrets_directory() {
+    let home = std::env::temp_dir().join(format!("toolhost-secrets-dir-{}", std::process::id()));
+    let secrets = home.join("secrets");
+    let work = home.join("work");
+    std::fs::create_dir_all(&secrets).expect("dir");
+    std::fs::create_dir_all(&work).expect("dir");
+    std::fs::write(secrets.join("API_KEY"), "s3cr3t-value").expect("secret");
+    let load = |grant: String| {
+        let secrets = secrets.clone();
+        async move {
+            let grant: PathGrant = grant.parse().expect("grant");
+            Plugin::builder_from_file(fixture("hostile"))
+                .with_secret_provider(std::sync::Arc::new(toolhost::FileSecretProvider::new(secrets)))
+                .with_allowed_path(grant)
+                .build()
+                .await
+        }
+    };
+    for grant in [format!("{}:/home", home.display()), format!("{}:/s:rw", secrets.display())] {
+        let error = load(grant.clone()).await.expect_err("a grant holding the secrets");
+        assert!(matches!(error, toolhost::Error::Policy { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains(&grant) && message.contains("where secrets are read from"), "{message}");
+        assert!(!message.contains("s3cr3t"), "{message}");
+    }
+    let beside = load(format!("{}:/home/work", work.display())).await.expect("a grant beside the secrets");
+    for path in ["/home/work/../secrets/API_KEY", "/home/secrets/API_KEY"] {
+        let read = beside.call_tool("read_file", json!({"path": path})).await.expect("a result");
+        assert!(read.is_error() && !text_of(&read).contains("s3cr3t"), "{path}: {read:?}");
+    }
+    std::fs::remove_dir_all(&home).ok();
+}

@@ -18,7 +18,12 @@
 //!
 //! Such a grant is refused when the plugin loads, naming the grant and what
 //! it holds. A read-only grant may hold them: reading them gives the
-//! plugin nothing the grant does not. (The download cache needs no
+//! plugin nothing the grant does not.
+//!
+//! Where the plugin's secret provider reads secrets from
+//! ([`SecretProvider::files`](crate::SecretProvider::files): a
+//! `FileSecretProvider`'s directory) may not be held by any grant, read-only
+//! either: the plugin would read every secret there, granted or not. (The download cache needs no
 //! protection: every download is kept under its SHA-256 digest and checked
 //! again whenever it is read.)
 
@@ -27,18 +32,20 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::PolicyError;
 use crate::sandbox::{Access, PathGrant};
 
-/// A file or directory of the host that no read-write grant may hold, and
-/// what it is (for the error).
+/// A file or directory of the host that no read-write grant may hold (no
+/// grant at all, if `unreadable`), and what it is (for the error).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Protected {
     pub(crate) path: PathBuf,
     pub(crate) what: String,
+    pub(crate) unreadable: bool,
 }
 
 impl Protected {
     /// A compiled-module cache directory.
     pub(crate) fn module_cache(dir: &Path) -> Protected {
         Protected {
+            unreadable: false,
             path: dir.to_path_buf(),
             what: "toolhost's compiled-module cache, whose machine code runs outside the sandbox (grant a \
                    directory that does not hold it, or keep the cache elsewhere: TOOLHOST_CACHE_DIR for the CLI)"
@@ -47,29 +54,34 @@ impl Protected {
     }
 }
 
-/// The first read-write grant that holds a protected path, as the policy
-/// error that refuses it.
+/// The first grant that holds a protected path (a read-write one, unless
+/// the path is unreadable too), as the policy error that refuses it.
 pub(crate) fn check(grants: &[PathGrant], protected: &[Protected]) -> Result<(), PolicyError> {
     for item in protected {
-        if let Some((grant, path)) = holder(grants, &item.path) {
+        let reach = if item.unreadable { None } else { Some(Access::ReadWrite) };
+        if let Some((grant, path)) = holder(grants, &item.path, reach) {
+            let verb = if grant.access == Access::ReadWrite { "write" } else { "read" };
             return Err(PolicyError::Path {
                 grant: grant.to_string(),
-                reason: format!("it lets the plugin write {}, which is {}", path.display(), item.what),
+                reason: format!("it lets the plugin {verb} {}, which is {}", path.display(), item.what),
             });
         }
     }
     Ok(())
 }
 
-/// The first of `grants` that is read-write and holds `path`, and `path`
-/// resolved.
-pub(crate) fn holder<'a>(grants: &'a [PathGrant], path: &Path) -> Option<(&'a PathGrant, PathBuf)> {
-    let writable = grants.iter().filter(|grant| grant.access == Access::ReadWrite);
+/// The first of `grants` that holds `path` (of those with `access`, or of
+/// all when `None`), and `path` resolved.
+pub(crate) fn holder<'a>(
+    grants: &'a [PathGrant],
+    path: &Path,
+    access: Option<Access>,
+) -> Option<(&'a PathGrant, PathBuf)> {
     let path = resolved(path)?;
-    writable
-        .filter(|grant| resolved(&grant.host).is_some_and(|granted| path.starts_with(granted)))
-        .map(|grant| (grant, path.clone()))
-        .next()
+    (grants.iter())
+        .filter(|grant| access.is_none_or(|access| grant.access == access))
+        .find(|grant| resolved(&grant.host).is_some_and(|granted| path.starts_with(granted)))
+        .map(|grant| (grant, path))
 }
 
 /// `path` with symbolic links and `.`/`..` resolved, as far as it exists
@@ -110,7 +122,7 @@ mod tests {
     }
 
     fn protected(path: &Path) -> Protected {
-        Protected { path: path.to_path_buf(), what: "a test's file".to_owned() }
+        Protected { path: path.to_path_buf(), what: "a test's file".to_owned(), unreadable: false }
     }
 
     #[test]
@@ -141,6 +153,19 @@ mod tests {
         assert!(check(&[grant(&data, Access::ReadWrite)], &[protected(&database)]).is_ok());
         // A grant inside the protected directory does not hold it.
         assert!(check(&[grant(&data.join("inner"), Access::ReadWrite)], &[protected(&data)]).is_ok());
+    }
+
+    #[test]
+    fn an_unreadable_path_is_refused_to_read_only_grants_too() {
+        let home = tempfile::tempdir().unwrap();
+        let secrets = home.path().join("secrets");
+        std::fs::create_dir_all(&secrets).unwrap();
+        let unreadable = Protected { unreadable: true, ..protected(&secrets) };
+        let error = check(&[grant(home.path(), Access::ReadOnly)], std::slice::from_ref(&unreadable)).unwrap_err();
+        assert!(error.to_string().contains("lets the plugin read"), "{error}");
+        let error = check(&[grant(&secrets, Access::ReadWrite)], std::slice::from_ref(&unreadable)).unwrap_err();
+        assert!(error.to_string().contains("lets the plugin write"), "{error}");
+        assert!(check(&[grant(&home.path().join("secrets-not"), Access::ReadOnly)], &[unreadable]).is_ok());
     }
 
     #[test]
