@@ -383,7 +383,8 @@ impl Registry {
     /// a name collision; the registry is unchanged then. Returns warnings.
     pub async fn add(&self, config: ToolsetConfig) -> Result<Vec<String>, Error> {
         let id = config.id.clone();
-        let peers = peers(self.read().values().map(|loaded| (&loaded.config, true)));
+        let peers =
+            peers((self.read().values().map(|loaded| (&loaded.config, true))).chain(std::iter::once((&config, false))));
         let (loaded, warnings) =
             prepare_logged(&self.runtime, config, Arc::clone(&self.secrets), &self.builtins(), &self.log, &peers)
                 .await?;
@@ -769,88 +770,116 @@ struct Kinds {
 
 /// What a Wasm toolset's grants are checked against: the other toolsets
 /// of the registry (loaded, or being loaded beside it), each with its
-/// plugin file and its read-write grants.
+/// plugin file and its read-write grants, resolved once for all the
+/// toolsets checked against them.
 #[derive(Debug, Clone)]
 struct Peer {
     id: String,
+    /// Its plugin file, resolved (`None` also when no toolset of the set
+    /// has a read-write grant: then nothing needs it).
     file: Option<PathBuf>,
-    writable: Vec<crate::PathGrant>,
+    /// Its read-write grants, each with its directory resolved.
+    writable: Vec<(crate::PathGrant, PathBuf)>,
     /// Loaded (and staying): its grants were checked before, and a new
     /// toolset's plugin file must not be in their reach. (One being loaded
     /// beside it is refused itself if its grants reach another's file.)
     loaded: bool,
 }
 
-/// The peers of `configs`, each with whether it is loaded and stays.
+/// The peers of `configs`, each with whether it is loaded and stays. Paths
+/// are resolved here, once (a registry of a thousand toolsets checks each
+/// against all the others), and only when some toolset has a read-write
+/// grant.
 fn peers<'a>(configs: impl IntoIterator<Item = (&'a ToolsetConfig, bool)>) -> Arc<[Peer]> {
+    let configs: Vec<(&ToolsetConfig, bool)> = configs.into_iter().filter(|(config, _)| config.kind == "uri").collect();
+    let any_writable = configs.iter().any(|(config, _)| !writable(config).is_empty());
     (configs.into_iter())
-        .filter(|(config, _)| config.kind == "uri")
         .map(|(config, loaded)| Peer {
             loaded,
             id: config.id.clone(),
-            file: match &config.source {
-                Some(PluginSource::File(file)) => Some(file.clone()),
-                _ => None,
-            },
-            writable: (config.policy.allowed_paths.iter())
-                .filter(|grant| grant.access == crate::Access::ReadWrite)
-                .cloned()
-                .collect(),
+            file: any_writable.then(|| own_file(config)).flatten(),
+            writable: writable(config),
         })
+        .collect()
+}
+
+/// A toolset's plugin file, resolved, if it is a local file.
+fn own_file(config: &ToolsetConfig) -> Option<PathBuf> {
+    match &config.source {
+        Some(PluginSource::File(file)) => crate::plugin::protected::resolved(file),
+        _ => None,
+    }
+}
+
+/// A toolset's read-write grants, each with its directory resolved.
+fn writable(config: &ToolsetConfig) -> Vec<(crate::PathGrant, PathBuf)> {
+    (config.policy.allowed_paths.iter())
+        .filter(|grant| grant.access == crate::Access::ReadWrite)
+        .filter_map(|grant| Some((grant.clone(), crate::plugin::protected::resolved(&grant.host)?)))
         .collect()
 }
 
 /// A Wasm toolset may not write the files that say what it and the other
 /// toolsets run: its toolsets file (it could grant itself anything, and a
 /// watched file is applied at once), nor another toolset's plugin file (it
-/// could run as that toolset, with its grants and secrets). Its plugin
-/// builder protects those paths from its own grants; and its own plugin
-/// file may not be in reach of a loaded toolset's read-write grant.
-fn protect(
-    mut builder: crate::PluginBuilder,
-    config: &ToolsetConfig,
-    peers: &[Peer],
-) -> Result<crate::PluginBuilder, Error> {
-    if let Some(file) = &config.file {
-        builder = builder.with_protected_path(
-            file,
-            "the toolsets file this toolset is configured in (a plugin that can change it can grant itself anything)",
-        );
-    }
-    let own = match &config.source {
-        Some(PluginSource::File(file)) => Some(file),
-        _ => None,
+/// could run as that toolset, with its grants and secrets). And its own
+/// plugin file may not be in reach of a loaded toolset's read-write grant.
+fn protect(config: &ToolsetConfig, peers: &[Peer]) -> Result<(), Error> {
+    let refuse = |grant: &crate::PathGrant, reason: String| Error::Policy {
+        plugin: config.id.clone(),
+        source: crate::PolicyError::Path { grant: grant.to_string(), reason },
     };
-    for peer in peers.iter().filter(|peer| peer.id != config.id) {
-        if let Some(file) = &peer.file {
-            builder = builder.with_protected_path(
-                file,
-                format!(
-                    "the plugin file of toolset `{}` (a plugin that can change it runs as that toolset, with its \
-                     grants and secrets)",
-                    peer.id
-                ),
-            );
-        }
-        let writable = if peer.loaded { &peer.writable[..] } else { &[] };
-        if let Some((grant, path)) =
-            own.and_then(|own| crate::plugin::protected::holder(writable, own, Some(crate::Access::ReadWrite)))
+    let others = || peers.iter().filter(|peer| peer.id != config.id);
+    let own_grants = writable(config);
+    if !own_grants.is_empty() {
+        let reach = |path: &std::path::Path| own_grants.iter().find(|(_, dir)| path.starts_with(dir)).map(|(g, _)| g);
+        if let Some(file) = config.file.as_deref().and_then(crate::plugin::protected::resolved)
+            && let Some(grant) = reach(&file)
         {
-            return Err(Error::Policy {
-                plugin: config.id.clone(),
-                source: crate::PolicyError::Path {
-                    grant: grant.to_string(),
-                    reason: format!(
+            return Err(refuse(
+                grant,
+                format!(
+                    "it lets the plugin write {}, which is the toolsets file this toolset is configured in (a \
+                     plugin that can change it can grant itself anything)",
+                    file.display()
+                ),
+            ));
+        }
+        for peer in others() {
+            if let Some(file) = &peer.file
+                && let Some(grant) = reach(file)
+            {
+                return Err(refuse(
+                    grant,
+                    format!(
+                        "it lets the plugin write {}, which is the plugin file of toolset `{}` (a plugin that can \
+                         change it runs as that toolset, with its grants and secrets)",
+                        file.display(),
+                        peer.id
+                    ),
+                ));
+            }
+        }
+    }
+    let mut writers = others().filter(|peer| peer.loaded && !peer.writable.is_empty()).peekable();
+    if writers.peek().is_some()
+        && let Some(own) = own_file(config)
+    {
+        for peer in writers {
+            if let Some((grant, _)) = peer.writable.iter().find(|(_, dir)| own.starts_with(dir)) {
+                return Err(refuse(
+                    grant,
+                    format!(
                         "toolset `{}` is granted it read-write, and it holds this toolset's plugin file {} (that \
                          toolset could run as this one, with its grants and secrets)",
                         peer.id,
-                        path.display()
+                        own.display()
                     ),
-                },
-            });
+                ));
+            }
         }
     }
-    Ok(builder)
+    Ok(())
 }
 
 /// [`prepare`], with its sync events recorded.
@@ -890,7 +919,10 @@ async fn prepare(
     let mut changes = None;
     let builder = match config.kind.as_str() {
         "uri" => match &config.source {
-            Some(source) => protect(runtime.plugin_from_source(source, &config.id).await?, &config, peers)?,
+            Some(source) => {
+                protect(&config, peers)?;
+                runtime.plugin_from_source(source, &config.id).await?
+            }
             None => return Err(unsupported("it names no plugin (server.url)".to_owned())),
         },
         "builtin" => match kinds.builtins.get(&config.id) {

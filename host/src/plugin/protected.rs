@@ -10,11 +10,13 @@
 //!   plugin that can write the directory can write an entry for its own
 //!   Wasm, and run native code at its next load.
 //! - what the embedding program protects with
-//!   [`PluginBuilder::with_protected_path`](crate::PluginBuilder::with_protected_path):
-//!   the registry protects the toolsets file (a plugin could grant itself
-//!   anything, and a watched file is applied at once) and the other
-//!   toolsets' plugin files (a plugin could replace another's code, and get
-//!   its grants and secrets at its next load).
+//!   [`PluginBuilder::with_protected_path`](crate::PluginBuilder::with_protected_path).
+//!
+//! A registry refuses as well a toolset whose read-write grant holds its
+//! toolsets file (a plugin could grant itself anything, and a watched file
+//! is applied at once) or another toolset's plugin file (a plugin could
+//! replace another's code, and get its grants and secrets at its next
+//! load): `registry.rs`, `protect`, with every toolset's paths resolved once.
 //!
 //! Such a grant is refused when the plugin loads, naming the grant and what
 //! it holds. A read-only grant may hold them: reading them gives the
@@ -88,7 +90,7 @@ pub(crate) fn holder<'a>(
 /// (a cache directory may not be made yet): the canonical form of its
 /// longest existing ancestor, then the rest. `None` if even that cannot be
 /// worked out.
-fn resolved(path: &Path) -> Option<PathBuf> {
+pub(crate) fn resolved(path: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(path).ok()?;
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
     let mut existing = absolute.as_path();
