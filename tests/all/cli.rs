@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-use toolhost_tests::{example, fixture, json_stdout, run_toolhost as run};
+use toolhost_tests::{example, fixture, json_stdout, run_toolhost as run, run_toolhost_with_env};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -508,4 +508,31 @@ fn config_names_a_toolsets_file_and_set_a_plugin_value() {
         assert!(stderr(&refused).contains("takes a plugin file, not a toolsets file"), "{}", stderr(&refused));
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--allow-path DIR:rw` over the compiled-module cache exits 2 naming the
+/// grant and the cache, and runs nothing; with the cache elsewhere
+/// (`TOOLHOST_CACHE_DIR` unset here) the same grant works.
+#[test]
+fn a_read_write_grant_over_the_module_cache_exits_2() {
+    let home = std::env::temp_dir().join(format!("toolhost-cli-protected-{}", std::process::id()));
+    let cache = home.join("cache");
+    std::fs::create_dir_all(&cache).expect("dir");
+    let grant = format!("{}:/home:rw", home.display());
+    let hostile = path(fixture("hostile"));
+    let args = ["call", &hostile, "write_file", r#"{"path": "/home/x.txt", "text": "x"}"#, "--allow-path", &grant];
+
+    let refused = run_toolhost_with_env(&args, None, &[("TOOLHOST_CACHE_DIR", &path(cache.clone()))]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(refused.stdout.is_empty());
+    let message = stderr(&refused);
+    assert!(message.contains(&format!("invalid path grant `{grant}`")), "{message}");
+    assert!(message.contains("compiled-module cache") && message.contains("TOOLHOST_CACHE_DIR"), "{message}");
+    assert!(!home.join("x.txt").exists());
+
+    // (The suite's own cache, which the other CLI tests have filled.)
+    let allowed = run(&args, None);
+    assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+    assert_eq!(std::fs::read_to_string(home.join("x.txt")).expect("written"), "x");
+    std::fs::remove_dir_all(&home).ok();
 }
