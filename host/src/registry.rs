@@ -19,6 +19,7 @@ use crate::builtin::{BuiltinToolset, ToolsetConnector};
 use crate::config::{NAMESPACE_SEPARATOR, PluginSource, ToolsetConfig};
 use crate::context::CallContext;
 use crate::error::{Error, RegistryError};
+use crate::plugin::protected::{self, Reach};
 use crate::plugin::{Arguments, Asking, Plugin};
 use crate::runtime::Runtime;
 use crate::secrets::SecretProvider;
@@ -778,8 +779,8 @@ struct Peer {
     /// Its plugin file, resolved (`None` also when no toolset of the set
     /// has a read-write grant: then nothing needs it).
     file: Option<PathBuf>,
-    /// Its read-write grants, each with its directory resolved.
-    writable: Vec<(crate::PathGrant, PathBuf)>,
+    /// Its read-write grants.
+    writable: Reach,
     /// Loaded (and staying): its grants were checked before, and a new
     /// toolset's plugin file must not be in their reach. (One being loaded
     /// beside it is refused itself if its grants reach another's file.)
@@ -788,17 +789,20 @@ struct Peer {
 
 /// The peers of `configs`, each with whether it is loaded and stays. Paths
 /// are resolved here, once (a registry of a thousand toolsets checks each
-/// against all the others), and only when some toolset has a read-write
-/// grant.
+/// against all the others), and files only when some toolset has a
+/// read-write grant.
 fn peers<'a>(configs: impl IntoIterator<Item = (&'a ToolsetConfig, bool)>) -> Arc<[Peer]> {
-    let configs: Vec<(&ToolsetConfig, bool)> = configs.into_iter().filter(|(config, _)| config.kind == "uri").collect();
-    let any_writable = configs.iter().any(|(config, _)| !writable(config).is_empty());
+    let configs: Vec<(&ToolsetConfig, bool, Reach)> = (configs.into_iter())
+        .filter(|(config, _)| config.kind == "uri")
+        .map(|(config, loaded)| (config, loaded, writable(config)))
+        .collect();
+    let any_writable = configs.iter().any(|(_, _, writable)| !writable.is_empty());
     (configs.into_iter())
-        .map(|(config, loaded)| Peer {
+        .map(|(config, loaded, writable)| Peer {
             loaded,
             id: config.id.clone(),
             file: any_writable.then(|| own_file(config)).flatten(),
-            writable: writable(config),
+            writable,
         })
         .collect()
 }
@@ -806,17 +810,14 @@ fn peers<'a>(configs: impl IntoIterator<Item = (&'a ToolsetConfig, bool)>) -> Ar
 /// A toolset's plugin file, resolved, if it is a local file.
 fn own_file(config: &ToolsetConfig) -> Option<PathBuf> {
     match &config.source {
-        Some(PluginSource::File(file)) => crate::plugin::protected::resolved(file),
+        Some(PluginSource::File(file)) => protected::resolved(file),
         _ => None,
     }
 }
 
-/// A toolset's read-write grants, each with its directory resolved.
-fn writable(config: &ToolsetConfig) -> Vec<(crate::PathGrant, PathBuf)> {
-    (config.policy.allowed_paths.iter())
-        .filter(|grant| grant.access == crate::Access::ReadWrite)
-        .filter_map(|grant| Some((grant.clone(), crate::plugin::protected::resolved(&grant.host)?)))
-        .collect()
+/// A toolset's read-write grants, resolved.
+fn writable(config: &ToolsetConfig) -> Reach {
+    Reach::of(config.policy.allowed_paths.iter().filter(|grant| grant.access == crate::Access::ReadWrite))
 }
 
 /// A Wasm toolset may not write the files that say what it and the other
@@ -825,39 +826,27 @@ fn writable(config: &ToolsetConfig) -> Vec<(crate::PathGrant, PathBuf)> {
 /// could run as that toolset, with its grants and secrets). And its own
 /// plugin file may not be in reach of a loaded toolset's read-write grant.
 fn protect(config: &ToolsetConfig, peers: &[Peer]) -> Result<(), Error> {
-    let refuse = |grant: &crate::PathGrant, reason: String| Error::Policy {
-        plugin: config.id.clone(),
-        source: crate::PolicyError::Path { grant: grant.to_string(), reason },
-    };
+    let refuse = |source: crate::PolicyError| Error::Policy { plugin: config.id.clone(), source };
     let others = || peers.iter().filter(|peer| peer.id != config.id);
     let own_grants = writable(config);
     if !own_grants.is_empty() {
-        let reach = |path: &std::path::Path| own_grants.iter().find(|(_, dir)| path.starts_with(dir)).map(|(g, _)| g);
-        if let Some(file) = config.file.as_deref().and_then(crate::plugin::protected::resolved)
-            && let Some(grant) = reach(&file)
+        if let Some(file) = config.file.as_deref().and_then(protected::resolved)
+            && let Some(grant) = own_grants.holder(&file)
         {
-            return Err(refuse(
-                grant,
-                format!(
-                    "it lets the plugin write {}, which is the toolsets file this toolset is configured in (a \
-                     plugin that can change it can grant itself anything)",
-                    file.display()
-                ),
-            ));
+            let what = "the toolsets file this toolset is configured in (a plugin that can change it can grant \
+                        itself anything)";
+            return Err(refuse(protected::refusal(grant, &file, what)));
         }
         for peer in others() {
             if let Some(file) = &peer.file
-                && let Some(grant) = reach(file)
+                && let Some(grant) = own_grants.holder(file)
             {
-                return Err(refuse(
-                    grant,
-                    format!(
-                        "it lets the plugin write {}, which is the plugin file of toolset `{}` (a plugin that can \
-                         change it runs as that toolset, with its grants and secrets)",
-                        file.display(),
-                        peer.id
-                    ),
-                ));
+                let what = format!(
+                    "the plugin file of toolset `{}` (a plugin that can change it runs as that toolset, with its \
+                     grants and secrets)",
+                    peer.id
+                );
+                return Err(refuse(protected::refusal(grant, file, &what)));
             }
         }
     }
@@ -866,16 +855,16 @@ fn protect(config: &ToolsetConfig, peers: &[Peer]) -> Result<(), Error> {
         && let Some(own) = own_file(config)
     {
         for peer in writers {
-            if let Some((grant, _)) = peer.writable.iter().find(|(_, dir)| own.starts_with(dir)) {
-                return Err(refuse(
-                    grant,
-                    format!(
+            if let Some(grant) = peer.writable.holder(&own) {
+                return Err(refuse(crate::PolicyError::Path {
+                    grant: grant.to_string(),
+                    reason: format!(
                         "toolset `{}` is granted it read-write, and it holds this toolset's plugin file {} (that \
                          toolset could run as this one, with its grants and secrets)",
                         peer.id,
                         own.display()
                     ),
-                ));
+                }));
             }
         }
     }

@@ -25,9 +25,10 @@
 //! Where the plugin's secret provider reads secrets from
 //! ([`SecretProvider::files`](crate::SecretProvider::files): a
 //! `FileSecretProvider`'s directory) may not be held by any grant, read-only
-//! either: the plugin would read every secret there, granted or not. (The download cache needs no
-//! protection: every download is kept under its SHA-256 digest and checked
-//! again whenever it is read.)
+//! either: the plugin would read every secret there, granted or not.
+//!
+//! (The download cache needs no protection: every download is kept under
+//! its SHA-256 digest and checked again whenever it is read.)
 
 use std::path::{Component, Path, PathBuf};
 
@@ -59,31 +60,61 @@ impl Protected {
 /// The first grant that holds a protected path (a read-write one, unless
 /// the path is unreadable too), as the policy error that refuses it.
 pub(crate) fn check(grants: &[PathGrant], protected: &[Protected]) -> Result<(), PolicyError> {
+    let all = Reach::of(grants);
+    let writable = all.read_write();
     for item in protected {
-        let reach = if item.unreadable { None } else { Some(Access::ReadWrite) };
-        if let Some((grant, path)) = holder(grants, &item.path, reach) {
-            let verb = if grant.access == Access::ReadWrite { "write" } else { "read" };
-            return Err(PolicyError::Path {
-                grant: grant.to_string(),
-                reason: format!("it lets the plugin {verb} {}, which is {}", path.display(), item.what),
-            });
+        let reach = if item.unreadable { &all } else { &writable };
+        if reach.is_empty() {
+            continue;
+        }
+        let Some(path) = resolved(&item.path) else { continue };
+        if let Some(grant) = reach.holder(&path) {
+            return Err(refusal(grant, &path, &item.what));
         }
     }
     Ok(())
 }
 
-/// The first of `grants` that holds `path` (of those with `access`, or of
-/// all when `None`), and `path` resolved.
-pub(crate) fn holder<'a>(
-    grants: &'a [PathGrant],
-    path: &Path,
-    access: Option<Access>,
-) -> Option<(&'a PathGrant, PathBuf)> {
-    let path = resolved(path)?;
-    (grants.iter())
-        .filter(|grant| access.is_none_or(|access| grant.access == access))
-        .find(|grant| resolved(&grant.host).is_some_and(|granted| path.starts_with(granted)))
-        .map(|grant| (grant, path))
+/// The error refusing `grant`, which holds `path` (resolved), `what` that
+/// is.
+pub(crate) fn refusal(grant: &PathGrant, path: &Path, what: &str) -> PolicyError {
+    let verb = if grant.access == Access::ReadWrite { "write" } else { "read" };
+    PolicyError::Path {
+        grant: grant.to_string(),
+        reason: format!("it lets the plugin {verb} {}, which is {what}", path.display()),
+    }
+}
+
+/// Grants with their directories resolved, once, to test many paths
+/// against.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reach {
+    grants: Vec<(PathGrant, PathBuf)>,
+}
+
+impl Reach {
+    /// `grants`, resolved (one whose directory cannot be resolved reaches
+    /// nothing: its check at load refuses it anyway).
+    pub(crate) fn of<'a>(grants: impl IntoIterator<Item = &'a PathGrant>) -> Reach {
+        let grants = grants.into_iter().filter_map(|grant| Some((grant.clone(), resolved(&grant.host)?))).collect();
+        Reach { grants }
+    }
+
+    /// The read-write ones.
+    pub(crate) fn read_write(&self) -> Reach {
+        let grants = self.grants.iter().filter(|(grant, _)| grant.access == Access::ReadWrite).cloned().collect();
+        Reach { grants }
+    }
+
+    /// No grant at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.grants.is_empty()
+    }
+
+    /// The first grant that holds `path` (resolved).
+    pub(crate) fn holder(&self, path: &Path) -> Option<&PathGrant> {
+        self.grants.iter().find(|(_, dir)| path.starts_with(dir)).map(|(grant, _)| grant)
+    }
 }
 
 /// `path` with symbolic links and `.`/`..` resolved, as far as it exists
