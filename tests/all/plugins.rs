@@ -146,6 +146,9 @@ async fn text_tools() {
     let counts = call("word_count", json!({"text": "one two  three\nfour"})).await;
     assert_eq!(counts.structured_content, Some(json!({"words": 4, "characters": 19, "lines": 2})));
     assert_eq!(only_text(&call("reverse", json!({"text": "héllo"})).await), "olléh");
+    // ASCII only (its own path), and characters of two, three and four bytes.
+    assert_eq!(only_text(&call("reverse", json!({"text": "stressed 2026"})).await), "6202 desserts");
+    assert_eq!(only_text(&call("reverse", json!({"text": "añ€🦀z"})).await), "z🦀€ña");
     assert_eq!(only_text(&call("slugify", json!({"text": "Hello, World! 2026"})).await), "hello-world-2026");
     assert!(call("slugify", json!({"text": "!!!"})).await.is_error());
     assert_eq!(only_text(&call("change_case", json!({"text": "hello wORLD", "case": "title"})).await), "Hello World");

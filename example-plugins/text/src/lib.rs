@@ -39,6 +39,10 @@ pub fn reverse(Input { text }: Input) -> String {
     // order: one pass over the text instead of a push per character.
     let mut bytes = text.into_bytes();
     bytes.reverse();
+    // ASCII (checked a word at a time) is done: no character spans bytes.
+    if bytes.is_ascii() {
+        return String::from_utf8(bytes).unwrap_or_default();
+    }
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i].is_ascii() {
