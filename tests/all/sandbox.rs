@@ -165,6 +165,43 @@ async fn http_is_refused_unless_the_host_is_granted() {
     assert_eq!(server.join().expect("server"), 1, "exactly the granted request reached the server");
 }
 
+/// A plugin may not choose the `Host` header, nor the transport's own:
+/// with `Host`, a request to a granted address would reach a virtual host
+/// behind it that was never granted (a proxy's, a CDN's, localhost's).
+#[tokio::test]
+async fn a_plugin_may_not_set_the_host_header() {
+    let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
+    let (port, server) = toolhost_tests::serve_http_recording(vec![hello]);
+    let granted = Plugin::builder_from_file(fixture("hostile"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .expect("load");
+    let url = format!("http://127.0.0.1:{port}/");
+    for (headers, named) in [
+        (json!({"Host": "internal.example"}), "host"),
+        (json!({"host": "localhost"}), "host"),
+        (json!({"X-Ok": "1", "Transfer-Encoding": "chunked"}), "transfer-encoding"),
+        (json!({"Connection": "Upgrade", "Upgrade": "h2c"}), "connection"),
+        (json!({"PROXY-AUTHORIZATION": "Basic eDp5"}), "proxy-authorization"),
+    ] {
+        let refused = granted.call_tool("http", json!({"url": url, "headers": headers})).await.unwrap_err();
+        assert!(refused.is_denied(), "{headers}: {refused:?}");
+        assert!(refused.to_string().contains(&format!("may not set the `{named}` header")), "{headers}: {refused}");
+    }
+    // Any other header goes, and the server sees the URL's host.
+    let result = granted
+        .call_tool("http", json!({"url": url, "headers": {"X-Fixture": "hostile", "User-Agent": "probe"}}))
+        .await
+        .expect("an allowed request");
+    assert_eq!(text_of(&result), "hello");
+    let requests = server.join().expect("server");
+    assert_eq!(requests.len(), 1, "only the allowed request reached the server: {requests:?}");
+    let head = requests[0].to_ascii_lowercase();
+    assert!(head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")), "{head}");
+    assert!(head.contains("x-fixture: hostile") && head.contains("user-agent: probe"), "{head}");
+}
+
 #[tokio::test]
 async fn a_host_grant_with_a_port_allows_that_port_only() {
     let (url, server) = serve_hello(1);

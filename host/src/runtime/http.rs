@@ -68,6 +68,39 @@ fn host_error(message: String) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Host(message))
 }
 
+/// Headers a plugin may not set: the transport's own (the connection, its
+/// framing, upgrades, a proxy's) and `Host`, which would send the request
+/// to a virtual host other than the URL's, past the grant that checked the
+/// URL. The same list wasmtime's `wasi:http` refuses for components
+/// (`DEFAULT_FORBIDDEN_HEADERS`), so the SDK's portable HTTP behaves alike
+/// in both flavours.
+#[cfg(feature = "http")]
+const FORBIDDEN_HEADERS: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "http2-settings",
+];
+
+/// Refuse a request that sets a header of [`FORBIDDEN_HEADERS`].
+#[cfg(feature = "http")]
+fn check_headers(url: &str, headers: &BTreeMap<String, String>) -> wasmtime::Result<()> {
+    let forbidden = |name: &String| FORBIDDEN_HEADERS.into_iter().find(|f| name.trim().eq_ignore_ascii_case(f));
+    match headers.keys().find_map(forbidden) {
+        None => Ok(()),
+        // (Named as in the list, not as the plugin spelled it.)
+        Some(name) => Err(wasmtime::Error::new(Stop::Denied(format!(
+            "HTTP request to {url} is not allowed: a plugin may not set the `{name}` header (the host sets it; \
+             the request goes to the URL's host, which the grants check)"
+        )))),
+    }
+}
+
 /// Check a URL against the grants: its scheme and its host.
 #[cfg(feature = "http")]
 fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
@@ -94,6 +127,7 @@ pub(crate) async fn request(
     let description: HttpRequest = serde_json::from_slice(description)
         .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
     check_url(&description.url, &allowed)?;
+    check_headers(&description.url, &description.headers)?;
     tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
         .await
         .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
