@@ -73,8 +73,10 @@ impl HostFunction {
         Self::new(name, 1, move |call: HostCall| {
             let handler = Arc::clone(&handler);
             async move {
-                let input =
-                    serde_json::from_slice(call.input(0)).map_err(|e| format!("its input is not JSON ({e})"))?;
+                // Within the calling plugin's output bound, as every JSON a
+                // plugin hands the host.
+                let input = crate::runtime::output::parse_value(call.input(0), call.max_json_bytes)
+                    .map_err(|problem| format!("its input is not usable: {problem}"))?;
                 let answer = handler(call.plugin, input).await?;
                 serde_json::to_vec(&answer).map_err(|e| format!("its answer cannot be serialized ({e})"))
             }
@@ -105,11 +107,14 @@ pub struct HostCall {
     pub plugin: String,
     /// The bytes of each handle passed, in order.
     pub inputs: Vec<Vec<u8>>,
+    /// How much of the host a JSON input may take once parsed (the
+    /// plugin's output limit).
+    max_json_bytes: usize,
 }
 
 impl HostCall {
-    pub(crate) fn new(plugin: String, inputs: Vec<Vec<u8>>) -> Self {
-        HostCall { plugin, inputs }
+    pub(crate) fn new(plugin: String, inputs: Vec<Vec<u8>>, max_json_bytes: usize) -> Self {
+        HostCall { plugin, inputs, max_json_bytes }
     }
 
     /// The bytes of input `i` (empty when there is no such input).

@@ -210,6 +210,35 @@ async fn log_messages_reach_the_calls_log_sink() {
     assert!(error.to_string().contains("notify_logging_message"), "{error}");
 }
 
+/// What a plugin hands a host function is parsed within its output bound:
+/// a message the plugin makes as large as it likes is refused, not parsed
+/// into the host at many times its size.
+#[tokio::test]
+async fn a_host_functions_json_is_bounded_like_output() {
+    let plugin = Plugin::builder_from_file(fixture("hyper-v2"))
+        .with_limits(toolhost::Limits::default().with_max_output_bytes(64 << 10))
+        .build()
+        .await
+        .expect("load");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let context = CallContext::new().with_log_sink(move |line| sink.lock().unwrap().push(line.message.len()));
+    let big = "x".repeat(200 << 10);
+    let error = plugin
+        .call_tool_with("log", json!({"message": big, "level": "info"}), &context)
+        .await
+        .expect_err("a message over the bound");
+    let message = error.to_string();
+    assert!(message.contains("notify_logging_message") && message.contains("output limit"), "{message}");
+    assert!(lines.lock().unwrap().is_empty(), "nothing was logged");
+    // Within the bound, the same message goes.
+    plugin
+        .call_tool_with("log", json!({"message": "x".repeat(10 << 10), "level": "info"}), &context)
+        .await
+        .expect("a message within the bound");
+    assert_eq!(lines.lock().unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn a_keyring_secret_is_handed_only_when_granted_and_never_leaves() {
     const VALUE: &str = "kr-5ecret-value";

@@ -114,10 +114,9 @@ impl bindings::toolhost::plugin::client::Host for ComponentState {
                 ));
             }
         };
-        let params = match serde_json::from_str(&params) {
-            Ok(Value::Object(params)) => params,
-            _ => return Err(format!("the parameters of {request} are not a JSON object")),
-        };
+        let max = self.core.env.limits.max_output_bytes;
+        let params = super::output::parse_object(params.as_bytes(), max)
+            .map_err(|problem| format!("the parameters of {request} are not usable: {problem}"))?;
         let params = self.core.checked_request(request, params).map_err(|why| format!("{request}: {why}"))?;
         let answer = self.core.ask(request, params, None).await?;
         Ok(answer.to_string())
@@ -135,10 +134,8 @@ impl bindings::toolhost::plugin::client::Host for ComponentState {
     async fn notify(&mut self, method: String, params: Option<String>) -> Result<(), String> {
         // Parameters that are not a JSON object are none: a notification
         // that needs them says so.
-        let params = match params.as_deref().map(serde_json::from_str) {
-            Some(Ok(Value::Object(params))) => Some(params),
-            _ => None,
-        };
+        let max = self.core.env.limits.max_output_bytes;
+        let params = params.and_then(|params| super::output::parse_object(params.as_bytes(), max).ok());
         let notice = self.core.notice(&method, params)?;
         self.core.tell(notice).await;
         Ok(())

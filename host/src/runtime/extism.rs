@@ -651,7 +651,7 @@ fn define_user(
                     })?;
                     inputs.push(bytes.to_vec());
                 }
-                let call = HostCall::new(state.core.env.name.clone(), inputs);
+                let call = HostCall::new(state.core.env.name.clone(), inputs, state.core.env.limits.max_output_bytes);
                 let answer = function.run(call).await.map_err(|message| {
                     wasmtime::Error::new(Stop::Host(format!(
                         "the host function `{}` failed: {message}",

@@ -64,7 +64,7 @@ mod http;
 pub(crate) mod instance;
 pub(crate) mod kernel;
 pub(crate) mod outcome;
-mod output;
+pub(crate) mod output;
 mod stdio;
 pub(crate) mod ticker;
 pub(crate) mod user;

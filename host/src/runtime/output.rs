@@ -138,6 +138,26 @@ pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Resul
     }
 }
 
+/// A JSON object a plugin hands a host function (a request or a message for
+/// the client), parsed within the same bound as its output: the host holds
+/// no more of it than `max_bytes` of weight, however it is nested. `Err`
+/// says what is wrong with it.
+pub(crate) fn parse_object(bytes: &[u8], max_bytes: usize) -> Result<Map<String, Value>, String> {
+    match parse_value(bytes, max_bytes)? {
+        Value::Object(map) => Ok(map),
+        _ => Err("it is not a JSON object".to_owned()),
+    }
+}
+
+/// Any JSON value a plugin hands a host function, as [`parse_object`]
+/// parses an object.
+pub(crate) fn parse_value(bytes: &[u8], max_bytes: usize) -> Result<Value, String> {
+    parse_json(bytes, max_bytes, false).map_err(|error| match error {
+        RunError::Output(problem) => problem.to_string(),
+        RunError::Fault(fault) => fault.message,
+    })
+}
+
 /// Which bound was crossed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Over {

@@ -322,11 +322,11 @@ pub(crate) fn json_argument(
         .kernel
         .block(mem, handle)
         .ok_or_else(|| host_error(function, format!("invalid memory handle {handle}")))?;
-    match serde_json::from_slice(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(host_error(function, "it is not a JSON object".into())),
-        Err(e) => Err(host_error(function, format!("it is not JSON ({e})"))),
-    }
+    // Within the output's bound: a block of `[0,0,…]` the size of the
+    // kernel memory would otherwise become sixteen times its size in the
+    // host, outside the memory limit.
+    super::output::parse_object(bytes, state.core.env.limits.max_output_bytes)
+        .map_err(|problem| host_error(function, problem))
 }
 
 /// `value` as a new block of JSON.
