@@ -39,6 +39,38 @@ async fn a_guest_sleeping_an_hour_in_a_host_call_times_out(flavour: Flavour) {
     assert_eq!(text_of(&next), "1", "a fresh instance, not the one that slept");
 }
 
+/// A guest that sleeps (WASI 0.1's `poll_oneoff`, a component's clock
+/// subscription) in an embedder's runtime that has no time driver: its nap
+/// and the call's deadline wait on toolhost's own ticker, where
+/// `tokio::time` would panic in the host.
+#[test]
+fn a_guest_sleeps_in_a_runtime_without_a_time_driver() {
+    for flavour in [Flavour::Extism, Flavour::Component] {
+        let (done, outcome) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime with no drivers");
+            let results = runtime.block_on(async {
+                let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
+                    .with_timeout(Duration::from_millis(500))
+                    .with_pool_size(1)
+                    .build()
+                    .await
+                    .expect("load");
+                let rested = plugin.call_tool("nap", json!({"ms": 20})).await.map(|r| text_of(&r));
+                let overslept = plugin.call_tool("nap", json!({"ms": 3_600_000})).await.map(|r| text_of(&r));
+                (rested, overslept)
+            });
+            let _ = done.send(results);
+        });
+        let (rested, overslept) = outcome
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{flavour:?}: the calls did not end, or the host panicked ({e})"));
+        assert_eq!(rested.expect("a short nap"), "rested", "{flavour:?}");
+        let error = overslept.expect_err("an hour's nap");
+        assert!(error.is_timeout(), "{flavour:?}: {error:?}");
+    }
+}
+
 #[tokio::test]
 async fn an_http_server_that_never_answers_cannot_hold_a_call_past_its_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -148,6 +148,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<ComponentState>
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     super::files::cap_p2(&mut linker).map_err(|e| e.to_string())?;
+    super::files::clock_p2(&mut linker).map_err(|e| e.to_string())?;
     #[cfg(feature = "wasi-http")]
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(|e| e.to_string())?;
     bindings::Plugin::add_to_linker::<_, HasSelf<ComponentState>>(&mut linker, |state| state)

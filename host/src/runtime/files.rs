@@ -25,10 +25,17 @@
 //!   in a granted directory is refused (`EACCES`, WASI 0.2 `access`)
 //!   before anything opens it (opening a FIFO to read waits for a writer);
 //! - WASI 0.1's single relative sleep, which `wasmtime-wasi` turns into a
-//!   `std::thread::sleep` when blocking is allowed, waits on a timer
-//!   instead, so the deadline still ends a napping guest; one with nowhere
-//!   valid to write its event traps at once (`wasmtime-wasi` would sleep
-//!   on the thread first, and only then trap).
+//!   `std::thread::sleep` when blocking is allowed, waits on the runtime's
+//!   ticker instead, so the deadline still ends a napping guest; one with
+//!   nowhere valid to write its event traps at once (`wasmtime-wasi` would
+//!   sleep on the thread first, and only then trap).
+//!
+//! Clocks: a sleep (WASI 0.1's, and WASI 0.2's `subscribe-duration` and
+//! `subscribe-instant`, which `wasmtime-wasi` waits on with `tokio::time`)
+//! is woken by the runtime's ticker, so a guest that sleeps cannot panic
+//! the host in an embedder's runtime without tokio's time driver. (WASI
+//! 0.1's `poll_oneoff` of several subscriptions at once is still
+//! `wasmtime-wasi`'s own.)
 
 use wasmtime::{AsContextMut as _, Caller};
 use wasmtime_wasi::p1::types::{self as p1_types, Errno, Filetype};
@@ -38,7 +45,7 @@ use wiggle::GuestPtr;
 use super::guest::Guest;
 use super::outcome::Stop;
 #[cfg(feature = "component")]
-pub(crate) use p2::{cap_p2, resource_table};
+pub(crate) use p2::{cap_p2, clock_p2, resource_table};
 
 /// WASI 0.1's import module.
 const WASI_P1: &str = "wasi_snapshot_preview1";
@@ -142,7 +149,8 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
                     // A timer, as `wasmtime-wasi` waits when blocking is
                     // not allowed: the call's deadline drops this future.
                     Nap::Sleep(nap) => {
-                        tokio::time::sleep(nap).await;
+                        let ticker = caller.data().core().env.ticker.clone();
+                        sleep(&ticker, nap).await;
                         Ok(Errno::Success as i32)
                     }
                     // `wasmtime-wasi` would sleep on the thread first, then
@@ -167,6 +175,16 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Wait `nap` on the runtime's ticker, not on `tokio::time`: an embedder's
+/// runtime may have no time driver, and `tokio::time` panics without one.
+/// A nap too long to represent waits until the call's deadline drops it.
+async fn sleep(ticker: &super::ticker::Ticker, nap: std::time::Duration) {
+    match std::time::Instant::now().checked_add(nap) {
+        Some(at) => ticker.alarm(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The size of WASI 0.1's `subscription` and `event`.
@@ -250,6 +268,74 @@ mod p2 {
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         table
+    }
+
+    /// The WASI 0.2 interface of the monotonic clock `wasmtime-wasi` defines.
+    const WASI_P2_MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+    /// A component's clock subscription, ready at `at` (never: `None`),
+    /// woken by the runtime's ticker: `wasmtime-wasi`'s own waits on
+    /// `tokio::time`, which panics in a runtime without the time driver.
+    struct Nap {
+        ticker: crate::runtime::ticker::Ticker,
+        at: Option<std::time::Instant>,
+        /// A subscription already due yields once (as `wasmtime-wasi`'s
+        /// does, so a guest polling in a loop lets other tasks run).
+        yielded: bool,
+    }
+
+    impl wasmtime_wasi::p2::Pollable for Nap {
+        // (`Pollable` is an `async_trait`; this is its signature.)
+        fn ready<'life0, 'async_trait>(
+            &'life0 mut self,
+        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'async_trait>>
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move {
+                match self.at {
+                    Some(at) if at <= std::time::Instant::now() => {
+                        if !self.yielded {
+                            self.yielded = true;
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    Some(at) => self.ticker.alarm(at).await,
+                    None => std::future::pending().await,
+                }
+            })
+        }
+    }
+
+    /// A pollable of `nap` from now, in the store's resource table.
+    fn subscribe<T: WasiView + Guest>(
+        mut store: StoreContextMut<'_, T>,
+        nap: std::time::Duration,
+    ) -> wasmtime::Result<(Resource<wasmtime_wasi::p2::DynPollable>,)> {
+        let state = store.data_mut();
+        let ticker = state.core().env.ticker.clone();
+        let at = std::time::Instant::now().checked_add(nap);
+        let table = state.ctx().table;
+        let nap = table.push(Nap { ticker, at, yielded: false })?;
+        Ok((wasmtime_wasi::p2::subscribe(table, nap)?,))
+    }
+
+    /// Replace WASI 0.2's `subscribe-duration` and `subscribe-instant` in
+    /// `linker` (defined already) with subscriptions the ticker wakes.
+    pub(crate) fn clock_p2<T: WasiView + Guest>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()> {
+        use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as _;
+        linker.allow_shadowing(true);
+        let mut clock = linker.instance(WASI_P2_MONOTONIC_CLOCK)?;
+        clock.func_wrap("subscribe-duration", |store: StoreContextMut<'_, T>, (nanos,): (u64,)| {
+            subscribe(store, std::time::Duration::from_nanos(nanos))
+        })?;
+        clock.func_wrap("subscribe-instant", |mut store: StoreContextMut<'_, T>, (when,): (u64,)| {
+            let now = wasmtime_wasi::clocks::WasiClocksView::clocks(store.data_mut()).now()?;
+            subscribe(store, std::time::Duration::from_nanos(when.saturating_sub(now)))
+        })?;
+        linker.allow_shadowing(false);
+        Ok(())
     }
 
     /// Wrap WASI 0.2's `descriptor.open-at` in `linker` (defined already) with
