@@ -335,6 +335,36 @@ async fn a_registry_follows_a_plugins_tool_list_and_tells_its_subscribers() {
     assert!(syncs.len() >= 4, "a sync per change: {syncs:?}");
 }
 
+/// A plugin that announces a change from `describe` itself: the registry
+/// reads its list again once per change a call announces, never in a loop
+/// (each reading would announce again, and every client would hear it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_announcing_changes_from_describe_makes_no_loop() {
+    let doc = json!({"schema": "s", "toolsets": [{"id": "grow", "kind": "uri", "server": {
+        "url": fixture("tool-list-changed").display().to_string(),
+        "config": {"announce_in_describe": "yes"},
+    }}]});
+    let file = parse_toolsets(std::path::Path::new("toolsets.json"), &doc, &toolhost::NoSecrets).await.expect("parse");
+    let registry = Registry::new(Arc::new(toolhost::NoSecrets));
+    let report = registry.load_all(file.toolsets).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let mut changes = registry.subscribe();
+    changes.borrow_and_update();
+    let added = registry.call_tool("grow__add_tool", json!({}), &toolhost::ApproveAll).await.expect("add");
+    assert_eq!(text(&added), "added tool_1");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while registry.tool("grow__tool_1").is_none() {
+        tokio::time::timeout_at(deadline, changes.changed()).await.expect("a change in time").expect("open");
+    }
+    changes.borrow_and_update();
+    // Nothing more was announced by a call, so nothing more changes (a loop
+    // reads the list again at once, over and over).
+    let more = tokio::time::timeout(Duration::from_secs(3), changes.changed()).await;
+    assert!(more.is_err(), "the registry changed again with no call: a loop");
+    let syncs = registry.sync_events().into_iter().filter(|e| e.tool_set_id == "grow").count();
+    assert!(syncs <= 4, "{syncs} syncs for one load and one change");
+}
+
 #[tokio::test]
 async fn an_unknown_user_import_is_refused_naming_what_is_served() {
     let wat = r#"(module

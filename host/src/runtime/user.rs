@@ -193,8 +193,13 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap(USER, NOTIFY_TOOL_LIST_CHANGED, |c: Caller<'_, State>| {
         // The plugin's tool list is read again by whoever follows it (a
-        // registry), which then tells its own clients.
-        c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
+        // registry), which then tells its own clients. Only a call (a tool,
+        // a prompt or resource read) may say so: from `describe` (or
+        // start-up code), the reading again would itself say so again, a
+        // loop with no end that every client of the registry would hear.
+        if c.data().core.is_call {
+            c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
     })?;
     linker.func_wrap(USER, "get_keyring_secret", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
         let params = json_argument(&mut c, h, "get_keyring_secret")?;
