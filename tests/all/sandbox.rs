@@ -202,6 +202,22 @@ async fn a_plugin_may_not_set_the_host_header() {
     assert!(head.contains("x-fixture: hostile") && head.contains("user-agent: probe"), "{head}");
 }
 
+/// A request description (URL and headers) is parsed and its host
+/// matched against the grants inside the host call, where no deadline
+/// reaches: one larger than 64 KiB is refused before any of that.
+#[tokio::test]
+async fn an_http_request_description_is_bounded() {
+    let granted =
+        Plugin::builder_from_file(fixture("hostile")).with_allowed_host("127.0.0.1").build().await.expect("load");
+    let long_host = format!("http://{}.example/", "a".repeat(100_000));
+    let headers: serde_json::Map<String, serde_json::Value> =
+        (0..5_000).map(|n| (format!("x-header-{n}"), json!("value of a header"))).collect();
+    for arguments in [json!({"url": long_host}), json!({"url": "http://127.0.0.1:9/", "headers": headers})] {
+        let error = granted.call_tool("http", arguments).await.unwrap_err();
+        assert!(error.to_string().contains("more than the 65536 a plugin may pass"), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn a_host_grant_with_a_port_allows_that_port_only() {
     let (url, server) = serve_hello(1);

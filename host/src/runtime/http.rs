@@ -33,6 +33,12 @@ const MAX_RESPONSE_BYTES: u64 = 50 * 1024 * 1024;
 #[cfg(feature = "http")]
 const MAX_REDIRECTS: usize = 10;
 
+/// The largest request description (its URL, method and headers as JSON)
+/// a plugin may pass: it is parsed, and its host matched against every
+/// grant, before any deadline can interrupt the host call.
+#[cfg(feature = "http")]
+const MAX_DESCRIPTION_BYTES: usize = 64 * 1024;
+
 /// Extism's HTTP request description.
 #[cfg(feature = "http")]
 #[derive(Debug, Deserialize)]
@@ -124,6 +130,13 @@ pub(crate) async fn request(
     allowed: Vec<String>,
     deadline: Option<Instant>,
 ) -> wasmtime::Result<HttpResponse> {
+    if description.len() > MAX_DESCRIPTION_BYTES {
+        return Err(host_error(format!(
+            "the HTTP request description is {} bytes, more than the {MAX_DESCRIPTION_BYTES} a plugin may pass \
+             (a URL and headers that large are not a request)",
+            description.len()
+        )));
+    }
     let description: HttpRequest = serde_json::from_slice(description)
         .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
     check_url(&description.url, &allowed)?;

@@ -47,6 +47,12 @@ impl WasiHttpHooks for Hooks {
                 .to_bytes();
             let mut headers: BTreeMap<String, String> = BTreeMap::new();
             for (name, value) in &parts.headers {
+                // `wasmtime-wasi-http` sets `Host` from the URL's authority
+                // (a guest may not set it); the client sets it again from
+                // the URL, which the grants check.
+                if name == http::header::HOST {
+                    continue;
+                }
                 let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
                 headers
                     .entry(name.as_str().to_owned())
