@@ -202,6 +202,20 @@ async fn a_plugin_may_not_set_the_host_header() {
     assert!(head.contains("x-fixture: hostile") && head.contains("user-agent: probe"), "{head}");
 }
 
+/// Extism variables are kept between calls: each costs its bytes and its
+/// place in the host's map against the 1 MiB store, so a flood of tiny
+/// variables cannot hold tens of MiB of host memory in an idle instance.
+#[tokio::test]
+async fn variables_are_counted_with_what_they_cost_the_host() {
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_pool_size(1).build().await.expect("load");
+    let some = plugin.call_tool("vars", json!({"count": 100, "bytes": 1024})).await.expect("100 variables of 1 KiB");
+    assert_eq!(text_of(&some), "set");
+    // 100,000 one-byte variables are 0.6 MB of keys and values, but far
+    // more in the host.
+    let error = plugin.call_tool("vars", json!({"count": 100_000, "bytes": 1})).await.unwrap_err();
+    assert!(error.to_string().contains("the variable store is full"), "{error}");
+}
+
 /// A request description (URL and headers) is parsed and its host
 /// matched against the grants inside the host call, where no deadline
 /// reaches: one larger than 64 KiB is refused before any of that.

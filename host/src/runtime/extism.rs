@@ -81,13 +81,54 @@ const ENV_FUNCTIONS: &[(&str, &[ValType], &[ValType])] = {
 
 /// Most bytes of variables an instance may keep (Extism's default).
 const MAX_VAR_BYTES: usize = 1024 * 1024;
+/// What a variable costs the host beyond its key and value bytes (its
+/// place in the map, two allocations), counted against [`MAX_VAR_BYTES`]:
+/// a million one-byte variables would otherwise hold tens of MiB.
+const VAR_OVERHEAD: usize = 64;
+
+/// An instance's variables (Extism's `var_get`/`var_set`), kept between
+/// calls, with their total cost kept as they change.
+#[derive(Default)]
+struct Vars {
+    map: BTreeMap<String, Vec<u8>>,
+    /// Bytes of keys and values, plus [`VAR_OVERHEAD`] each.
+    held: usize,
+}
+
+impl Vars {
+    fn cost(key: &str, value: &[u8]) -> usize {
+        key.len() + value.len() + VAR_OVERHEAD
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(value) = self.map.remove(key) {
+            self.held -= Self::cost(key, &value);
+        }
+    }
+
+    /// Set `key`, unless the store would then hold more than
+    /// [`MAX_VAR_BYTES`].
+    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        let replaced = self.map.get(&key).map_or(0, |old| Self::cost(&key, old));
+        let held = self.held - replaced + Self::cost(&key, &value);
+        if held > MAX_VAR_BYTES {
+            return Err(format!(
+                "the variable store is full ({} at most, each variable counted with {VAR_OVERHEAD} bytes more)",
+                format_size(MAX_VAR_BYTES as u64)
+            ));
+        }
+        self.held = held;
+        self.map.insert(key, value);
+        Ok(())
+    }
+}
 /// The data of one instance's store.
 pub(crate) struct State {
     /// Grants, limits, memory budget, deadline, captured output.
     pub(crate) core: GuestCore,
     pub(crate) kernel: Kernel,
     pub(crate) wasi: WasiP1Ctx,
-    vars: BTreeMap<String, Vec<u8>>,
+    vars: Vars,
     pub(crate) http_status: u16,
     pub(crate) http_headers: Option<BTreeMap<String, String>>,
 }
@@ -202,7 +243,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     })?;
     linker.func_wrap(ENV, "var_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
         let key = take_string(&mut c, key, "var key")?;
-        match c.data().vars.get(&key).cloned() {
+        match c.data().vars.map.get(&key).cloned() {
             Some(value) => write_new(&mut c, &value),
             None => Ok(0),
         }
@@ -214,16 +255,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
             return Ok(());
         }
         let value = take_block(&mut c, value, "var value")?;
-        let state = c.data_mut();
-        let held: usize = state.vars.iter().filter(|(k, _)| **k != key).map(|(k, v)| k.len() + v.len()).sum();
-        if held + key.len() + value.len() > MAX_VAR_BYTES {
-            return Err(wasmtime::Error::new(Stop::Host(format!(
-                "the variable store is full ({} at most)",
-                format_size(MAX_VAR_BYTES as u64)
-            ))));
-        }
-        state.vars.insert(key, value);
-        Ok(())
+        c.data_mut().vars.set(key, value).map_err(|full| wasmtime::Error::new(Stop::Host(full)))
     })?;
 
     // HTTP, through the allowed-host grants.
@@ -498,7 +530,7 @@ impl ExtismModule {
             core,
             kernel: Kernel::default(),
             wasi: wasi.build_p1(),
-            vars: BTreeMap::new(),
+            vars: Vars::default(),
             http_status: 0,
             http_headers: None,
         };
