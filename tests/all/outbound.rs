@@ -68,3 +68,18 @@ async fn a_component_with_no_grant_reaches_nothing() {
     let refused = plugin.call_tool("fetch", json!({"url": "http://127.0.0.1:9/"})).await;
     assert_refused(Flavour::Component, refused);
 }
+
+/// A component that starts requests without end (never finishing their
+/// bodies, keeping every one) gets four in flight at once; the fifth is
+/// refused, and nothing more is held for it.
+#[tokio::test]
+async fn a_component_has_at_most_four_requests_in_flight() {
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher"))
+        .with_allowed_host("127.0.0.1")
+        .build()
+        .await
+        .expect("load");
+    let flood = plugin.call_tool("flood", json!({"url": "http://127.0.0.1:9/", "count": 5})).await.expect("flood");
+    let said = text(&flood);
+    assert!(said.contains("refused") && said.contains("4 HTTP requests are in flight already"), "{said}");
+}

@@ -224,7 +224,7 @@ impl ComponentModule {
             #[cfg(feature = "wasi-http")]
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             #[cfg(feature = "wasi-http")]
-            http_hooks: super::wasi_http::Hooks { allowed: env.allowed_hosts.clone(), deadline: None },
+            http_hooks: super::wasi_http::Hooks::new(env.allowed_hosts.clone()),
         };
         let mut store = guest::new_store(self.pre.engine(), state);
         let ticker = env.ticker.clone();

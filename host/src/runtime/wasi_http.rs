@@ -10,6 +10,8 @@
 //! response body is capped, and the call's deadline bounds the wait.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -21,11 +23,73 @@ use super::outcome::Stop;
 /// Largest request body a plugin may send.
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// How a component's requests are sent: its grants and the running call's
-/// deadline.
+/// Requests one instance may have in flight at once. Each is a task, holds
+/// its body while the guest writes it, and takes a blocking thread while it
+/// is sent; a guest that started requests without end (and never finished
+/// their bodies) held host memory and tasks without bound, and could fill
+/// tokio's blocking pool that every other plugin's HTTP waits on.
+const MAX_IN_FLIGHT: usize = 4;
+
+/// Bytes of responses one instance may hold that its guest has not dropped:
+/// they stay in its resource table, between calls too. Past it, new
+/// requests are refused until the guest lets some go.
+const MAX_HELD_BYTES: usize = 64 * 1024 * 1024;
+
+/// What an instance's requests hold now.
+#[derive(Default)]
+struct Usage {
+    in_flight: AtomicUsize,
+    held: AtomicUsize,
+}
+
+/// One request in flight, until it is answered or dropped.
+struct InFlight(Arc<Usage>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A response's bytes, held until its body is dropped.
+struct Held(Arc<Usage>, usize);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(self.1, Ordering::SeqCst);
+    }
+}
+
+/// How a component's requests are sent: its grants, the running call's
+/// deadline, and what its requests hold.
 pub(crate) struct Hooks {
     pub(crate) allowed: Vec<String>,
     pub(crate) deadline: Option<Instant>,
+    usage: Arc<Usage>,
+}
+
+impl Hooks {
+    /// The hooks of a new instance with these host grants.
+    pub(crate) fn new(allowed: Vec<String>) -> Hooks {
+        Hooks { allowed, deadline: None, usage: Arc::default() }
+    }
+
+    /// Why a new request may not start now, if it may not.
+    fn refusal(&self) -> Option<String> {
+        let usage = &self.usage;
+        if usage.in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+            return Some(format!(
+                "{MAX_IN_FLIGHT} HTTP requests are in flight already, the most one instance may have"
+            ));
+        }
+        let held = usage.held.load(Ordering::SeqCst);
+        (held >= MAX_HELD_BYTES).then(|| {
+            format!(
+                "the plugin holds {held} bytes of HTTP responses it has not dropped, the most one instance may \
+                 hold is {MAX_HELD_BYTES}"
+            )
+        })
+    }
 }
 
 type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
@@ -37,8 +101,15 @@ impl WasiHttpHooks for Hooks {
         _options: Option<RequestOptions>,
         _fut: Sent,
     ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, Sent), Error>> + Send> {
+        if let Some(refused) = self.refusal() {
+            tracing::warn!(target: "toolhost::guest", "{refused}");
+            return Box::new(async move { Err(Error::InternalError(Some(refused))) });
+        }
+        self.usage.in_flight.fetch_add(1, Ordering::SeqCst);
+        let in_flight = InFlight(Arc::clone(&self.usage));
         let (allowed, deadline) = (self.allowed.clone(), self.deadline);
         Box::new(async move {
+            let in_flight = in_flight;
             let (parts, body) = request.into_parts();
             let body = Limited::new(body, MAX_REQUEST_BYTES)
                 .collect()
@@ -84,7 +155,19 @@ impl WasiHttpHooks for Hooks {
             for (name, value) in &response.headers {
                 builder = builder.header(name.as_str(), value.as_str());
             }
-            let body = Full::new(Bytes::from(response.body)).map_err(|never| match never {}).boxed_unsync();
+            // Counted until the guest drops the body (the closure owns the
+            // count, and goes with the body).
+            let usage = Arc::clone(&in_flight.0);
+            drop(in_flight);
+            usage.held.fetch_add(response.body.len(), Ordering::SeqCst);
+            let held = Held(usage, response.body.len());
+            let body = Full::new(Bytes::from(response.body))
+                .map_frame(move |frame| {
+                    let _ = &held;
+                    frame
+                })
+                .map_err(|never| match never {})
+                .boxed_unsync();
             let response = builder.body(body).map_err(|e| Error::InternalError(Some(e.to_string())))?;
             Ok((response, Box::new(async { Ok(()) }) as Sent))
         })
