@@ -571,7 +571,9 @@ async fn credentials_are_not_sent_on_to_another_origin() {
     let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
     let granted = Policy::default().allow_host("127.0.0.1").allow_host("localhost");
     let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(granted).build().await.expect("load");
-    let headers = json!({"Authorization": "Bearer s3cret", "cookie": "session=s3cret", "Proxy-Authorization": "Basic s3cret", "X-Plain": "kept"});
+    // (`Proxy-Authorization` is refused outright: `sandbox.rs`,
+    // `a_plugin_may_not_set_the_host_header`.)
+    let headers = json!({"Authorization": "Bearer s3cret", "cookie": "session=s3cret", "X-Plain": "kept"});
 
     // Same origin: the credentials go along.
     let (port, server) = serve_http_recording(vec![redirect("/next"), hello.clone()]);
