@@ -21,13 +21,18 @@ async fn within_20s<T>(call: impl std::future::Future<Output = T>) -> T {
 
 both_flavours!(a_guest_sleeping_an_hour_in_a_host_call_times_out);
 
-async fn a_guest_sleeping_an_hour_in_a_host_call_times_out(flavour: Flavour) {
-    let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
+/// The `faults` fixture with a 500 ms timeout and one instance.
+async fn faults_within_500ms(flavour: Flavour) -> Plugin {
+    Plugin::builder_from_file(flavour.fixture("faults"))
         .with_timeout(Duration::from_millis(500))
         .with_pool_size(1)
         .build()
         .await
-        .expect("load");
+        .expect("load")
+}
+
+async fn a_guest_sleeping_an_hour_in_a_host_call_times_out(flavour: Flavour) {
+    let plugin = faults_within_500ms(flavour).await;
     assert_eq!(text_of(&plugin.call_tool("counter", json!({})).await.expect("counter")), "1");
     // `std::thread::sleep`: WASI `poll_oneoff` (or `monotonic-clock`'s
     // subscription) waiting on a timer, no Wasm code running.
@@ -50,12 +55,7 @@ fn a_guest_sleeps_in_a_runtime_without_a_time_driver() {
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime with no drivers");
             let results = runtime.block_on(async {
-                let plugin = Plugin::builder_from_file(flavour.fixture("faults"))
-                    .with_timeout(Duration::from_millis(500))
-                    .with_pool_size(1)
-                    .build()
-                    .await
-                    .expect("load");
+                let plugin = faults_within_500ms(flavour).await;
                 let rested = plugin.call_tool("nap", json!({"ms": 20})).await.map(|r| text_of(&r));
                 let overslept = plugin.call_tool("nap", json!({"ms": 3_600_000})).await.map(|r| text_of(&r));
                 (rested, overslept)

@@ -309,15 +309,20 @@ async fn a_plugin_whose_tool_list_grows_is_followed_on_the_same_instance() {
     assert_eq!(text(&now.call_tool("tool_1", json!({})).await.expect("tool_1")), "tool 1 called");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_registry_follows_a_plugins_tool_list_and_tells_its_subscribers() {
-    let doc = json!({"schema": "s", "toolsets": [
-        {"id": "grow", "kind": "uri", "server": {"url": fixture("tool-list-changed").display().to_string()}}
-    ]});
+/// A registry of one toolset, `grow`, of a plugin whose tool list grows
+/// (`server` as the toolsets file has it), loaded.
+async fn growing_registry(server: Value) -> Registry {
+    let doc = json!({"schema": "s", "toolsets": [{"id": "grow", "kind": "uri", "server": server}]});
     let file = parse_toolsets(std::path::Path::new("toolsets.json"), &doc, &toolhost::NoSecrets).await.expect("parse");
     let registry = Registry::new(Arc::new(toolhost::NoSecrets));
     let report = registry.load_all(file.toolsets).await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);
+    registry
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_follows_a_plugins_tool_list_and_tells_its_subscribers() {
+    let registry = growing_registry(json!({"url": fixture("tool-list-changed").display().to_string()})).await;
     let mut changes = registry.subscribe();
     changes.borrow_and_update();
     for n in 1..=2 {
@@ -340,14 +345,11 @@ async fn a_registry_follows_a_plugins_tool_list_and_tells_its_subscribers() {
 /// (each reading would announce again, and every client would hear it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_announcing_changes_from_describe_makes_no_loop() {
-    let doc = json!({"schema": "s", "toolsets": [{"id": "grow", "kind": "uri", "server": {
+    let registry = growing_registry(json!({
         "url": fixture("tool-list-changed").display().to_string(),
         "config": {"announce_in_describe": "yes"},
-    }}]});
-    let file = parse_toolsets(std::path::Path::new("toolsets.json"), &doc, &toolhost::NoSecrets).await.expect("parse");
-    let registry = Registry::new(Arc::new(toolhost::NoSecrets));
-    let report = registry.load_all(file.toolsets).await;
-    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    }))
+    .await;
     let mut changes = registry.subscribe();
     changes.borrow_and_update();
     let added = registry.call_tool("grow__add_tool", json!({}), &toolhost::ApproveAll).await.expect("add");
