@@ -150,7 +150,7 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
                     // not allowed: the call's deadline drops this future.
                     Nap::Sleep(nap) => {
                         let ticker = caller.data().core().env.ticker.clone();
-                        sleep(&ticker, nap).await;
+                        wake_at(&ticker, std::time::Instant::now().checked_add(nap)).await;
                         Ok(Errno::Success as i32)
                     }
                     // `wasmtime-wasi` would sleep on the thread first, then
@@ -177,11 +177,12 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
     Ok(())
 }
 
-/// Wait `nap` on the runtime's ticker, not on `tokio::time`: an embedder's
-/// runtime may have no time driver, and `tokio::time` panics without one.
-/// A nap too long to represent waits until the call's deadline drops it.
-async fn sleep(ticker: &super::ticker::Ticker, nap: std::time::Duration) {
-    match std::time::Instant::now().checked_add(nap) {
+/// Wait until `at` on the runtime's ticker, not on `tokio::time`: an
+/// embedder's runtime may have no time driver, and `tokio::time` panics
+/// without one. `None` (a nap too long to represent) waits until the
+/// call's deadline drops the wait.
+async fn wake_at(ticker: &super::ticker::Ticker, at: Option<std::time::Instant>) {
+    match at {
         Some(at) => ticker.alarm(at).await,
         None => std::future::pending().await,
     }
@@ -301,8 +302,7 @@ mod p2 {
                             tokio::task::yield_now().await;
                         }
                     }
-                    Some(at) => self.ticker.alarm(at).await,
-                    None => std::future::pending().await,
+                    at => super::wake_at(&self.ticker, at).await,
                 }
             })
         }
