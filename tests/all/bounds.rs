@@ -288,6 +288,19 @@ async fn results_with_too_many_content_items_are_refused(flavour: Flavour) {
     assert!(error.to_string().contains("content items"), "{error}");
 }
 
+#[tokio::test]
+async fn a_components_result_is_bounded_while_the_host_copies_it_out() {
+    // 300,000 empty items: tens of MB as the guest lays them out, more as
+    // the host's values. Refused while wasmtime copies them out, within
+    // the output limit and 1 MiB, not once they are all in the host.
+    let plugin = Plugin::load(Flavour::Component.fixture("faults")).await.expect("load");
+    let error = within_20s(plugin.call_tool("items", json!({"count": 300_000}))).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(error.to_string().contains("more than 17MiB at once"), "{error}");
+    // The instance goes on.
+    assert_eq!(plugin.call_tool("items", json!({"count": 3})).await.expect("3 items").content.len(), 3);
+}
+
 both_flavours!(empty_content_items_weigh_against_the_output_cap);
 
 async fn empty_content_items_weigh_against_the_output_cap(flavour: Flavour) {

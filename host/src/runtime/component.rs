@@ -227,6 +227,7 @@ impl ComponentModule {
             http_hooks: super::wasi_http::Hooks::new(env.allowed_hosts.clone()),
         };
         let mut store = guest::new_store(self.pre.engine(), state);
+        store.set_hostcall_fuel(guest::crossing_bytes(&env.limits));
         let ticker = env.ticker.clone();
         let _running = ticker.running();
         let deadline = store.data().core.deadline;

@@ -425,10 +425,36 @@ fn classify(
     if let Some(exit) = error.downcast_ref::<I32Exit>() {
         return Fault::new(FaultKind::Exit, with_stderr(format!("WASI exit code {}", exit.0)));
     }
+    // wasmtime's own error type for it is private: its message is matched.
+    if error.chain().any(|e| e.to_string().contains(HOSTCALL_FUEL_EXHAUSTED)) {
+        return Fault::new(
+            FaultKind::OutputTooLarge,
+            format!(
+                "it handed the host more than {} at once (a component's bound on what crosses: its output limit \
+                 and 1 MiB)",
+                format_size(crossing_bytes(limits) as u64)
+            ),
+        );
+    }
     // Anything else failed on the host's side (a WASI host error, an
     // instantiation failure): not a trap of the guest's. The root cause is
     // the sentence that says what happened.
     Fault::new(FaultKind::Runtime, with_stderr(error.root_cause().to_string()))
+}
+
+/// What wasmtime says when a component hands the host more data in one
+/// crossing than its hostcall fuel allows.
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
+/// The most bytes a component may hand the host in one crossing (the
+/// arguments of one host call, or the result of an export), as wasmtime
+/// counts them while lifting (strings' bytes, lists' elements at their
+/// size in the guest): its output limit and 1 MiB for the rest of a
+/// result. wasmtime's default, 128 MiB, let a result of millions of empty
+/// items become several times that in the host before the output cap was
+/// checked.
+pub(crate) fn crossing_bytes(limits: &Limits) -> usize {
+    limits.max_output_bytes.saturating_add(1 << 20)
 }
 
 /// Most elements a table may grow to, whatever the memory limit.
