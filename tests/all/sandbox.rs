@@ -202,6 +202,70 @@ async fn a_plugin_may_not_set_the_host_header() {
     assert!(head.contains("x-fixture: hostile") && head.contains("user-agent: probe"), "{head}");
 }
 
+/// A server on 127.0.0.1 that answers one request with a body of `bytes`
+/// bytes, written until the client stops taking them. Returns the port, and
+/// how many bytes of the body went out.
+fn serve_large_body(bytes: usize) -> (u16, std::thread::JoinHandle<usize>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut stream = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => return 0,
+            }
+        };
+        stream.set_nonblocking(false).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => return 0,
+                Ok(n) => head.extend_from_slice(&buffer[..n]),
+            }
+        }
+        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n");
+        stream.write_all(answer.as_bytes()).unwrap();
+        let chunk = vec![b'x'; 64 << 10];
+        let mut sent = 0;
+        while sent < bytes {
+            match stream.write(&chunk[..chunk.len().min(bytes - sent)]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    (port, handle)
+}
+
+/// The host reads a response only as far as the plugin's memory has room
+/// for it (the body goes there): not 48 MB, up to Extism's 50 MiB, held
+/// outside the memory limit before the copy failed.
+#[tokio::test]
+async fn a_response_is_read_only_as_far_as_the_plugins_memory_has_room() {
+    let (port, server) = serve_large_body(48 << 20);
+    let mut policy = Policy::default();
+    policy.limits.memory_max_bytes = Some(8 << 20);
+    let plugin = Plugin::builder_from_file(fixture("hostile"))
+        .with_policy(policy)
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("http", json!({"url": format!("http://127.0.0.1:{port}/")})).await.unwrap_err();
+    assert!(error.to_string().contains("more than the plugin's memory limit leaves room for"), "{error}");
+    let sent = server.join().expect("server");
+    // At most the room (under 8 MiB) and what the sockets' buffers took.
+    assert!(sent < 32 << 20, "the host read {sent} bytes of a response it had no room for");
+}
+
 /// Extism variables are kept between calls: each costs its bytes and its
 /// place in the host's map against the 1 MiB store, so a flood of tiny
 /// variables cannot hold tens of MiB of host memory in an idle instance.

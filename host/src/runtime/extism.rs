@@ -267,7 +267,12 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
             state.http_status = 0;
             state.http_headers = None;
             let (allowed, deadline) = (state.core.env.allowed_hosts.clone(), state.core.deadline);
-            let response = super::http::request(&description, body, allowed, deadline).await?;
+            // The body goes into the kernel's memory, under the limit.
+            let limit = super::http::BodyLimit::within(
+                state.core.memory.room(),
+                "more than the plugin's memory limit leaves room for",
+            );
+            let response = super::http::request(&description, body, allowed, deadline, limit).await?;
             let state = c.data_mut();
             state.http_status = response.status;
             state.http_headers = Some(response.headers);

@@ -513,6 +513,11 @@ impl MemoryBudget {
         self.used
     }
 
+    /// Bytes it may still take before the limit (`usize::MAX`: no limit).
+    pub(crate) fn room(&self) -> usize {
+        self.max.map_or(usize::MAX, |max| max.saturating_sub(self.used))
+    }
+
     /// The most bytes held since the running call started.
     pub(crate) fn peak(&self) -> usize {
         self.peak

@@ -27,8 +27,31 @@ use super::outcome::Stop;
 use serde::Deserialize;
 
 /// Largest response body a plugin gets (Extism's default).
-#[cfg(feature = "http")]
-const MAX_RESPONSE_BYTES: u64 = 50 * 1024 * 1024;
+const MAX_RESPONSE_BYTES: usize = 50 * 1024 * 1024;
+
+/// The most of a response's body the host reads for a plugin, and why no
+/// more: what its memory limit leaves room for, or what its instance may
+/// still hold. Read past it, the body would only be refused later, after
+/// the host had held it outside every limit.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) struct BodyLimit {
+    pub(crate) bytes: usize,
+    /// Says what bounds it, after "more than N bytes".
+    pub(crate) reason: &'static str,
+}
+
+impl BodyLimit {
+    /// [`MAX_RESPONSE_BYTES`], or `room` if that is less (`reason` says
+    /// what room it is).
+    pub(crate) fn within(room: usize, reason: &'static str) -> BodyLimit {
+        if room < MAX_RESPONSE_BYTES {
+            BodyLimit { bytes: room, reason }
+        } else {
+            BodyLimit { bytes: MAX_RESPONSE_BYTES, reason: "the most a plugin gets" }
+        }
+    }
+}
 /// Redirects followed, each one checked.
 #[cfg(feature = "http")]
 const MAX_REDIRECTS: usize = 10;
@@ -129,6 +152,7 @@ pub(crate) async fn request(
     body: Option<Vec<u8>>,
     allowed: Vec<String>,
     deadline: Option<Instant>,
+    limit: BodyLimit,
 ) -> wasmtime::Result<HttpResponse> {
     if description.len() > MAX_DESCRIPTION_BYTES {
         return Err(host_error(format!(
@@ -141,7 +165,7 @@ pub(crate) async fn request(
         .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
     check_url(&description.url, &allowed)?;
     check_headers(&description.url, &description.headers)?;
-    tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline))
+    tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline, limit))
         .await
         .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
 }
@@ -153,6 +177,7 @@ pub(crate) async fn request(
     _body: Option<Vec<u8>>,
     _allowed: Vec<String>,
     _deadline: Option<Instant>,
+    _limit: BodyLimit,
 ) -> wasmtime::Result<HttpResponse> {
     Err(wasmtime::Error::new(Stop::Denied(
         "HTTP requests are not available: this toolhost was built without its `http` feature".to_owned(),
@@ -166,6 +191,7 @@ fn send(
     body: Option<Vec<u8>>,
     allowed: &[String],
     deadline: Option<Instant>,
+    limit: BodyLimit,
 ) -> wasmtime::Result<HttpResponse> {
     let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
     let mut url = request.url.clone();
@@ -229,11 +255,14 @@ fn send(
         response
             .into_body()
             .into_reader()
-            .take(MAX_RESPONSE_BYTES + 1)
+            .take(limit.bytes as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
-        if bytes.len() as u64 > MAX_RESPONSE_BYTES {
-            return Err(host_error(format!("the response of {url} is larger than {} bytes", MAX_RESPONSE_BYTES)));
+        if bytes.len() > limit.bytes {
+            return Err(host_error(format!(
+                "the response of {url} is larger than {} bytes, {}",
+                limit.bytes, limit.reason
+            )));
         }
         return Ok(HttpResponse { status, headers, body: bytes });
     }

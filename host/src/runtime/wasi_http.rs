@@ -108,6 +108,7 @@ impl WasiHttpHooks for Hooks {
         self.usage.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = InFlight(Arc::clone(&self.usage));
         let (allowed, deadline) = (self.allowed.clone(), self.deadline);
+        let room = MAX_HELD_BYTES.saturating_sub(self.usage.held.load(Ordering::SeqCst));
         Box::new(async move {
             let in_flight = in_flight;
             let (parts, body) = request.into_parts();
@@ -141,16 +142,18 @@ impl WasiHttpHooks for Hooks {
             let description =
                 serde_json::to_vec(&description).map_err(|e| Error::InternalError(Some(e.to_string())))?;
             let body = (!body.is_empty()).then(|| body.to_vec());
-            let response = super::http::request(&description, body, allowed, deadline).await.map_err(|e| match e
-                .downcast_ref::<Stop>()
-            {
-                Some(Stop::Denied(message)) => {
-                    tracing::warn!(target: "toolhost::guest", "{message}");
-                    Error::HttpRequestDenied
-                }
-                Some(Stop::Timeout) => Error::ConnectionTimeout,
-                _ => Error::InternalError(Some(e.to_string())),
-            })?;
+            let limit = super::http::BodyLimit::within(room, "more than the instance may still hold of responses");
+            let response =
+                super::http::request(&description, body, allowed, deadline, limit).await.map_err(|e| {
+                    match e.downcast_ref::<Stop>() {
+                        Some(Stop::Denied(message)) => {
+                            tracing::warn!(target: "toolhost::guest", "{message}");
+                            Error::HttpRequestDenied
+                        }
+                        Some(Stop::Timeout) => Error::ConnectionTimeout,
+                        _ => Error::InternalError(Some(e.to_string())),
+                    }
+                })?;
             let mut builder = http::Response::builder().status(response.status);
             for (name, value) in &response.headers {
                 builder = builder.header(name.as_str(), value.as_str());
