@@ -239,6 +239,20 @@ impl BuiltinToolset {
         self
     }
 
+    /// With these tools too, as [`with_tool`](Self::with_tool) for each in
+    /// turn (a later one of the same name replaces an earlier), in time
+    /// linear in their number.
+    pub fn with_tools(mut self, tools: impl IntoIterator<Item = BuiltinTool>) -> Self {
+        self.tools.extend(tools);
+        let mut seen = std::collections::HashSet::new();
+        // Keep the last of each name, in the order of their last places.
+        let mut kept: Vec<BuiltinTool> =
+            self.tools.into_iter().rev().filter(|t| seen.insert(t.tool.name.clone())).collect();
+        kept.reverse();
+        self.tools = kept;
+        self
+    }
+
     /// Its id.
     pub fn id(&self) -> &str {
         &self.id

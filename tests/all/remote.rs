@@ -245,6 +245,70 @@ async fn an_mcp_toolset_without_a_connector_or_a_server_is_a_clear_load_failure(
     std::fs::remove_dir_all(dir).ok();
 }
 
+fn hostile_script() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("hostile.py").display().to_string()
+}
+
+/// Why loading the toolset of `tests/mcp/hostile.py` in `mode` failed.
+async fn hostile_load_failure(name: &str, mode: &[&str]) -> String {
+    let dir = scratch(name);
+    let path = dir.join("toolsets.json");
+    let mut args = vec![hostile_script()];
+    args.extend(mode.iter().map(|a| (*a).to_owned()));
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "bad", "kind": "mcp", "server": {"command": mcp_python().display().to_string(), "args": args}}
+    ]});
+    std::fs::write(&path, doc.to_string()).expect("write");
+    let file = load_toolsets(&path, &NoSecrets).await.expect("parse");
+    let registry = Registry::new(Arc::new(NoSecrets)).with_connector("mcp", Arc::new(McpConnector::new()));
+    let report = tokio::time::timeout(Duration::from_secs(60), registry.load_all(file.toolsets))
+        .await
+        .expect("the load ends well before the connector's own timeout");
+    std::fs::remove_dir_all(dir).ok();
+    assert_eq!(report.failures.len(), 1, "{mode:?} loaded");
+    report.failures[0].error.to_string()
+}
+
+/// What a remote server lists is bounded like a plugin's `describe`: a
+/// listing that never ends, more tools than a server may have, a name
+/// twice, and an error's message of 1 MiB (kept as 1 KiB) are each a
+/// clear load failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_servers_listing_is_bounded() {
+    let endless = hostile_load_failure("pages", &["pages"]).await;
+    assert!(endless.contains("more than 1000 pages"), "{endless}");
+    let many = hostile_load_failure("many", &["many", "10001"]).await;
+    assert!(many.contains("more than 10000 tools"), "{many}");
+    let twice = hostile_load_failure("twice", &["twice"]).await;
+    assert!(twice.contains("the tool `a` twice"), "{twice}");
+    let error = hostile_load_failure("error", &["error"]).await;
+    assert!(error.contains("bytes in all"), "{}", &error[..error.len().min(2000)]);
+    assert!(error.len() < 4096, "an error of {} bytes", error.len());
+}
+
+/// A server that says its tools changed after every listing is listed
+/// again at most once every two seconds, not as fast as it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_always_says_its_tools_changed_is_not_listed_without_pause() {
+    let dir = scratch("relist");
+    let count = dir.join("listings");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "loud", "kind": "mcp",
+         "server": {"command": mcp_python().display().to_string(), "args": [hostile_script(), "relist"],
+                    "env": {"COUNT_FILE": count.display().to_string()}}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    assert!(registry.tools().iter().any(|t| t.name == "loud__a"));
+    // Five seconds: without the pause, hundreds of listings (each a
+    // process round trip of a few milliseconds); with it, the first and at
+    // most one every two seconds after.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let listings = std::fs::read_to_string(&count).expect("the server's count").lines().count();
+    drop(registry);
+    std::fs::remove_dir_all(dir).ok();
+    assert!((2..=5).contains(&listings), "{listings} listings in five seconds");
+}
+
 #[test]
 fn the_cli_lists_and_calls_an_mcp_toolset_beside_a_plugin() {
     use toolhost_tests::{json_stdout, run_toolhost};

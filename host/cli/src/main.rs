@@ -161,12 +161,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// What `--log-format json` logs unless `TOOLHOST_LOG` says otherwise:
+/// toolhost's own events at `info`, rmcp's only from `warn`. rmcp logs
+/// every notification a peer sends at `info`, formatted whole: a remote
+/// MCP server's (or a client's) flood of 16 MiB log messages would be
+/// copied into the logs without bound.
+const DEFAULT_JSON_LOGS: &str = "info,rmcp=warn";
+
 fn init_logging(json: bool) {
     // Logs go to stderr, off unless `TOOLHOST_LOG` (e.g. `debug`,
     // `toolhost=debug`; plugins' own logs are `toolhost::guest`) asks for them: what the user must see,
     // the CLI prints itself.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if json { "info" } else { "off" }));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if json { DEFAULT_JSON_LOGS } else { "off" }));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     // `set_global_default`, not `try_init`: the build has tracing-subscriber's
     // `tracing-log` (see Cargo.toml), and `try_init` would also route the

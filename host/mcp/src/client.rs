@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::{RunningService, ServiceExt as _};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient};
@@ -47,6 +47,20 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting and listing the tools may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most tools one server may list.
+const MAX_TOOLS: usize = 10_000;
+/// Most pages its listing may take (a server that always answers with a
+/// next cursor would otherwise be listed until the timeout, its tools
+/// piling up).
+const MAX_PAGES: usize = 1_000;
+/// Shortest time between two listings its `list_changed` notices cause: a
+/// server that sends one after every listing would otherwise have its tools
+/// listed, their schemas compiled and every client of the registry told,
+/// over and over, as fast as it answers.
+const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(2);
+/// Most of a server's own text (an error's message) kept in an error or a
+/// sync event.
+const MAX_SERVER_TEXT: usize = 1024;
 
 /// Connects toolsets of `kind: mcp`: give it to
 /// [`Registry::with_connector`](toolhost::Registry::with_connector) as
@@ -75,11 +89,8 @@ impl McpConnector {
             return existing;
         }
         sessions.retain(|_, session| session.strong_count() > 0);
-        let connection = Arc::new(Connection {
-            target,
-            state: Mutex::new(State::default()),
-            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
-        });
+        let connection =
+            Arc::new(Connection { target, state: Mutex::new(State::default()), changes: Arc::new(Changes::default()) });
         sessions.insert(id.to_owned(), Arc::downgrade(&connection));
         connection
     }
@@ -90,36 +101,122 @@ impl ToolsetConnector for McpConnector {
         Box::pin(async move {
             let connection = self.connection(&config.id, Target::of(config)?);
             let peer = connection.peer().await?;
-            let tools = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
+            let max_bytes = config.policy.limits.max_output_bytes;
+            let tools = tokio::time::timeout(CONNECT_TIMEOUT, list_tools(&peer, max_bytes))
                 .await
-                .map_err(|_| format!("the server did not list its tools within {CONNECT_TIMEOUT:?}"))?
-                .map_err(|e| format!("the server did not list its tools: {e}"))?;
-            let mut toolset = BuiltinToolset::new(config.id.clone());
-            for tool in tools {
-                let listed = serde_json::to_value(&tool).map_err(|e| format!("a tool cannot be read: {e}"))?;
-                let tool: Tool = serde_json::from_value(listed)
-                    .map_err(|e| format!("the server listed a tool that is not valid: {e}"))?;
+                .map_err(|_| format!("the server did not list its tools within {CONNECT_TIMEOUT:?}"))??;
+            let tools = tools.into_iter().map(|tool| {
                 let name = tool.name.clone();
                 let connection = Arc::clone(&connection);
-                toolset = toolset.with_tool(BuiltinTool::from_tool(tool, move |call: BuiltinCall| {
+                BuiltinTool::from_tool(tool, move |call: BuiltinCall| {
                     let (connection, name) = (Arc::clone(&connection), name.clone());
                     async move { connection.call(&name, call).await }
-                }));
-            }
-            Ok(toolset.with_changes(connection.changes.subscribe()))
+                })
+            });
+            Ok(BuiltinToolset::new(config.id.clone()).with_tools(tools).with_changes(connection.changes.subscribe()))
         })
+    }
+}
+
+/// Every page of a server's tools, each read as the protocol's `Tool`: at
+/// most [`MAX_PAGES`] pages, [`MAX_TOOLS`] tools and `max_bytes` of them
+/// as JSON (the toolset's output limit, as a plugin's `describe` has), no
+/// name twice.
+async fn list_tools(peer: &Peer<RoleClient>, max_bytes: usize) -> Result<Vec<Tool>, String> {
+    let mut tools = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    let mut bytes = 0usize;
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let page = peer
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .map_err(|e| format!("the server did not list its tools: {}", clip(&e.to_string())))?;
+        for tool in page.tools {
+            let listed = serde_json::to_vec(&tool).map_err(|e| format!("a tool cannot be read: {e}"))?;
+            bytes = bytes.saturating_add(listed.len());
+            if bytes > max_bytes {
+                return Err(format!("the server's tools are more than {max_bytes} bytes of JSON, its output limit"));
+            }
+            let tool: Tool = serde_json::from_slice(&listed)
+                .map_err(|e| format!("the server listed a tool that is not valid: {e}"))?;
+            if !names.insert(tool.name.clone()) {
+                return Err(format!("the server listed the tool `{}` twice", clip(&tool.name)));
+            }
+            if tools.len() == MAX_TOOLS {
+                return Err(format!("the server listed more than {MAX_TOOLS} tools"));
+            }
+            tools.push(tool);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(format!("the server's tools took more than {MAX_PAGES} pages to list"))
+}
+
+/// At most [`MAX_SERVER_TEXT`] bytes of a server's text, saying how long it was.
+fn clip(text: &str) -> String {
+    if text.len() <= MAX_SERVER_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_SERVER_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
+/// Tells the toolset's registry that the server's tools may have changed:
+/// at once, or, within [`MIN_RELIST_INTERVAL`] of the last time, once
+/// when it is over (notices in between are one).
+#[derive(Default)]
+struct Changes {
+    sender: tokio::sync::watch::Sender<u64>,
+    /// When the registry was last told, and whether a later telling is due.
+    told: std::sync::Mutex<(Option<Instant>, bool)>,
+}
+
+impl Changes {
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.sender.subscribe()
+    }
+
+    fn notice(self: &Arc<Self>) {
+        let mut told = self.told.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if told.1 {
+            return;
+        }
+        let now = Instant::now();
+        match told.0.map(|last| last + MIN_RELIST_INTERVAL).filter(|due| *due > now) {
+            None => {
+                told.0 = Some(now);
+                self.sender.send_modify(|count| *count += 1);
+            }
+            Some(due) => {
+                told.1 = true;
+                let changes = Arc::clone(self);
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(due.into()).await;
+                    let mut told = changes.told.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    *told = (Some(Instant::now()), false);
+                    changes.sender.send_modify(|count| *count += 1);
+                });
+            }
+        }
     }
 }
 
 /// The client side of a session: tells the toolset's registry when the
 /// server says its tools changed.
 struct Listener {
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    changes: Arc<Changes>,
 }
 
 impl rmcp::ClientHandler for Listener {
     async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
-        self.changes.send_modify(|count| *count += 1);
+        self.changes.notice();
     }
 }
 
@@ -221,7 +318,7 @@ impl Target {
         };
         started
             .map_err(|_| format!("{what} did not initialize within {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| format!("{what} did not initialize: {e}"))
+            .map_err(|e| format!("{what} did not initialize: {}", clip(&e.to_string())))
     }
 }
 
@@ -229,8 +326,8 @@ impl Target {
 struct Connection {
     target: Target,
     state: Mutex<State>,
-    /// Bumped when the server's tools may have changed.
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Told when the server's tools may have changed.
+    changes: Arc<Changes>,
 }
 
 #[derive(Default)]
@@ -272,7 +369,7 @@ impl Connection {
                 // A server reached again may not be the one whose tools
                 // were listed: have them listed again.
                 if again {
-                    self.changes.send_modify(|count| *count += 1);
+                    self.changes.notice();
                 }
                 Ok(peer)
             }
@@ -315,14 +412,15 @@ impl Connection {
                 return Err(BuiltinError::Unavailable(format!(
                     "{} refused `{name}`: {}",
                     self.target.describe(),
-                    error.message
+                    clip(&error.message)
                 )));
             }
             Err(error) => {
                 self.failed().await;
                 return Err(BuiltinError::Unavailable(format!(
-                    "{} failed to answer `{name}`: {error}",
-                    self.target.describe()
+                    "{} failed to answer `{name}`: {}",
+                    self.target.describe(),
+                    clip(&error.to_string())
                 )));
             }
         };
