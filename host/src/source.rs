@@ -10,8 +10,8 @@
 //! offline once it has been fetched.
 //!
 //! Every download is bounded: [`MAX_PLUGIN_BYTES`] per module or blob,
-//! [`MAX_UNPACKED_BYTES`] read out of a compressed layer, and time limits on
-//! connecting and on the whole transfer.
+//! [`MAX_UNPACKED_BYTES`] read out of an artifact's compressed layers, at
+//! most 64 layers, and time limits on connecting and on the whole transfer.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -19,8 +19,8 @@ use std::str::FromStr;
 
 /// The largest module (or registry blob) toolhost downloads: 256 MiB.
 pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
-/// The most bytes read out of one compressed image layer while looking for
-/// the plugin in it: 1 GiB.
+/// The most bytes read out of an artifact's compressed image layers, all
+/// together, while looking for the plugin in them: 1 GiB.
 pub const MAX_UNPACKED_BYTES: u64 = 1 << 30;
 
 /// A SHA-256 digest, written `sha256:` and 64 lowercase hex digits (the

@@ -490,6 +490,56 @@ async fn oci_plugins_are_pulled_from_a_registry_by_digest_in_both_published_layo
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// What an artifact's publisher chooses is bounded too: a manifest of more
+/// layers than toolhost reads is refused before any is pulled, and a layer
+/// the manifest names many times is read (and unpacked) once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_artifacts_layers_are_bounded() {
+    let Some(binary) = registry_binary() else { return };
+    let dir = scratch("oci-layers");
+    let ca = test_ca(&dir, "oci");
+    let registry_server = oci_registry(&binary, &dir, &ca);
+    let host = format!("127.0.0.1:{}", registry_server.port);
+    let client = pusher(&ca);
+    let image_config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+    let tar_type = "application/vnd.oci.image.layer.v1.tar+gzip";
+    let two_modules = tar_gz(&[("a.wasm", b"\0asm\x01\0\0\0"), ("b.wasm", b"\0asm\x01\0\0\0")]);
+    let repeated = push(
+        &client,
+        &format!("{host}/tools/repeated:1"),
+        "application/vnd.oci.image.config.v1+json",
+        image_config,
+        vec![(two_modules, tar_type); 30],
+    )
+    .await;
+    let many = push(
+        &client,
+        &format!("{host}/tools/many:1"),
+        "application/vnd.oci.image.config.v1+json",
+        image_config,
+        (0..65).map(|n| (tar_gz(&[(&format!("file{n}"), b"not a module")]), tar_type)).collect(),
+    )
+    .await;
+    let config = write_config(
+        &dir,
+        json!([
+            {"id": "repeated", "kind": "uri", "server": {"url": format!("oci://{host}/tools/repeated:1@{repeated}"), "caFile": "oci-ca.pem"}},
+            {"id": "many", "kind": "uri", "server": {"url": format!("oci://{host}/tools/many:1@{many}"), "caFile": "oci-ca.pem"}}
+        ]),
+    );
+    let (_, report) = load(&config, &dir.join("downloads")).await;
+    let failure = |id: &str| {
+        let failure = report.failures.iter().find(|f| f.toolset == id).unwrap_or_else(|| panic!("{id} loaded"));
+        failure.error.to_string()
+    };
+    let repeated = failure("repeated");
+    assert!(repeated.contains("several Wasm modules and no /plugin.wasm"), "{repeated}");
+    assert_eq!(repeated.matches("/a.wasm").count(), 1, "{repeated}");
+    let many = failure("many");
+    assert!(many.contains("65 layers, more than the 64"), "{many}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_image_index_resolves_to_the_wasm_platform_and_the_cli_lists_it() {
     let Some(binary) = registry_binary() else { return };

@@ -37,6 +37,13 @@ const MAX_DEPTH: usize = 2;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest wait for the next bytes of a response.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// The whole pull: reqwest's read timeout starts again at every read, so a
+/// registry that sent a byte a minute would never be done without it (the
+/// same as an `https://` download's).
+const PULL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most layers an image manifest may have (each may be a blob of up to
+/// [`MAX_PLUGIN_BYTES`] to fetch, keep and unpack).
+const MAX_LAYERS: usize = 64;
 
 const MANIFEST_TYPES: &[&str] = &[
     "application/vnd.oci.image.manifest.v1+json",
@@ -93,6 +100,15 @@ struct Puller<'a> {
 }
 
 pub(super) async fn pull(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+    tokio::time::timeout(PULL_TIMEOUT, pull_within(plugin, cache)).await.unwrap_or_else(|_| {
+        Err(SourceError::Fetch {
+            url: plugin.url.clone(),
+            message: format!("the pull was not done in {}s", PULL_TIMEOUT.as_secs()),
+        })
+    })
+}
+
+async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
     let name = plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url);
     let reference: Reference = name
         .parse()
@@ -269,6 +285,12 @@ impl Puller<'_> {
         if layers.is_empty() {
             return Err(self.artifact("the manifest has no layers".to_owned()));
         }
+        if layers.len() > MAX_LAYERS {
+            return Err(self.artifact(format!(
+                "the manifest has {} layers, more than the {MAX_LAYERS} toolhost reads",
+                layers.len()
+            )));
+        }
         // A layer declared to be the module wins; there must be one.
         let declared: Vec<&Descriptor> =
             layers.iter().filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str())).collect();
@@ -292,60 +314,68 @@ impl Puller<'_> {
             }
         }
         // Otherwise look inside: a layer that is a module, or tar layers
-        // (the last layer that has the file wins, as in an image).
-        let mut found: Vec<(String, Vec<u8>)> = Vec::new();
-        let mut preferred: Option<Vec<u8>> = None;
+        // (the last layer that has the file wins, as in an image). Only the
+        // first module found is kept (the others are named, should there
+        // be several and no /plugin.wasm), a layer named twice is read
+        // once, and all the layers together unpack to at most
+        // MAX_UNPACKED_BYTES.
+        let mut first: Option<Vec<u8>> = None;
+        let mut found: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut budget = MAX_UNPACKED_BYTES;
         for layer in layers.iter().rev() {
+            if !seen.insert(layer.digest.as_str()) {
+                continue;
+            }
             let bytes = self.blob(layer).await?;
+            let mut take = |place: String, content: Vec<u8>| {
+                found.push(place);
+                first.get_or_insert(content);
+            };
             if bytes.starts_with(WASM_MAGIC) {
-                found.push((format!("layer {}", layer.digest), bytes));
+                take(format!("layer {}", layer.digest), bytes);
                 continue;
             }
             let unpacked = if bytes.starts_with(GZIP_MAGIC) {
-                scan_tar(flate2::read::GzDecoder::new(bytes.as_slice()))
+                scan_tar(flate2::read::GzDecoder::new(bytes.as_slice()), budget)
             } else if layer.media_type.contains("tar") {
-                scan_tar(bytes.as_slice())
+                scan_tar(bytes.as_slice(), budget)
             } else {
                 continue;
             };
-            let files = unpacked.map_err(|m| self.artifact(format!("layer {}: {m}", layer.digest)))?;
+            let (files, read) = unpacked.map_err(|m| self.artifact(format!("layer {}: {m}", layer.digest)))?;
+            budget -= read;
             for (path, content) in files {
-                if path == "plugin.wasm" && preferred.is_none() {
-                    preferred = Some(content);
-                } else {
-                    found.push((format!("/{path} in layer {}", layer.digest), content));
+                if path == "plugin.wasm" {
+                    return Ok(content);
                 }
-            }
-            if preferred.is_some() {
-                break;
+                take(format!("/{path} in layer {}", layer.digest), content);
             }
         }
-        if let Some(module) = preferred {
-            return Ok(module);
-        }
-        match found.len() {
-            1 => Ok(found.pop().expect("one").1),
-            0 => Err(self.artifact(
+        match (found.len(), first) {
+            (1, Some(module)) => Ok(module),
+            (0, _) | (_, None) => Err(self.artifact(
                 "no Wasm module in the artifact: expected a Wasm layer, or an image layer holding /plugin.wasm"
                     .to_owned(),
             )),
-            _ => Err(self.artifact(format!(
-                "several Wasm modules and no /plugin.wasm: {}",
-                found.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>().join(", ")
-            ))),
+            _ => Err(self.artifact(format!("several Wasm modules and no /plugin.wasm: {}", found.join(", ")))),
         }
     }
 }
 
 /// The `.wasm` files of a tar stream that start with the Wasm magic, with
-/// their paths (no leading `/` or `./`). Reads at most
-/// [`MAX_UNPACKED_BYTES`]; a module over [`MAX_PLUGIN_BYTES`] is an error.
-fn scan_tar(reader: impl std::io::Read) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let mut archive = tar::Archive::new(reader.take(MAX_UNPACKED_BYTES));
+/// their paths (no leading `/` or `./`), and how many bytes of the stream
+/// were read: at most `budget` (what is left of the artifact's
+/// [`MAX_UNPACKED_BYTES`]); a module over [`MAX_PLUGIN_BYTES`] is an error.
+fn scan_tar(reader: impl std::io::Read, budget: u64) -> Result<(Vec<(String, Vec<u8>)>, u64), String> {
+    let mut archive = tar::Archive::new(reader.take(budget));
     let mut files = Vec::new();
     for entry in archive.entries().map_err(|e| format!("not a tar archive: {e}"))? {
-        let entry = entry
-            .map_err(|e| format!("unreadable tar archive (or more than {MAX_UNPACKED_BYTES} bytes unpacked): {e}"))?;
+        let entry = entry.map_err(|e| {
+            format!(
+                "unreadable tar archive (or the artifact's layers unpack to more than {MAX_UNPACKED_BYTES} bytes): {e}"
+            )
+        })?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -364,7 +394,8 @@ fn scan_tar(reader: impl std::io::Read) -> Result<Vec<(String, Vec<u8>)>, String
             files.push((path, content));
         }
     }
-    Ok(files)
+    let left = archive.into_inner().limit();
+    Ok((files, budget - left))
 }
 
 /// A `Vec` that stops taking bytes past `limit` (the write fails, and
@@ -437,7 +468,10 @@ mod tests {
     #[test]
     fn tar_layers_give_their_wasm_files_and_nothing_else() {
         let tar = tar_of(&[("./plugin.wasm", b"\0asm\x01\0\0\0"), ("etc/notes.wasm", b"not wasm"), ("README", b"hi")]);
-        let files = scan_tar(tar.as_slice()).unwrap();
+        let (files, read) = scan_tar(tar.as_slice(), MAX_UNPACKED_BYTES).unwrap();
         assert_eq!(files, vec![("plugin.wasm".to_owned(), b"\0asm\x01\0\0\0".to_vec())]);
+        assert!(read > 0 && read <= tar.len() as u64, "{read} of {}", tar.len());
+        // What the artifact's other layers left is all it may read.
+        assert!(scan_tar(tar.as_slice(), 100).is_err());
     }
 }
