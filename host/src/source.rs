@@ -213,8 +213,16 @@ impl DownloadCache {
     /// (a damaged entry is removed).
     #[cfg(any(feature = "https", feature = "oci"))]
     fn get(&self, digest: &Sha256Digest) -> Option<Vec<u8>> {
+        use std::io::Read as _;
         let path = self.path(digest)?;
-        let bytes = std::fs::read(&path).ok()?;
+        // A regular file, not followed through a link, and no larger than
+        // a download may be (a link to `/dev/zero` or a FIFO put there is
+        // not read).
+        if !std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file()) {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path).ok()?.take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes).ok()?;
         if Sha256Digest::of(&bytes) == *digest {
             return Some(bytes);
         }
@@ -234,9 +242,19 @@ impl DownloadCache {
         // Written aside and renamed into place: a reader never sees half an entry.
         let temp =
             dir.join(format!(".{}.{}.{}", digest.hex(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&temp, bytes))
-            .and_then(|()| std::fs::rename(&temp, &path));
+        // Directories of the user's alone, and a temporary file made anew
+        // (never one, or a link, someone put there first).
+        let write = || {
+            use std::io::Write as _;
+            crate::runtime::create_private_dir(dir)?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            options.open(&temp)?.write_all(bytes)?;
+            std::fs::rename(&temp, &path)
+        };
+        let written = write();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             tracing::warn!(dir = %dir.display(), "cannot keep a download: {e}");

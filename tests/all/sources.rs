@@ -211,8 +211,29 @@ async fn an_https_plugin_is_refused_on_a_wrong_digest_and_with_the_right_one_loa
     );
     let env = [("TOOLHOST_CACHE_DIR", cache.to_str().expect("utf-8"))];
     let args = ["call", "--config", config.to_str().expect("utf-8"), "calc__add", r#"{"a":2,"b":3}"#];
-    let first = run_toolhost_with_env(&args, None, &env);
+    // The first run under a umask that lets the group write (Ubuntu's for
+    // its users): the directories the download makes are still the user's
+    // alone, so the compiled-module cache, which refuses a directory others
+    // may write, keeps the module beside them.
+    let first = Command::new("sh")
+        .args(["-c", "umask 002 && exec \"$0\" \"$@\""])
+        .arg(toolhost_tests::toolhost())
+        .args(args)
+        .envs(env)
+        .output()
+        .expect("run toolhost");
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    #[cfg(unix)]
+    for made in [cache.clone(), cache.join("downloads"), cache.join("downloads").join("sha256")] {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&made).expect("made").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is {mode:o}", made.display());
+    }
+    let compiled = std::fs::read_dir(&cache).expect("the cache").filter_map(Result::ok);
+    assert!(
+        compiled.into_iter().any(|e| e.path().extension().is_some_and(|x| x == "cwasm")),
+        "no compiled module kept"
+    );
     server.stop();
     let second = run_toolhost_with_env(&args, None, &env);
     assert!(second.status.success(), "offline: {}", String::from_utf8_lossy(&second.stderr));

@@ -408,7 +408,7 @@ fn check_trailer(trailer: &[u8; TRAILER], key: &[u8; KEY], payload: u64) -> Resu
 /// Write an entry atomically, then trim the cache.
 fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io::Result<()> {
     let payload = module.serialize().map_err(std::io::Error::other)?;
-    create_private_dir(dir)?;
+    super::create_private_dir(dir)?;
     // Made by someone else in the meantime?
     if let Some(reason) = unsafe_dir(dir) {
         return Err(std::io::Error::other(reason));
@@ -419,17 +419,6 @@ fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io
     temp.persist(path).map_err(|e| e.error)?;
     trim(dir, path, MAX_ENTRIES, MAX_BYTES);
     Ok(())
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
 }
 
 /// Why `dir` is not safe to keep machine code in, if it is not: it (or,
@@ -597,7 +586,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("modules");
         assert_eq!(unsafe_dir(&dir), None, "not there yet, in a private parent");
-        create_private_dir(&dir).unwrap();
+        super::super::create_private_dir(&dir).unwrap();
         assert_eq!(unsafe_dir(&dir), None);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(unsafe_dir(&dir).unwrap().contains("written by other users"), "{:?}", unsafe_dir(&dir));

@@ -29,6 +29,20 @@ pub(crate) mod builtin;
 #[cfg(feature = "cache")]
 pub(crate) mod cache;
 
+/// Create `dir` and the directories above it that are missing, each
+/// readable and writable by the current user alone (the umask may allow
+/// more: a cache directory others may write is refused as unsafe).
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 /// The environment variable that moves (or, set to `off` or empty, turns
 /// off) the CLI's caches: compiled modules
 /// ([`ModuleCache::from_env`](crate::ModuleCache)) in it, downloaded
