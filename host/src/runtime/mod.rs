@@ -32,6 +32,7 @@ pub(crate) mod cache;
 /// Create `dir` and the directories above it that are missing, each
 /// readable and writable by the current user alone (the umask may allow
 /// more: a cache directory others may write is refused as unsafe).
+#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
 pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);

@@ -363,11 +363,14 @@ impl Puller<'_> {
     }
 }
 
+/// A module found in a tar layer: its path and its bytes.
+type TarModule = (String, Vec<u8>);
+
 /// The `.wasm` files of a tar stream that start with the Wasm magic, with
 /// their paths (no leading `/` or `./`), and how many bytes of the stream
 /// were read: at most `budget` (what is left of the artifact's
 /// [`MAX_UNPACKED_BYTES`]); a module over [`MAX_PLUGIN_BYTES`] is an error.
-fn scan_tar(reader: impl std::io::Read, budget: u64) -> Result<(Vec<(String, Vec<u8>)>, u64), String> {
+fn scan_tar(reader: impl std::io::Read, budget: u64) -> Result<(Vec<TarModule>, u64), String> {
     let mut archive = tar::Archive::new(reader.take(budget));
     let mut files = Vec::new();
     for entry in archive.entries().map_err(|e| format!("not a tar archive: {e}"))? {
