@@ -262,19 +262,25 @@ async fn a_huge_extism_error_message_is_cut_short() {
 
 #[tokio::test]
 async fn a_huge_component_call_error_is_cut_short() {
-    let describe = json!({"tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}}]});
-    let failure = json!({"callError": {"kind": "failed", "message": "F".repeat(20 << 20)}});
-    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("scripted"))
-        .with_config("describe", describe.to_string())
-        .with_config("result", failure.to_string())
-        .build()
-        .await
-        .expect("load");
-    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    let failing = |mib: usize| {
+        let describe = json!({"tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}}]});
+        let failure = json!({"callError": {"kind": "failed", "message": "F".repeat(mib << 20)}});
+        Plugin::builder_from_file(Flavour::Component.fixture("scripted"))
+            .with_config("describe", describe.to_string())
+            .with_config("result", failure.to_string())
+            .build()
+    };
+    // 2 MiB: handed over, and cut short.
+    let error = failing(2).await.expect("load").call_tool("t", json!({})).await.unwrap_err();
     assert!(error.is_plugin_error_message(), "{error:?}");
     let message = error.to_string();
     assert!(message.len() < 8 << 10, "a message of {} bytes", message.len());
-    assert!(message.contains("the message was 20971520 bytes"), "{}", &message[message.len().saturating_sub(200)..]);
+    assert!(message.contains("the message was 2097152 bytes"), "{}", &message[message.len().saturating_sub(200)..]);
+    // 20 MiB: more than a component may hand the host at once (its 16 MiB
+    // output limit and 1 MiB), refused while wasmtime copies it out.
+    let error = failing(20).await.expect("load").call_tool("t", json!({})).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    assert!(error.to_string().contains("more than 17MiB at once"), "{error}");
 }
 
 both_flavours!(results_with_too_many_content_items_are_refused);
