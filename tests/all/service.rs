@@ -616,6 +616,40 @@ fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_th
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// Tools a sync no longer finds are archived, and a tool set keeps at most
+/// `maxTools` of them (the most recently archived): a server that renamed
+/// its tools at every listing grew the store without end.
+#[test]
+fn a_tool_set_keeps_at_most_its_quota_of_archived_tools() {
+    let dir = scratch("archived");
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:1");
+    let mut document: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
+    let plugins = example("calculator").parent().expect("the plugins' directory").to_path_buf();
+    document["serve"]["service"]["pluginDirs"] = json!([plugins.display().to_string()]);
+    document["serve"]["service"]["maxTools"] = json!(1);
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+    let plugin = |name: &str| {
+        json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {
+            "url": format!("file://{}", example(name).display())}}}})
+    };
+    let reply = rest("POST", &sets, Some(ACME), Some(&plugin("calculator")), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let calculator = statuses(&base, ACME, &id);
+    assert!(calculator.len() > 1, "{calculator:?}");
+    for (swap, went) in [("text", "calculator"), ("calculator", "text")] {
+        let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&plugin(swap)), &[]);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let all = statuses(&base, ACME, &id);
+        let archived = all.iter().filter(|(_, status)| status == "TOOL_STATUS_ARCHIVED").count();
+        assert_eq!(archived, 1, "the {went} plugin's tools, archived: {all:?}");
+        assert!(all.iter().any(|(_, status)| status == "TOOL_STATUS_AVAILABLE"), "{all:?}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// The operator's quotas hold: a workspace has at most `maxToolSets` tool
 /// sets and an http tool set at most `maxTools` tools; past them a create
 /// is refused with 429 and nothing is stored; another workspace has its

@@ -628,8 +628,11 @@ impl Store {
 
     /// Record what a sync of `tool_set` found: each tool's spec (status
     /// included), inserted or updated by name; tools of an earlier sync it
-    /// did not find become archived; the tool count and last sync are set.
-    /// Tools made through the API are left alone.
+    /// did not find become archived, and of those the most recently
+    /// archived `keep_archived` are kept, the rest deleted (a server that
+    /// renamed its tools at every listing grew the store without end); the
+    /// tool count and last sync are set. Tools made through the API are
+    /// left alone.
     pub async fn apply_sync(
         &self,
         tool_set: &ToolSetRow,
@@ -637,8 +640,12 @@ impl Store {
         system: &Value,
         last_sync: &Value,
         now: &str,
+        keep_archived: usize,
     ) -> Result<(), StoreError> {
         let existing = self.tools_of(&tool_set.id).await?;
+        let by_name: std::collections::HashMap<&str, &ToolRow> =
+            existing.iter().map(|row| (row.name.as_str(), row)).collect();
+        let found_names: std::collections::HashSet<&str> = found.iter().map(|tool| tool.name.as_str()).collect();
         let mut tx = self.pool.begin().await?;
         // Write first: SQLite takes its write lock here, not on a later
         // upgrade that could find the database busy.
@@ -654,7 +661,7 @@ impl Store {
             return Ok(());
         }
         for tool in found {
-            match existing.iter().find(|row| row.name == tool.name) {
+            match by_name.get(tool.name.as_str()) {
                 Some(row) if row.origin != "sync" => {}
                 Some(row) if row.spec == tool.spec => {}
                 Some(row) => {
@@ -684,21 +691,27 @@ impl Store {
                 }
             }
         }
-        for row in existing.iter().filter(|row| row.origin == "sync") {
-            if found.iter().any(|tool| tool.name == row.name) {
+        // The synced tools it did not find, newest archived first: those
+        // archived now, then those archived before, by when.
+        let mut archived: Vec<(&str, &ToolRow)> = Vec::new();
+        for row in existing.iter().filter(|row| row.origin == "sync" && !found_names.contains(row.name.as_str())) {
+            if row.spec["status"] == "TOOL_STATUS_ARCHIVED" {
+                archived.push((row.updated_at.as_str(), row));
                 continue;
             }
             let mut spec = row.spec.clone();
-            if spec["status"] == "TOOL_STATUS_ARCHIVED" {
-                continue;
-            }
             spec["status"] = Value::from("TOOL_STATUS_ARCHIVED");
+            archived.push((now, row));
             sqlx::query("UPDATE tools SET spec = $1, updated_at = $2, version = version + 1 WHERE id = $3")
                 .bind(spec.to_string())
                 .bind(now)
                 .bind(&row.id)
                 .execute(&mut *tx)
                 .await?;
+        }
+        archived.sort_by(|a, b| b.0.cmp(a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        for (_, row) in archived.iter().skip(keep_archived) {
+            sqlx::query("DELETE FROM tools WHERE id = $1").bind(&row.id).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())

@@ -524,7 +524,8 @@ impl Workspaces {
         } else {
             let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
             let tools: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
-            self.store.apply_sync(row, &tools, &system, &event, &crate::now_rfc3339()).await?;
+            let keep_archived = usize::try_from(self.settings.tool_quota()).unwrap_or(usize::MAX);
+            self.store.apply_sync(row, &tools, &system, &event, &crate::now_rfc3339(), keep_archived).await?;
         }
         // Seen once recorded: a write that failed is tried again.
         if let Some(t) = self.tracked().get_mut(&row.id) {
