@@ -575,20 +575,33 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-#[test]
-fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_that_go() {
-    let dir = scratch("uri");
-    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:1");
+/// The service on SQLite in `dir`, loading tenants' plugins from the
+/// example plugins' directory, with `maxTools` if given: the process and
+/// its base URL.
+fn uri_service(dir: &std::path::Path, max_tools: Option<u64>) -> (Server, String) {
+    let config = service_config(dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:1");
     let mut document: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
     let plugins = example("calculator").parent().expect("the plugins' directory").to_path_buf();
     document["serve"]["service"]["pluginDirs"] = json!([plugins.display().to_string()]);
+    if let Some(max) = max_tools {
+        document["serve"]["service"]["maxTools"] = json!(max);
+    }
     std::fs::write(&config, document.to_string()).expect("write config");
-    let (_service, base) = spawn_service(&config);
+    spawn_service(&config)
+}
+
+/// A tool set `wasm` of the example plugin `name`.
+fn uri_tool_set(name: &str) -> Value {
+    json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {
+        "url": format!("file://{}", example(name).display())}}}})
+}
+
+#[test]
+fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_that_go() {
+    let dir = scratch("uri");
+    let (_service, base) = uri_service(&dir, None);
     let sets = format!("{base}/v1/tool_sets");
-    let plugin = |name: &str| {
-        json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {
-            "url": format!("file://{}", example(name).display())}}}})
-    };
+    let plugin = uri_tool_set;
     // A file outside the allowed directories is refused at its pointer.
     let outside = json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {"url": "file:///etc/passwd"}}}});
     let reply = rest("POST", &sets, Some(ACME), Some(&outside), &[]);
@@ -622,18 +635,9 @@ fn a_uri_tool_set_loads_a_plugin_from_an_allowed_directory_and_archives_tools_th
 #[test]
 fn a_tool_set_keeps_at_most_its_quota_of_archived_tools() {
     let dir = scratch("archived");
-    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:1");
-    let mut document: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
-    let plugins = example("calculator").parent().expect("the plugins' directory").to_path_buf();
-    document["serve"]["service"]["pluginDirs"] = json!([plugins.display().to_string()]);
-    document["serve"]["service"]["maxTools"] = json!(1);
-    std::fs::write(&config, document.to_string()).expect("write config");
-    let (_service, base) = spawn_service(&config);
+    let (_service, base) = uri_service(&dir, Some(1));
     let sets = format!("{base}/v1/tool_sets");
-    let plugin = |name: &str| {
-        json!({"metadata": {"name": "wasm"}, "spec": {"adapter": {"uri": {
-            "url": format!("file://{}", example(name).display())}}}})
-    };
+    let plugin = uri_tool_set;
     let reply = rest("POST", &sets, Some(ACME), Some(&plugin("calculator")), &[]);
     assert_eq!(reply.status, 201, "{}", reply.body);
     let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
