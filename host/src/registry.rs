@@ -547,6 +547,7 @@ impl Registry {
                         .await
                         .map(|(reloaded, _)| reloaded)
                 };
+                let tools_before = there.tools.clone();
                 drop(there);
                 let mut map = set.write().unwrap_or_else(|poisoned| poisoned.into_inner());
                 // Overtaken: the toolset was replaced or removed while this
@@ -572,10 +573,17 @@ impl Registry {
                     continue;
                 }
                 log.record(&id, reloaded.synced());
+                // The same tools again (a server that says its list changed
+                // when it did not): nothing to tell the registry's clients,
+                // who would list them again.
+                let unchanged = reloaded.tools == tools_before;
                 let reloaded = Arc::new(reloaded);
                 current = Arc::downgrade(&reloaded);
                 map.insert(id.clone(), reloaded);
                 drop(map);
+                if unchanged {
+                    continue;
+                }
                 match changes.upgrade() {
                     Some(changes) => changes.send_modify(|count| *count += 1),
                     None => return,

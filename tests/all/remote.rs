@@ -299,14 +299,19 @@ async fn a_server_that_always_says_its_tools_changed_is_not_listed_without_pause
     ]});
     let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
     assert!(registry.tools().iter().any(|t| t.name == "loud__a"));
+    let told = registry.subscribe();
     // Five seconds: without the pause, hundreds of listings (each a
     // process round trip of a few milliseconds); with it, the first and at
     // most one every two seconds after.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let listings = std::fs::read_to_string(&count).expect("the server's count").lines().count();
+    // The tools were the same each time: the registry's clients were not
+    // told to list them again.
+    let changed = told.has_changed().expect("the registry is there");
     drop(registry);
     std::fs::remove_dir_all(dir).ok();
     assert!((2..=5).contains(&listings), "{listings} listings in five seconds");
+    assert!(!changed, "the registry told its clients its tools changed");
 }
 
 #[test]

@@ -101,6 +101,9 @@ impl ToolsetConnector for McpConnector {
         Box::pin(async move {
             let connection = self.connection(&config.id, Target::of(config)?);
             let peer = connection.peer().await?;
+            // Subscribed before listing: a notice that comes while (or
+            // just after) the tools are listed is one to follow.
+            let changes = connection.changes.subscribe();
             let max_bytes = config.policy.limits.max_output_bytes;
             let tools = tokio::time::timeout(CONNECT_TIMEOUT, list_tools(&peer, max_bytes))
                 .await
@@ -113,7 +116,7 @@ impl ToolsetConnector for McpConnector {
                     async move { connection.call(&name, call).await }
                 })
             });
-            Ok(BuiltinToolset::new(config.id.clone()).with_tools(tools).with_changes(connection.changes.subscribe()))
+            Ok(BuiltinToolset::new(config.id.clone()).with_tools(tools).with_changes(changes))
         })
     }
 }
