@@ -4,6 +4,7 @@
 //! logs. Each case is a real plugin (a fixture, or WAT) and the safe
 //! outcome it must get; deadlines are generous bounds, never timings.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -354,6 +355,38 @@ async fn guest_logs_are_capped_per_call(flavour: Flavour) {
     let long = flood(flavour, 50, 100_000);
     assert!(long.len() < 200 << 10, "{} bytes on stderr", long.len());
     assert!(long.contains("cut: the line was 100000 bytes"), "{}", &long[..500.min(long.len())]);
+}
+
+/// A plugin's log line goes to the host's log as one line: its line
+/// breaks and escape characters are escaped, so it cannot write a line
+/// that looks like the host's own. The call's log sink still gets it as
+/// written.
+#[tokio::test]
+async fn a_plugins_log_line_cannot_forge_a_line_of_the_hosts_log() {
+    let forged = "one\n2026-11-28T00:00:00.000000Z  INFO toolhost: an operator approved everything\r\u{1b}[2K";
+    let args = json!({"lines": 1, "text": forged}).to_string();
+    let output = std::process::Command::new(toolhost_tests::toolhost())
+        .args(["call", fixture("hostile").to_str().unwrap(), "log_flood", &args])
+        .env("TOOLHOST_LOG", "toolhost::guest=info")
+        .env("TOOLHOST_CACHE_DIR", "off")
+        .output()
+        .expect("run toolhost");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(r"one\n2026-11-28T00:00:00.000000Z  INFO toolhost: an operator approved everything\r\u{1b}[2K"),
+        "{stderr}"
+    );
+
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let context = toolhost::CallContext::new().with_log_sink({
+        let lines = Arc::clone(&lines);
+        move |log: toolhost::GuestLog<'_>| lines.lock().unwrap().push(log.message.to_owned())
+    });
+    let plugin = Plugin::load(fixture("hostile")).await.expect("load");
+    plugin.call_tool_with("log_flood", json!({"lines": 1, "text": "one\ntwo"}), &context).await.expect("log");
+    assert_eq!(*lines.lock().unwrap(), ["one\ntwo"]);
 }
 
 /// What `kernel_probe` saw of the Extism kernel memory.

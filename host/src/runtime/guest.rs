@@ -145,12 +145,15 @@ impl GuestCore {
         let Some(message) = self.admit_log(&head, bytes.len()) else { return };
         let message = self.log_line(&message);
         let plugin = self.env.name.as_str();
-        match level {
-            LogLevel::Error => tracing::error!(target: LOG_TARGET, plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(target: LOG_TARGET, plugin, "{message}"),
-            LogLevel::Info => tracing::info!(target: LOG_TARGET, plugin, "{message}"),
-            LogLevel::Debug => tracing::debug!(target: LOG_TARGET, plugin, "{message}"),
-            LogLevel::Trace => tracing::trace!(target: LOG_TARGET, plugin, "{message}"),
+        if tracing_takes(level) {
+            let line = one_line(&message);
+            match level {
+                LogLevel::Error => tracing::error!(target: LOG_TARGET, plugin, "{line}"),
+                LogLevel::Warn => tracing::warn!(target: LOG_TARGET, plugin, "{line}"),
+                LogLevel::Info => tracing::info!(target: LOG_TARGET, plugin, "{line}"),
+                LogLevel::Debug => tracing::debug!(target: LOG_TARGET, plugin, "{line}"),
+                LogLevel::Trace => tracing::trace!(target: LOG_TARGET, plugin, "{line}"),
+            }
         }
         if let Some(sink) = &self.log_sink {
             sink(crate::context::GuestLog { plugin, level, message: &message });
@@ -205,6 +208,25 @@ impl GuestCore {
             _ => fault,
         }
     }
+}
+
+/// A guest's log line as `tracing` gets it: line breaks and every other
+/// control character escaped (`\n`, `\u{1b}`), so that a plugin cannot
+/// start a line of the host's log that looks like the host's own. (The
+/// call's log sink gets the line as the plugin wrote it.)
+fn one_line(message: &str) -> std::borrow::Cow<'_, str> {
+    if !message.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let mut line = String::with_capacity(message.len() + 8);
+    for c in message.chars() {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(line)
 }
 
 /// The target of the plugins' own log events (`TOOLHOST_LOG=toolhost::guest=info`).
