@@ -771,6 +771,12 @@ fn json_rpc_errors_over_http_follow_the_specification() {
     let add = answers.iter().find(|a| a["id"] == 5).expect("the call's answer");
     assert_eq!(add["result"]["structuredContent"]["result"], 5.0);
     assert!(answers.iter().any(|a| a["id"] == 6 && a["result"]["tools"].is_array()));
+    // A batch of more than 64 messages is refused whole, in a short
+    // answer (a megabyte of `[0,0,…]` was half a million error answers).
+    let zeros = format!("[{}0]", "0,".repeat(500_000));
+    let (status, _, body) = http_exchange(&url, "POST", &in_session, &zeros);
+    assert_eq!(status, 400, "{}", &body[..body.len().min(300)]);
+    assert!(body.len() < 1024 && body.contains("a batch of 500001 messages is more than the 64"), "{body}");
     // DELETE: a live session is closed (204), an ended one does not exist (404).
     let delete = [("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
     assert_eq!(http_exchange(&url, "DELETE", &delete, "").0, 204);
@@ -831,6 +837,11 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     assert!(answers.iter().any(|a| a["id"] == 7 && a["result"]["structuredContent"]["result"] == 3.0), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 8 && a["error"]["code"] == -32602), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 9 && a["result"]["tools"].is_array()), "{answers:?}");
+    // More than 64 messages: one short refusal.
+    session.send(Value::Array(vec![json!(0); 65]));
+    let refused = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(30)).expect("refused");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("more than the 64")), "{refused}");
 }
 
 fn assert_typescript_report(report: &Value) {

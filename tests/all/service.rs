@@ -166,6 +166,15 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
         reply.body["error"]["details"].as_array().unwrap().iter().map(|d| d["pointer"].as_str().unwrap()).collect();
     assert!(pointers.contains(&"/metadata/name"), "{pointers:?}");
     assert!(pointers.contains(&"/spec/adapter/mcp/headers/x-key"), "{pointers:?}");
+    // A body of a hundred thousand bad strings: the first 50 problems, in a
+    // short answer (it was one problem each, megabytes).
+    let mut flood = mcp_tool_set("calc", &upstream_url, None);
+    flood["metadata"]["labels"] = json!({"many": vec!["${"; 100_000]});
+    let reply = rest("POST", &sets, Some(ACME), Some(&flood), &[]);
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.body["error"]["details"].as_array().map(Vec::len), Some(50));
+    assert_eq!(reply.body["error"]["message"], "the body has 50 problems or more");
+    assert!(reply.body.to_string().len() < 64 << 10, "{} bytes", reply.body.to_string().len());
     let elsewhere = mcp_tool_set("calc", "http://169.254.169.254/mcp", None);
     let reply = rest("POST", &sets, Some(ACME), Some(&elsewhere), &[]);
     assert_eq!(reply.status, 400, "{}", reply.body);

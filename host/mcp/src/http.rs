@@ -507,6 +507,9 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                     &error_response(Value::Null, -32600, "an empty batch is not a request"),
                 );
             }
+            if batch.len() > crate::jsonrpc::MAX_BATCH {
+                return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_too_long(batch.len()));
+            }
             // A batch runs all of its calls or none: a call the token may
             // not make refuses the whole batch before any of it runs.
             #[cfg(feature = "production")]

@@ -16,6 +16,20 @@ use serde_json::{Value, json};
 /// the server reads: rmcp's own limit.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// The most messages one JSON-RPC batch may hold. Each gets an answer the
+/// server builds and keeps until the batch is done: 16 MiB of `[0,0,…]`
+/// was eight million error answers, gigabytes, from one request.
+pub const MAX_BATCH: usize = 64;
+
+/// The refusal of a batch of `len` messages, more than [`MAX_BATCH`].
+pub(crate) fn batch_too_long(len: usize) -> Value {
+    error_response(
+        Value::Null,
+        -32600,
+        format!("a batch of {len} messages is more than the {MAX_BATCH} one request may hold"),
+    )
+}
+
 /// How long a shutdown waits for connections to close before serving ends
 /// anyway.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -212,6 +212,9 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
                 Ok(Value::Array(batch)) if batch.is_empty() => {
                     self.answer(error_response(Value::Null, -32600, "an empty batch is not a request"))
                 }
+                Ok(Value::Array(batch)) if batch.len() > crate::jsonrpc::MAX_BATCH => {
+                    self.answer(crate::jsonrpc::batch_too_long(batch.len()))
+                }
                 Ok(Value::Array(batch)) => self.take_batch(batch),
                 Ok(message) => match check_message(message) {
                     Err(answer) => self.answer(answer),

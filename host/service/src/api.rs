@@ -60,6 +60,7 @@ impl Refusal {
     fn invalid(details: Vec<(String, String)>) -> Refusal {
         let message = match details.as_slice() {
             [(pointer, message)] => format!("{}: {message}", if pointer.is_empty() { "/" } else { pointer }),
+            _ if details.len() >= MAX_PROBLEMS => format!("the body has {MAX_PROBLEMS} problems or more"),
             _ => format!("the body has {} problems", details.len()),
         };
         Refusal { status: StatusCode::BAD_REQUEST, message, details, challenge: None, retry_after: None }
@@ -241,8 +242,11 @@ fn body_of(bytes: &Bytes, definition: &str) -> Result<Value, Refusal> {
         "ToolSet" => TOOL_SET.get_or_init(|| validator("ToolSet")),
         _ => TOOL.get_or_init(|| validator("Tool")),
     };
-    let mut problems: Vec<(String, String)> =
-        validator.iter_errors(&body).map(|e| (e.instance_path().to_string(), e.to_string())).collect();
+    let mut problems: Vec<(String, String)> = validator
+        .iter_errors(&body)
+        .take(MAX_PROBLEMS)
+        .map(|e| (e.instance_path().to_string(), cut(e.to_string())))
+        .collect();
     // No string of a body may reach into the host's environment or
     // secrets: a tenant's `${env:...}` would put the host's variables in
     // requests to the tenant's server.
@@ -252,7 +256,29 @@ fn body_of(bytes: &Bytes, definition: &str) -> Result<Value, Refusal> {
     if problems.is_empty() { Ok(body) } else { Err(Refusal::invalid(problems)) }
 }
 
+/// The most problems a refusal lists: a body of a million bad strings was
+/// as many problems, tens of MB of answer.
+const MAX_PROBLEMS: usize = 50;
+/// The longest problem message (jsonschema's quote the offending value).
+const MAX_PROBLEM_BYTES: usize = 512;
+
+/// A problem's message, at most [`MAX_PROBLEM_BYTES`].
+fn cut(mut message: String) -> String {
+    if message.len() > MAX_PROBLEM_BYTES {
+        let mut end = MAX_PROBLEM_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 fn references(value: &Value, pointer: &mut String, problems: &mut Vec<(String, String)>) {
+    if problems.len() >= MAX_PROBLEMS {
+        return;
+    }
     match value {
         Value::String(text) if text.contains("${") => problems.push((
             pointer.clone(),
