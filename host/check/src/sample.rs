@@ -398,7 +398,16 @@ impl<'a> Sampler<'a> {
                     _ => {
                         let a = lo.unwrap_or_else(|| hi.map_or(-1e6, |hi| hi - 1e6));
                         let b = hi.unwrap_or(a + 2e6).max(a);
-                        self.rng.random_range(a..=b)
+                        if (b - a).is_finite() {
+                            self.rng.random_range(a..=b)
+                        } else {
+                            // A range wider than the largest double (a
+                            // plugin's `-1e308` to `1e308`), which
+                            // `random_range` refuses: a point between, by
+                            // weights that never overflow.
+                            let t: f64 = self.rng.random();
+                            (a * (1.0 - t) + b * t).clamp(a, b)
+                        }
                     }
                 }
             }
@@ -741,6 +750,14 @@ mod tests {
     fn samples(schema: Value, shape: Shape) -> Vec<Value> {
         let mut rng = StdRng::seed_from_u64(7);
         (0..20).filter_map(|_| Sampler::new(&schema, &mut rng).sample(shape).expect("checkable")).collect()
+    }
+
+    #[test]
+    fn a_range_wider_than_a_double_is_sampled_not_a_panic() {
+        let schema = json!({"type": "number", "minimum": -1e308, "maximum": 1e308});
+        let random = samples(schema, Shape::Random);
+        assert_eq!(random.len(), 20);
+        assert!(random.iter().all(|n| n.as_f64().is_some_and(|n| n.is_finite() && n.abs() <= 1e308)), "{random:?}");
     }
 
     #[test]
