@@ -83,3 +83,37 @@ async fn a_component_has_at_most_four_requests_in_flight() {
     let said = text(&flood);
     assert!(said.contains("refused") && said.contains("4 HTTP requests are in flight already"), "{said}");
 }
+
+/// A request whose response the guest drops goes on on its thread until
+/// its deadline, and keeps its place among the four in flight: dropping
+/// futures does not start more (each took a thread of the pool every
+/// plugin's HTTP waits on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_that_drops_its_requests_still_has_at_most_four_in_flight() {
+    use std::time::{Duration, Instant};
+    // A server that takes connections and never answers, for five seconds.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut held = Vec::new();
+        while Instant::now() < until {
+            match listener.accept() {
+                Ok((stream, _)) => held.push(stream),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        held.len()
+    });
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .build()
+        .await
+        .expect("load");
+    let url = format!("http://127.0.0.1:{port}/");
+    let flood = plugin.call_tool("flood", json!({"url": url, "count": 20, "drop": true})).await.expect("flood");
+    assert_eq!(text(&flood), "started 20");
+    let connections = tokio::task::spawn_blocking(move || server.join().expect("server")).await.expect("join");
+    assert!((1..=4).contains(&connections), "{connections} requests reached the server");
+}

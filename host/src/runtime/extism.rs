@@ -272,7 +272,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
                 state.core.memory.room(),
                 "more than the plugin's memory limit leaves room for",
             );
-            let response = super::http::request(&description, body, allowed, deadline, limit).await?;
+            let response = super::http::request(&description, body, allowed, deadline, limit, ()).await?;
             let state = c.data_mut();
             state.http_status = response.status;
             state.http_headers = Some(response.headers);

@@ -145,7 +145,9 @@ fn check_url(url: &str, allowed: &[String]) -> wasmtime::Result<url::Url> {
 
 /// Run a request a guest described (Extism's JSON description, and a
 /// body): refused unless its host matches a grant in `allowed`, bounded by
-/// `deadline`.
+/// `deadline`. `on_thread` is kept until the request is done on its
+/// blocking thread (which dropping this future does not stop): a count of
+/// requests in flight stays right however the guest lets go of them.
 #[cfg(feature = "http")]
 pub(crate) async fn request(
     description: &[u8],
@@ -153,6 +155,7 @@ pub(crate) async fn request(
     allowed: Vec<String>,
     deadline: Option<Instant>,
     limit: BodyLimit,
+    on_thread: impl Send + 'static,
 ) -> wasmtime::Result<HttpResponse> {
     if description.len() > MAX_DESCRIPTION_BYTES {
         return Err(host_error(format!(
@@ -165,9 +168,12 @@ pub(crate) async fn request(
         .map_err(|e| host_error(format!("the HTTP request description is not valid: {e}")))?;
     check_url(&description.url, &allowed)?;
     check_headers(&description.url, &description.headers)?;
-    tokio::task::spawn_blocking(move || send(description, body, &allowed, deadline, limit))
-        .await
-        .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        let _kept = on_thread;
+        send(description, body, &allowed, deadline, limit)
+    })
+    .await
+    .map_err(|e| host_error(format!("the HTTP thread failed: {e}")))?
 }
 
 /// Refuse a request: this toolhost was built without HTTP.
@@ -178,6 +184,7 @@ pub(crate) async fn request(
     _allowed: Vec<String>,
     _deadline: Option<Instant>,
     _limit: BodyLimit,
+    _on_thread: impl Send + 'static,
 ) -> wasmtime::Result<HttpResponse> {
     Err(wasmtime::Error::new(Stop::Denied(
         "HTTP requests are not available: this toolhost was built without its `http` feature".to_owned(),

@@ -109,6 +109,7 @@ impl WasiHttpHooks for Hooks {
         let in_flight = InFlight(Arc::clone(&self.usage));
         let (allowed, deadline) = (self.allowed.clone(), self.deadline);
         let room = MAX_HELD_BYTES.saturating_sub(self.usage.held.load(Ordering::SeqCst));
+        let usage = Arc::clone(&self.usage);
         Box::new(async move {
             let in_flight = in_flight;
             let (parts, body) = request.into_parts();
@@ -143,16 +144,20 @@ impl WasiHttpHooks for Hooks {
                 serde_json::to_vec(&description).map_err(|e| Error::InternalError(Some(e.to_string())))?;
             let body = (!body.is_empty()).then(|| body.to_vec());
             let limit = super::http::BodyLimit::within(room, "more than the instance may still hold of responses");
-            let response =
-                super::http::request(&description, body, allowed, deadline, limit).await.map_err(|e| {
-                    match e.downcast_ref::<Stop>() {
-                        Some(Stop::Denied(message)) => {
-                            tracing::warn!(target: "toolhost::guest", "{message}");
-                            Error::HttpRequestDenied
-                        }
-                        Some(Stop::Timeout) => Error::ConnectionTimeout,
-                        _ => Error::InternalError(Some(e.to_string())),
+            // The count of requests in flight goes with the request to its
+            // blocking thread: a guest that drops the response's future
+            // aborts this task, not the thread, which goes on until the
+            // deadline (before, each such request freed its place at once,
+            // and a guest could start requests without end).
+            let response = super::http::request(&description, body, allowed, deadline, limit, in_flight)
+                .await
+                .map_err(|e| match e.downcast_ref::<Stop>() {
+                    Some(Stop::Denied(message)) => {
+                        tracing::warn!(target: "toolhost::guest", "{message}");
+                        Error::HttpRequestDenied
                     }
+                    Some(Stop::Timeout) => Error::ConnectionTimeout,
+                    _ => Error::InternalError(Some(e.to_string())),
                 })?;
             let mut builder = http::Response::builder().status(response.status);
             for (name, value) in &response.headers {
@@ -160,8 +165,6 @@ impl WasiHttpHooks for Hooks {
             }
             // Counted until the guest drops the body (the closure owns the
             // count, and goes with the body).
-            let usage = Arc::clone(&in_flight.0);
-            drop(in_flight);
             usage.held.fetch_add(response.body.len(), Ordering::SeqCst);
             let held = Held(usage, response.body.len());
             let body = Full::new(Bytes::from(response.body))
