@@ -161,6 +161,11 @@ async fn a_client_gets_what_the_plugin_asks_and_tells_checked() {
         assert_eq!(params["progress"], i + 1);
         assert_eq!(params["total"], 3);
     }
+    // Notices are bounded in bytes as well as in number: 100 of 100 KB
+    // each are 10 MB, and only the first megabyte's worth go.
+    plugin.call_tool_with("progress", json!({"steps": 100, "pad": 100_000}), &context).await.expect("progress");
+    let told = std::mem::take(&mut *client.told.lock().unwrap());
+    assert!((5..=10).contains(&told.len()), "{} notices of 100 KB told", told.len());
     // Without a progress token, the client asked for no progress.
     let no_token = CallContext::new().with_client(client.clone());
     plugin.call_tool_with("progress", json!({"steps": 2}), &no_token).await.expect("progress");

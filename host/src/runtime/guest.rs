@@ -46,6 +46,8 @@ pub(crate) struct GuestCore {
     pub(crate) is_call: bool,
     /// Notices the running call has sent its client.
     pub(crate) notices: u32,
+    /// Their bytes (their parameters as JSON).
+    pub(crate) notice_bytes: usize,
     /// Bytes of output the last run returned.
     output_bytes: u64,
     /// Files the instance holds open (at most [`MAX_OPEN_FILES`]).
@@ -71,6 +73,7 @@ impl GuestCore {
             progress_token: None,
             is_call: false,
             notices: 0,
+            notice_bytes: 0,
             output_bytes: 0,
             files: OpenFiles::default(),
             stdout: Tail::default(),
@@ -315,6 +318,7 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
     core.progress_token = run.progress_token.clone();
     core.is_call = run.is_call;
     core.notices = 0;
+    core.notice_bytes = 0;
     core.output_bytes = 0;
     core.memory.peak = core.memory.used;
     arm(store, run.deadline);

@@ -35,6 +35,10 @@ pub(crate) const NOTIFY_TOOL_LIST_CHANGED: &str = "notify_tool_list_changed";
 /// Notices (progress, list changes, resource updates) a run may send; past
 /// this they are dropped.
 pub(crate) const MAX_NOTICES_PER_RUN: u32 = 1024;
+/// Bytes of notices (their parameters as JSON) a run may send; past this
+/// they are dropped. The count alone let 1024 progress messages of 16 MiB
+/// each into the client's queue.
+pub(crate) const MAX_NOTICE_BYTES_PER_RUN: usize = 1 << 20;
 
 /// Every function toolhost serves in `extism:host/user`: its name, and
 /// whether it takes a memory handle and returns one.
@@ -432,19 +436,30 @@ impl GuestCore {
     /// Send the running call's client `notice`, within the run's notice
     /// budget.
     pub(crate) async fn tell(&mut self, notice: ClientNotice) {
-        if let Some(client) = self.admit_notice() {
+        let bytes = match &notice {
+            ClientNotice::Progress(params)
+            | ClientNotice::ResourceUpdated(params)
+            | ClientNotice::ElicitationComplete(params) => serde_json::to_vec(params).map_or(0, |json| json.len()),
+            _ => 0,
+        };
+        if let Some(client) = self.admit_notice(bytes) {
             client.notify(notice).await;
         }
     }
 
     /// The client to send a notice to, if there is one and the run's
     /// notice budget allows.
-    fn admit_notice(&mut self) -> Option<Arc<dyn CallClient>> {
+    fn admit_notice(&mut self, bytes: usize) -> Option<Arc<dyn CallClient>> {
         let client = self.client.clone()?;
+        let over_before = self.notices > MAX_NOTICES_PER_RUN || self.notice_bytes > MAX_NOTICE_BYTES_PER_RUN;
         self.notices = self.notices.saturating_add(1);
-        if self.notices > MAX_NOTICES_PER_RUN {
-            if self.notices == MAX_NOTICES_PER_RUN + 1 {
-                let line = format!("more than {MAX_NOTICES_PER_RUN} notices in one call; the rest are dropped");
+        self.notice_bytes = self.notice_bytes.saturating_add(bytes);
+        if self.notices > MAX_NOTICES_PER_RUN || self.notice_bytes > MAX_NOTICE_BYTES_PER_RUN {
+            if !over_before {
+                let line = format!(
+                    "more than {MAX_NOTICES_PER_RUN} notices or {MAX_NOTICE_BYTES_PER_RUN} bytes of them in one \
+                     call; the rest are dropped"
+                );
                 self.log(LogLevel::Warn, line.as_bytes());
             }
             return None;
