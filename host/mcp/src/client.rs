@@ -164,11 +164,7 @@ fn clip(text: &str) -> String {
     if text.len() <= MAX_SERVER_TEXT {
         return text.to_owned();
     }
-    let mut end = MAX_SERVER_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
+    format!("{}… ({} bytes in all)", &text[..text.floor_char_boundary(MAX_SERVER_TEXT)], text.len())
 }
 
 /// Tells the toolset's registry that the server's tools may have changed:

@@ -70,11 +70,7 @@ pub(crate) fn question(request: &ApprovalRequest<'_>) -> String {
     let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
     let mut arguments = serde_json::to_string_pretty(request.arguments).unwrap_or_default();
     if arguments.len() > SHOWN_ARGUMENTS {
-        let mut end = SHOWN_ARGUMENTS;
-        while !arguments.is_char_boundary(end) {
-            end -= 1;
-        }
-        arguments.truncate(end);
+        arguments.truncate(arguments.floor_char_boundary(SHOWN_ARGUMENTS));
         arguments.push_str("\n... (shortened)");
     }
     let mut text = format!("Allow the tool `{}` to run?\n\nArguments:\n{arguments}\n", request.tool.name);

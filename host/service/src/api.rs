@@ -265,11 +265,7 @@ const MAX_PROBLEM_BYTES: usize = 512;
 /// A problem's message, at most [`MAX_PROBLEM_BYTES`].
 fn cut(mut message: String) -> String {
     if message.len() > MAX_PROBLEM_BYTES {
-        let mut end = MAX_PROBLEM_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+        message.truncate(message.floor_char_boundary(MAX_PROBLEM_BYTES));
         message.push('…');
     }
     message
