@@ -189,6 +189,22 @@ async fn open_files_are_capped_per_instance(flavour: Flavour) {
     assert_eq!(text_of(&read), "a");
 }
 
+/// A component's stream of a file holds the file after its descriptor is
+/// dropped: it counts against the same 256 open files.
+#[tokio::test]
+async fn a_components_streams_count_as_open_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher"))
+        .with_allowed_path(format!("{}:/data", dir.path().display()).parse().unwrap())
+        .build()
+        .await
+        .expect("load");
+    let result = within_20s(plugin.call_tool("streams", json!({"name": "a.txt", "count": 300}))).await;
+    let said = result.expect("streams answers").texts().next().unwrap_or_default().to_owned();
+    assert!(said.starts_with("opened 256; first error: ") && said.contains("quota"), "{said}");
+}
+
 both_flavours!(a_fifo_in_a_granted_directory_cannot_hold_a_call);
 
 /// File operations run on the calling thread, where no deadline can stop

@@ -348,17 +348,11 @@ mod p2 {
             |mut store: StoreContextMut<'_, T>, (dir, path_flags, path, oflags, flags): OpenAt| {
                 Box::new(async move {
                     let state = store.data_mut();
-                    // Forget the descriptors the guest dropped since.
-                    let held: Vec<u32> = state.core().files.held();
-                    let table = state.ctx().table;
-                    let gone: Vec<u32> = held
-                        .into_iter()
-                        .filter(|&rep| table.get(&Resource::<Descriptor>::new_borrow(rep)).is_err())
-                        .collect();
+                    // Forget the files nothing holds any more: not the
+                    // descriptor (dropped), nor a stream of it, which holds
+                    // the file itself and may outlive its descriptor.
                     let files = &mut state.core_mut().files;
-                    for rep in gone {
-                        files.closed(rep);
-                    }
+                    files.forget_closed();
                     if files.full() {
                         return wasmtime::Result::Ok((Err(ErrorCode::Quota),));
                     }
@@ -379,7 +373,14 @@ mod p2 {
                     };
                     match opened {
                         Ok(file) => {
-                            state.core_mut().files.opened(file.rep());
+                            let os_file = match state.ctx().table.get(&file) {
+                                Ok(Descriptor::File(f)) => Some(std::sync::Arc::clone(&f.file)),
+                                Ok(Descriptor::Dir(d)) => Some(std::sync::Arc::clone(&d.dir)),
+                                Err(_) => None,
+                            };
+                            if let Some(os_file) = os_file {
+                                state.core_mut().files.opened_file(&os_file);
+                            }
                             Ok((Ok(file),))
                         }
                         Err(error) => Ok((Err(error.downcast()?),)),

@@ -591,23 +591,38 @@ impl ResourceLimiter for MemoryBudget {
 /// Most files an instance may hold open.
 pub(crate) const MAX_OPEN_FILES: usize = 256;
 
-/// The files an instance opened and still holds, by handle (a WASI 0.1
-/// file descriptor, a WASI 0.2 resource table index).
+/// The files an instance opened and still holds: a module's by handle (a
+/// WASI 0.1 file descriptor), a component's as the files themselves.
 #[derive(Debug, Default)]
 pub(crate) struct OpenFiles {
     handles: BTreeSet<u32>,
+    /// A component's: the operating system's files its descriptors opened,
+    /// held while anything holds them (a descriptor, or a stream of it
+    /// that outlives the descriptor).
+    #[cfg(feature = "component")]
+    files: Vec<std::sync::Weak<std::fs::File>>,
 }
 
 impl OpenFiles {
     /// No more may be opened.
     pub(crate) fn full(&self) -> bool {
-        self.handles.len() >= MAX_OPEN_FILES
+        #[cfg(feature = "component")]
+        let components = self.files.len();
+        #[cfg(not(feature = "component"))]
+        let components = 0;
+        self.handles.len() + components >= MAX_OPEN_FILES
     }
 
-    /// The handles held.
+    /// A component opened this file.
     #[cfg(feature = "component")]
-    pub(crate) fn held(&self) -> Vec<u32> {
-        self.handles.iter().copied().collect()
+    pub(crate) fn opened_file(&mut self, file: &std::sync::Arc<std::fs::File>) {
+        self.files.push(std::sync::Arc::downgrade(file));
+    }
+
+    /// Forget the files of a component's that nothing holds any more.
+    #[cfg(feature = "component")]
+    pub(crate) fn forget_closed(&mut self) {
+        self.files.retain(|file| file.strong_count() > 0);
     }
 
     /// How many are held.
