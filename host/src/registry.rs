@@ -547,7 +547,10 @@ impl Registry {
                         .await
                         .map(|(reloaded, _)| reloaded)
                 };
-                let tools_before = there.tools.clone();
+                // The same tools again (a server that says its list changed
+                // when it did not): nothing to tell the registry's clients,
+                // who would list them again.
+                let unchanged = reloaded.as_ref().is_ok_and(|reloaded| reloaded.tools == there.tools);
                 drop(there);
                 let mut map = set.write().unwrap_or_else(|poisoned| poisoned.into_inner());
                 // Overtaken: the toolset was replaced or removed while this
@@ -573,10 +576,6 @@ impl Registry {
                     continue;
                 }
                 log.record(&id, reloaded.synced());
-                // The same tools again (a server that says its list changed
-                // when it did not): nothing to tell the registry's clients,
-                // who would list them again.
-                let unchanged = reloaded.tools == tools_before;
                 let reloaded = Arc::new(reloaded);
                 current = Arc::downgrade(&reloaded);
                 map.insert(id.clone(), reloaded);

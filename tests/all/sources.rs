@@ -348,6 +348,28 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A test's reference registry, over TLS with a CA of its own (its
+/// certificate in `oci-ca.pem` of the test's scratch directory), and a
+/// client that pushes to it.
+struct OciScene {
+    dir: PathBuf,
+    server: Server,
+    /// `127.0.0.1:<port>`.
+    host: String,
+    client: oci_client::Client,
+}
+
+/// The registry of a test named `name`; `None` where the registry is not
+/// installed (outside CI).
+fn oci_scene(name: &str) -> Option<OciScene> {
+    let binary = registry_binary()?;
+    let dir = scratch(name);
+    let ca = test_ca(&dir, "oci");
+    let server = oci_registry(&binary, &dir, &ca);
+    let host = format!("127.0.0.1:{}", server.port);
+    Some(OciScene { dir, server, host, client: pusher(&ca) })
+}
+
 /// Whether the reference registry is installed; in CI it must be.
 fn registry_binary() -> Option<PathBuf> {
     let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
@@ -449,12 +471,7 @@ fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oci_plugins_are_pulled_from_a_registry_by_digest_in_both_published_layouts() {
-    let Some(binary) = registry_binary() else { return };
-    let dir = scratch("oci");
-    let ca = test_ca(&dir, "oci");
-    let mut registry_server = oci_registry(&binary, &dir, &ca);
-    let host = format!("127.0.0.1:{}", registry_server.port);
-    let client = pusher(&ca);
+    let Some(OciScene { dir, server: mut registry_server, host, client }) = oci_scene("oci") else { return };
     let calculator = std::fs::read(example("calculator")).expect("calculator");
     let text = std::fs::read(example("text")).expect("text");
 
@@ -516,12 +533,7 @@ async fn oci_plugins_are_pulled_from_a_registry_by_digest_in_both_published_layo
 /// the manifest names many times is read (and unpacked) once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_artifacts_layers_are_bounded() {
-    let Some(binary) = registry_binary() else { return };
-    let dir = scratch("oci-layers");
-    let ca = test_ca(&dir, "oci");
-    let registry_server = oci_registry(&binary, &dir, &ca);
-    let host = format!("127.0.0.1:{}", registry_server.port);
-    let client = pusher(&ca);
+    let Some(OciScene { dir, server: _server, host, client }) = oci_scene("oci-layers") else { return };
     let image_config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
     let tar_type = "application/vnd.oci.image.layer.v1.tar+gzip";
     let two_modules = tar_gz(&[("a.wasm", b"\0asm\x01\0\0\0"), ("b.wasm", b"\0asm\x01\0\0\0")]);
@@ -563,12 +575,7 @@ async fn an_oci_artifacts_layers_are_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_image_index_resolves_to_the_wasm_platform_and_the_cli_lists_it() {
-    let Some(binary) = registry_binary() else { return };
-    let dir = scratch("oci-index");
-    let ca = test_ca(&dir, "oci");
-    let registry_server = oci_registry(&binary, &dir, &ca);
-    let host = format!("127.0.0.1:{}", registry_server.port);
-    let client = pusher(&ca);
+    let Some(OciScene { dir, server: registry_server, host, client }) = oci_scene("oci-index") else { return };
     let calculator = std::fs::read(example("calculator")).expect("calculator");
     let text = std::fs::read(example("text")).expect("text");
     // linux/amd64 holds the text plugin, wasi/wasm the calculator: the

@@ -374,12 +374,12 @@ mod p2 {
                     match opened {
                         Ok(file) => {
                             let os_file = match state.ctx().table.get(&file) {
-                                Ok(Descriptor::File(f)) => Some(std::sync::Arc::clone(&f.file)),
-                                Ok(Descriptor::Dir(d)) => Some(std::sync::Arc::clone(&d.dir)),
+                                Ok(Descriptor::File(f)) => Some(std::sync::Arc::downgrade(&f.file)),
+                                Ok(Descriptor::Dir(d)) => Some(std::sync::Arc::downgrade(&d.dir)),
                                 Err(_) => None,
                             };
                             if let Some(os_file) = os_file {
-                                state.core_mut().files.opened_file(&os_file);
+                                state.core_mut().files.opened_file(os_file);
                             }
                             Ok((Ok(file),))
                         }

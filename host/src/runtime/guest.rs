@@ -615,8 +615,8 @@ impl OpenFiles {
 
     /// A component opened this file.
     #[cfg(feature = "component")]
-    pub(crate) fn opened_file(&mut self, file: &std::sync::Arc<std::fs::File>) {
-        self.files.push(std::sync::Arc::downgrade(file));
+    pub(crate) fn opened_file(&mut self, file: std::sync::Weak<std::fs::File>) {
+        self.files.push(file);
     }
 
     /// Forget the files of a component's that nothing holds any more.

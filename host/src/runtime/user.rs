@@ -436,21 +436,22 @@ impl GuestCore {
     /// Send the running call's client `notice`, within the run's notice
     /// budget.
     pub(crate) async fn tell(&mut self, notice: ClientNotice) {
-        let bytes = match &notice {
-            ClientNotice::Progress(params)
-            | ClientNotice::ResourceUpdated(params)
-            | ClientNotice::ElicitationComplete(params) => serde_json::to_vec(params).map_or(0, |json| json.len()),
-            _ => 0,
-        };
-        if let Some(client) = self.admit_notice(bytes) {
+        if let Some(client) = self.admit_notice(&notice) {
             client.notify(notice).await;
         }
     }
 
     /// The client to send a notice to, if there is one and the run's
     /// notice budget allows.
-    fn admit_notice(&mut self, bytes: usize) -> Option<Arc<dyn CallClient>> {
+    fn admit_notice(&mut self, notice: &ClientNotice) -> Option<Arc<dyn CallClient>> {
         let client = self.client.clone()?;
+        // Weighed only when there is a client to send it to.
+        let bytes = match notice {
+            ClientNotice::Progress(params)
+            | ClientNotice::ResourceUpdated(params)
+            | ClientNotice::ElicitationComplete(params) => serde_json::to_vec(params).map_or(0, |json| json.len()),
+            _ => 0,
+        };
         let over_before = self.notices > MAX_NOTICES_PER_RUN || self.notice_bytes > MAX_NOTICE_BYTES_PER_RUN;
         self.notices = self.notices.saturating_add(1);
         self.notice_bytes = self.notice_bytes.saturating_add(bytes);
