@@ -193,6 +193,12 @@ impl Registry {
         self.changes.subscribe()
     }
 
+    /// How many receivers from [`subscribe`](Self::subscribe) are alive:
+    /// under `serve`, one for each MCP session told of changes.
+    pub fn followers(&self) -> usize {
+        self.changes.receiver_count()
+    }
+
     /// A number that moves with every change of the registry's toolsets
     /// (what [`subscribe`](Self::subscribe)'s receivers are told of): a
     /// listing made when it was `n` is current while it is still `n`.

@@ -241,6 +241,7 @@ fn a_flooding_client_is_limited_while_another_keeps_its_calls_and_metrics_count_
             ]},
             "rateLimits": {"perClient": {"perSecond": 0.001, "burst": 3}},
             "telemetry": {"metrics": true},
+            "limits": {"sessionsPerClient": 2},
         }),
     );
     let (key_a, key_b) = ("flooder-key-0123456789", "neighbour-key-0123456789");
@@ -288,6 +289,23 @@ fn a_flooding_client_is_limited_while_another_keeps_its_calls_and_metrics_count_
     assert_eq!(post(&url, None, None, &initialize()).status, 401);
     let (_, metrics) = get(&format!("{base}/metrics"));
     assert!(metrics.contains("toolhost_auth_refused_total{reason=\"missing\"} 1"), "{metrics}");
+
+    // Sessions: two each. The flooder's third is refused; the neighbour's
+    // second is not; a session the flooder ends gives its place back.
+    let second = open_session(&url, Some(key_a));
+    let third = post(&url, Some(key_a), None, &initialize());
+    assert_eq!(third.status, 429, "{}", third.body);
+    assert!(third.body["error"]["message"].as_str().is_some_and(|m| m.contains("2 sessions open")), "{}", third.body);
+    open_session(&url, Some(key_b));
+    let ended = agent()
+        .delete(&url)
+        .header("authorization", &format!("Bearer {key_a}"))
+        .header("mcp-session-id", &second)
+        .header("mcp-protocol-version", "2025-11-25")
+        .call()
+        .expect("the server answers");
+    assert_eq!(ended.status().as_u16(), 204);
+    open_session(&url, Some(key_a));
     std::fs::remove_dir_all(dir).ok();
 }
 

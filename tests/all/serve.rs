@@ -317,7 +317,7 @@ fn a_single_plugin_is_served_under_its_own_tool_names() {
 
 /// One raw HTTP/1.1 exchange on a connection of its own: the status, the
 /// headers (names lowercased) and the body (chunked encoding undone).
-fn http_exchange(
+pub(crate) fn http_exchange(
     url: &str,
     method: &str,
     headers: &[(&str, &str)],
@@ -366,7 +366,7 @@ fn http_exchange(
     (status, headers, body)
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
 }
 
@@ -379,11 +379,11 @@ fn messages_in(body: &str) -> Vec<Value> {
     body.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
 }
 
-const JSON_AND_SSE: (&str, &str) = ("Accept", "application/json, text/event-stream");
-const JSON_BODY: (&str, &str) = ("Content-Type", "application/json");
+pub(crate) const JSON_AND_SSE: (&str, &str) = ("Accept", "application/json, text/event-stream");
+pub(crate) const JSON_BODY: (&str, &str) = ("Content-Type", "application/json");
 
 /// Initialize a legacy (2025-03-26) session over HTTP; its id.
-fn http_session(url: &str) -> String {
+pub(crate) fn http_session(url: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
     let (status, headers, body) = http_exchange(url, "POST", &[JSON_AND_SSE, JSON_BODY], &init.to_string());

@@ -43,20 +43,176 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
     hosts.into_iter().map(|host| format!("http://{host}:{port}")).collect()
 }
 
-/// The listener with `TCP_NODELAY` on every accepted connection: responses
-/// are written in several pieces, and Nagle's algorithm would hold each
-/// later piece back until the client's delayed ACK (~40 ms per request on a
-/// kept-alive connection).
-fn nodelay(
+/// Bounds on what the clients of an [`HttpServer`] may hold at once.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpLimits {
+    /// Connections served at once; further ones wait in the listen backlog
+    /// until one closes. Default 512.
+    pub connections: usize,
+    /// MCP sessions open at once, all clients together; an `initialize`
+    /// past it is refused with `503`. A session ends when its client
+    /// deletes it or after 5 minutes without a request. Default 1024.
+    pub sessions: usize,
+    /// Sessions one authenticated client (a token's subject) may have open;
+    /// an `initialize` past it is refused with `429`. Default 64.
+    pub sessions_per_client: usize,
+    /// How long a request's head may take to arrive (and a kept-alive
+    /// connection may sit idle), and, once it has, its body. Default 30 s.
+    pub request_timeout: std::time::Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            connections: 512,
+            sessions: 1024,
+            sessions_per_client: 64,
+            request_timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+impl HttpLimits {
+    /// Serve at most `connections` connections at once.
+    pub fn with_connections(mut self, connections: usize) -> Self {
+        self.connections = connections;
+        self
+    }
+
+    /// Hold at most `sessions` sessions, and `per_client` of one client's.
+    pub fn with_sessions(mut self, sessions: usize, per_client: usize) -> Self {
+        self.sessions = sessions;
+        self.sessions_per_client = per_client;
+        self
+    }
+
+    /// Give a request's head, and then its body, `timeout` each to arrive.
+    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+}
+
+/// The most connections [`HttpLimits::connections`] can allow.
+const MAX_CONNECTIONS: usize = 1 << 20;
+
+/// A request body that fails once its deadline has passed: a client
+/// sending its body a byte at a time holds a connection no longer than
+/// the request timeout.
+struct DeadlineBody {
+    body: hyper::body::Incoming,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timeout: std::time::Duration,
+}
+
+/// The error of a request body that came too slowly.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+struct SlowBody(std::time::Duration);
+
+impl http_body::Body for DeadlineBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<axum::body::Bytes>, axum::BoxError>>> {
+        if let std::task::Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
+            return std::task::Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        match self.deadline.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Some(Err(SlowBody(self.timeout).into()))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Whether reading a body failed because it came too slowly.
+fn too_slow(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if error.is::<SlowBody>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// Serve `router` on `listener` until `stop`, then let every connection
+/// finish its request: at most `limits.connections` connections at once,
+/// each with `TCP_NODELAY` (responses are written in several pieces, and
+/// Nagle's algorithm would hold each later piece back until the client's
+/// delayed ACK, ~40 ms per request on a kept-alive connection), a timeout
+/// on reading each request's head (which also ends idle kept-alive
+/// connections) and a deadline on its body.
+async fn accept_loop(
     listener: tokio::net::TcpListener,
-) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
-    use axum::serve::ListenerExt;
-    fn set(stream: &mut tokio::net::TcpStream) {
+    router: axum::Router,
+    stop: tokio_util::sync::CancellationToken,
+    limits: HttpLimits,
+) {
+    let places = limits.connections.clamp(1, MAX_CONNECTIONS);
+    let room = Arc::new(tokio::sync::Semaphore::new(places));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.request_timeout);
+    loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&room).acquire_owned() => permit.expect("the semaphore is never closed"),
+            () = stop.cancelled() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors, or a connection reset before it
+                    // was accepted: wait a moment rather than spin.
+                    tracing::warn!("cannot accept a connection: {error}");
+                    tokio::select! {
+                        () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
+                        () = stop.cancelled() => break,
+                    }
+                }
+            },
+            () = stop.cancelled() => break,
+        };
         if let Err(error) = stream.set_nodelay(true) {
             tracing::warn!("cannot set TCP_NODELAY: {error}");
         }
+        let router = router.clone();
+        let timeout = limits.request_timeout;
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let mut request = request
+                .map(|body| Body::new(DeadlineBody { body, deadline: Box::pin(tokio::time::sleep(timeout)), timeout }));
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            tower_service::Service::call(&mut router.clone(), request)
+        });
+        let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
     }
-    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
+    // Every connection has given its place back once it has closed.
+    let _ = room.acquire_many(places as u32).await;
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
@@ -70,6 +226,11 @@ pub(crate) struct Front {
     pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
     /// What answers a 2026-07-28 `tools/call` on its connection's task.
     pub(crate) direct: crate::direct::Direct,
+    /// How many sessions may be open, and how long a body may take.
+    pub(crate) limits: HttpLimits,
+    /// Held while a session is admitted and opened, so that two opened at
+    /// once are both counted.
+    pub(crate) opening: tokio::sync::Mutex<()>,
     #[cfg(feature = "production")]
     pub(crate) auth: Option<Arc<crate::auth::Authenticator>>,
     #[cfg(feature = "production")]
@@ -107,6 +268,8 @@ pub struct HttpOptions {
     /// More routes served beside `/mcp` (the tool-set service's `/v1`
     /// API): they check their own requests.
     pub routes: Option<axum::Router>,
+    /// Bounds on connections, sessions and slow requests.
+    pub limits: HttpLimits,
 }
 
 impl HttpOptions {
@@ -122,7 +285,14 @@ impl HttpOptions {
             #[cfg(feature = "production")]
             metrics: None,
             routes: None,
+            limits: HttpLimits::default(),
         }
+    }
+
+    /// Bound connections, sessions and slow requests by `limits`.
+    pub fn with_limits(mut self, limits: HttpLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Serve `routes` too, beside `/mcp` (they do their own checks).
@@ -183,7 +353,8 @@ impl HttpOptions {
         let mut options = HttpOptions::new(addr)
             .allow_origins(settings.allowed_origins.iter().cloned())
             .allow_hosts(settings.allowed_hosts.iter().cloned())
-            .allow_hosts(settings.resource_hosts());
+            .allow_hosts(settings.resource_hosts())
+            .with_limits(settings.limits.apply(HttpLimits::default()));
         if let (Some(auth), Some(resource)) = (&settings.auth, &settings.resource) {
             let auth = crate::auth::Authenticator::new(resource, auth.clone(), base).await?;
             options = options.with_auth(Arc::new(auth));
@@ -211,6 +382,7 @@ pub struct HttpServer {
     draining: Arc<std::sync::atomic::AtomicBool>,
     drain_timeout: std::time::Duration,
     server: McpServer,
+    limits: HttpLimits,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -254,6 +426,8 @@ impl HttpServer {
             source,
             draining: Arc::clone(&draining),
             direct,
+            limits: options.limits.clone(),
+            opening: tokio::sync::Mutex::new(()),
             #[cfg(feature = "production")]
             auth: options.auth.clone(),
             #[cfg(feature = "production")]
@@ -283,8 +457,8 @@ impl HttpServer {
         if let Some(routes) = options.routes {
             router = router.merge(routes);
         }
-        let drain_timeout = options.drain_timeout;
-        Ok(HttpServer { listener, bound, router, stop, draining, drain_timeout, server: counting })
+        let (drain_timeout, limits) = (options.drain_timeout, options.limits);
+        Ok(HttpServer { listener, bound, router, stop, draining, drain_timeout, server: counting, limits })
     }
 
     /// The address the server listens on.
@@ -303,16 +477,11 @@ impl HttpServer {
     /// close and the calls left are cancelled) and wait at most
     /// [`SHUTDOWN_GRACE`] for connections to close.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let HttpServer { listener, router, stop, draining, drain_timeout, server, .. } = self;
-        let serving = {
-            let stop = stop.clone();
-            let app = router.into_make_service_with_connect_info::<SocketAddr>();
-            async move { axum::serve(nodelay(listener), app).with_graceful_shutdown(stop.cancelled_owned()).await }
-        };
+        let HttpServer { listener, router, stop, draining, drain_timeout, server, limits, .. } = self;
+        let serving = accept_loop(listener, router, stop.clone(), limits);
         tokio::pin!(serving);
-        let failed = |e: std::io::Error| ServeError::Failed(e.to_string());
         tokio::select! {
-            outcome = &mut serving => outcome.map_err(failed)?,
+            () = &mut serving => {}
             () = shutdown => {
                 draining.store(true, std::sync::atomic::Ordering::SeqCst);
                 let deadline = tokio::time::Instant::now() + drain_timeout;
@@ -322,7 +491,7 @@ impl HttpServer {
                 let drained = server.calls_running() > 0;
                 while server.calls_running() > 0 && tokio::time::Instant::now() < deadline {
                     tokio::select! {
-                        outcome = &mut serving => return outcome.map_err(failed),
+                        () = &mut serving => return Ok(()),
                         () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
                     }
                 }
@@ -332,14 +501,14 @@ impl HttpServer {
                 if drained {
                     let grace = ANSWER_GRACE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
                     tokio::select! {
-                        outcome = &mut serving => return outcome.map_err(failed),
+                        () = &mut serving => return Ok(()),
                         () = tokio::time::sleep(grace) => {}
                     }
                 }
                 tracing::info!("shutting down: ending sessions and streams, cancelling calls in flight");
                 stop.cancel();
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut serving).await {
-                    Ok(outcome) => outcome.map_err(failed)?,
+                    Ok(()) => {}
                     Err(_) => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; serving ends anyway"),
                 }
             }
@@ -433,23 +602,11 @@ async fn http_front(
         Ok(request) => request,
         Err(refusal) => return *refusal,
     };
-    #[cfg(feature = "production")]
-    let (opened_by, asked_session) = (
-        request.extensions().get::<crate::auth::Principal>().map(crate::auth::Principal::key),
-        request.headers().contains_key("mcp-session-id"),
-    );
-    let response = match *request.method() {
+    match *request.method() {
         Method::DELETE => delete(&front, request).await,
         Method::POST if is_json(&request) => post(&front, request).await,
         _ => inner(&front, request).await,
-    };
-    #[cfg(feature = "production")]
-    if let (Some(subject), false) = (opened_by, asked_session)
-        && let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
-    {
-        crate::production::opened(&front, session.to_owned(), subject).await;
     }
-    response
 }
 
 /// DELETE: `404` for a session that does not exist (or has ended), `204`
@@ -471,6 +628,49 @@ async fn delete(front: &Front, request: Request<Body>) -> Response<Body> {
     response
 }
 
+/// Whether a request opens a session: an `initialize` outside any.
+fn opens_session(parts: &axum::http::request::Parts, message: &Value) -> bool {
+    !parts.headers.contains_key("mcp-session-id") && message.get("method").and_then(Value::as_str) == Some("initialize")
+}
+
+/// An `initialize` opening a session, if there is room for one more: in
+/// all (`503` past [`HttpLimits::sessions`]) and of its client's (`429`
+/// past [`HttpLimits::sessions_per_client`]). Sessions are admitted one
+/// at a time, so none slips past while another is being opened.
+async fn open_session(front: &Front, request: Request<Body>, message: &Value) -> Response<Body> {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let _one_at_a_time = front.opening.lock().await;
+    let open = front.sessions.sessions.read().await.len();
+    if open >= front.limits.sessions {
+        let text = format!(
+            "the server has {open} sessions open, its most: close one (DELETE) or try again later; \
+             a session ends after 5 minutes without a request"
+        );
+        let mut response = json_response(StatusCode::SERVICE_UNAVAILABLE, &error_response(id, -32000, text));
+        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
+        return response;
+    }
+    #[cfg(feature = "production")]
+    let subject = request.extensions().get::<crate::auth::Principal>().map(crate::auth::Principal::key);
+    #[cfg(feature = "production")]
+    if let Some(subject) = &subject {
+        let held = crate::production::sessions_of(front, subject).await;
+        if held >= front.limits.sessions_per_client {
+            let text =
+                format!("this client has {held} sessions open, its most: close one (DELETE) before opening another");
+            return json_response(StatusCode::TOO_MANY_REQUESTS, &error_response(id, -32000, text));
+        }
+    }
+    let response = inner(front, request).await;
+    #[cfg(feature = "production")]
+    if let Some(subject) = subject
+        && let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+    {
+        crate::production::opened(front, session.to_owned(), subject);
+    }
+    response
+}
+
 /// POST of JSON: malformed JSON is `400` with `-32700`; malformed
 /// `tools/call` params are `-32602`; a batch is split into single requests
 /// and their answers joined.
@@ -478,6 +678,10 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_LINE).await {
         Ok(bytes) => bytes,
+        Err(error) if too_slow(&error) => {
+            let error = error_response(Value::Null, -32600, error.to_string());
+            return json_response(StatusCode::REQUEST_TIMEOUT, &error);
+        }
         Err(_) => {
             let error =
                 error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
@@ -527,6 +731,14 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                         continue;
                     }
                 };
+                // A session opened in a batch would have no way to tell
+                // its client its id (the answers are joined, their
+                // headers dropped): it would only take a place.
+                if message.get("method").and_then(Value::as_str) == Some("initialize") {
+                    let id = message.get("id").cloned().unwrap_or(Value::Null);
+                    answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
+                    continue;
+                }
                 let expects_answer = message.get("method").is_some() && message.get("id").is_some();
                 let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
                 if !response.status().is_success() {
@@ -550,6 +762,9 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
                     return refusal;
                 }
+                if opens_session(&parts, &message) {
+                    return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
+                }
                 // A well-formed 2026-07-28 tools/call: answered here.
                 if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, message) {
                     return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
@@ -558,22 +773,5 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 inner(front, rebuild(parts, Body::from(bytes))).await
             }
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn accepted_connections_have_nodelay_set() {
-        use axum::serve::Listener;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let mut listener = nodelay(listener);
-        let client = tokio::net::TcpStream::connect(addr);
-        let (accepted, client) = tokio::join!(listener.accept(), client);
-        let _client = client.expect("connect");
-        assert!(accepted.0.nodelay().expect("nodelay"), "TCP_NODELAY is off on an accepted connection");
     }
 }

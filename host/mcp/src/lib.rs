@@ -58,7 +58,7 @@ pub mod telemetry;
 #[cfg(feature = "client")]
 pub use client::McpConnector;
 #[cfg(feature = "http")]
-pub use http::{HttpOptions, HttpServer};
+pub use http::{HttpLimits, HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
 #[cfg(feature = "production")]
 pub use metrics::Metrics;
@@ -66,7 +66,7 @@ pub use metrics::Metrics;
 pub use server::Tenants;
 pub use server::{Approvals, McpServer, ToolSource};
 #[cfg(feature = "production")]
-pub use settings::{Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};
+pub use settings::{LimitSettings, Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};
 #[cfg(feature = "stdio")]
 pub use stdio::{serve_stdio, serve_stdio_on};
 

@@ -54,25 +54,21 @@ pub(crate) async fn authorize(front: &Front, mut request: Request<Body>) -> Resu
     Ok(request)
 }
 
-/// Record who opened `session`. When many are
-/// recorded, those of sessions that ended are forgotten first.
-pub(crate) async fn opened(front: &Front, session: String, subject: String) {
-    use rmcp::transport::streamable_http_server::session::SessionManager as _;
-    let known: Vec<String> = {
-        let owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
-        if owners.len() < 4096 { Vec::new() } else { owners.keys().cloned().collect() }
-    };
-    let mut ended = Vec::new();
-    for id in known {
-        if !front.sessions.has_session(&Arc::<str>::from(id.as_str())).await.unwrap_or(false) {
-            ended.push(id);
-        }
-    }
+/// Record who opened `session`.
+pub(crate) fn opened(front: &Front, session: String, subject: String) {
+    front.owners.lock().unwrap_or_else(|e| e.into_inner()).insert(session, subject);
+}
+
+/// How many sessions `subject` has open, once those that ended are
+/// forgotten (the sessions open are at most [`HttpLimits::sessions`], so
+/// this is bounded).
+///
+/// [`HttpLimits::sessions`]: crate::HttpLimits::sessions
+pub(crate) async fn sessions_of(front: &Front, subject: &str) -> usize {
+    let live = front.sessions.sessions.read().await;
     let mut owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
-    for id in ended {
-        owners.remove(&id);
-    }
-    owners.insert(session, subject);
+    owners.retain(|session, _| live.contains_key(session.as_str()));
+    owners.values().filter(|owner| owner.as_str() == subject).count()
 }
 
 /// A `tools/call` of a tool whose scopes the caller does not all hold:

@@ -126,6 +126,9 @@ pub struct McpServer {
     /// `tools/list` answers of registries until they change, shared by
     /// every session.
     listings: Arc<Listings>,
+    /// Cancelled once the last clone of this session's server is dropped:
+    /// the session has ended, and what it started for itself stops.
+    session: Session,
     /// Rate limits on tools/call, shared by every session.
     #[cfg(feature = "production")]
     limiter: Option<Arc<crate::limits::Limiter>>,
@@ -135,6 +138,21 @@ pub struct McpServer {
     /// Where the spans of calls go.
     #[cfg(feature = "production")]
     tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+}
+
+/// A session's lifetime: its token is cancelled when the last server of
+/// the session (every clone) is dropped.
+#[derive(Clone)]
+struct Session {
+    ended: tokio_util::sync::CancellationToken,
+    _guard: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        let ended = tokio_util::sync::CancellationToken::new();
+        Session { _guard: Arc::new(ended.clone().drop_guard()), ended }
+    }
 }
 
 #[allow(deprecated)] // Logging is deprecated after 2025-11-25, which we still serve.
@@ -179,7 +197,12 @@ impl McpServer {
     /// The same server for another session (connection): same tools and
     /// approvals, its own session state (the logging level).
     pub fn for_session(&self) -> McpServer {
-        McpServer { log_level: Default::default(), subscriptions: Default::default(), ..self.clone() }
+        McpServer {
+            log_level: Default::default(),
+            subscriptions: Default::default(),
+            session: Session::default(),
+            ..self.clone()
+        }
     }
 
     /// A server for these tools whose approvals come from `approvals`
@@ -192,6 +215,7 @@ impl McpServer {
             subscriptions: Default::default(),
             running: Default::default(),
             listings: Default::default(),
+            session: Session::default(),
             #[cfg(feature = "production")]
             limiter: None,
             #[cfg(feature = "production")]
@@ -972,8 +996,15 @@ impl rmcp::ServerHandler for McpServer {
         let Resolved::Registry(registry) = self.source.resolve(&context.extensions) else { return };
         let mut changes = registry.subscribe();
         let peer = context.peer.clone();
+        // Until the session ends (not until the registry's next change:
+        // the peer holds what the client sent in `initialize`).
+        let ended = self.session.ended.clone();
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { break },
+                    () = ended.cancelled() => break,
+                }
                 if peer.notify_tool_list_changed().await.is_err() {
                     break;
                 }

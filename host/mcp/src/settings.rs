@@ -34,6 +34,10 @@ pub struct ServeSettings {
     /// Metrics and logs.
     #[serde(default)]
     pub telemetry: TelemetrySettings,
+    /// Bounds on connections, sessions and slow requests (each defaults to
+    /// [`HttpLimits`](crate::HttpLimits)'s).
+    #[serde(default)]
+    pub limits: LimitSettings,
     /// The tool-set service (`toolhost-service` reads it): its store, the
     /// hosts and plugin directories tenants may name.
     pub service: Option<serde_json::Value>,
@@ -104,6 +108,40 @@ fn url_host(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
     let authority = rest.split(['/', '?', '#']).next()?;
     (!authority.is_empty() && !authority.contains('@')).then_some(authority)
+}
+
+/// The `serve.limits` section: what clients may hold at once.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LimitSettings {
+    /// Connections served at once.
+    pub connections: Option<usize>,
+    /// MCP sessions open at once, all clients together.
+    pub sessions: Option<usize>,
+    /// Sessions one authenticated client may have open.
+    pub sessions_per_client: Option<usize>,
+    /// Seconds a request's head, and then its body, may take to arrive.
+    pub request_timeout_seconds: Option<u64>,
+}
+
+impl LimitSettings {
+    /// `limits` with what this section gives instead.
+    pub fn apply(&self, mut limits: crate::HttpLimits) -> crate::HttpLimits {
+        if let Some(connections) = self.connections {
+            limits.connections = connections;
+        }
+        if let Some(sessions) = self.sessions {
+            limits.sessions = sessions;
+        }
+        if let Some(per_client) = self.sessions_per_client {
+            limits.sessions_per_client = per_client;
+        }
+        if let Some(seconds) = self.request_timeout_seconds {
+            limits.request_timeout = std::time::Duration::from_secs(seconds);
+        }
+        limits
+    }
 }
 
 /// A problem in the `serve` section.
