@@ -146,3 +146,18 @@ fn connections_past_the_cap_wait_until_one_closes() {
     let answer = read_all(&mut third);
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok\n"), "{answer}");
 }
+
+#[test]
+fn a_session_takes_a_message_as_large_as_stdio_does() {
+    let (_runtime, _registry, url) = server(HttpLimits::default());
+    let session = http_session(&url);
+    // 6 MiB of arguments: past rmcp's own 4 MiB, within the 16 MiB a
+    // message may have on every transport.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "host__echo", "arguments": {"text": "x".repeat(6 << 20)}}});
+    let headers =
+        [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-03-26")];
+    let (status, _, body) = http_exchange(&url, "POST", &headers, &call.to_string());
+    assert_eq!(status, 200, "{}", &body[..body.len().min(300)]);
+    assert!(body.contains("\"text\":\"echo\""), "{body}");
+}

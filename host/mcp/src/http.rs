@@ -412,7 +412,10 @@ impl HttpServer {
             // answer gets it as `application/json`, no event stream to
             // frame; anything sent before the answer (progress, a question
             // to the client) keeps the stream. Sessions always stream.
-            .with_json_response(true);
+            .with_json_response(true)
+            // What the front reads, rmcp reads too (its own default is 4
+            // MiB): a message is as large over a session as over stdio.
+            .with_max_request_body_bytes(MAX_LINE);
         let stop = config.cancellation_token.clone();
         let direct = crate::direct::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
         let sessions = Arc::new(LocalSessionManager::default());
