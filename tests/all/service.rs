@@ -96,6 +96,42 @@ pub(crate) fn rest(
     Reply { status, headers, body }
 }
 
+/// What the service answers a POST to `url` announcing a body of `length`
+/// bytes (and asking to be told to send it) before any of it is sent: the
+/// head of its answer.
+fn announced_body(url: &str, token: Option<&str>, length: usize) -> String {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (authority, path) = rest.split_once('/').expect("a path");
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect");
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).expect("timeout");
+    let mut request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Content-Length: {length}\r\nExpect: 100-continue\r\nConnection: close\r\n"
+    );
+    if let Some(token) = token {
+        request.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    // The heads up to the final one (a `100 Continue` may come first);
+    // no byte of the body is ever sent.
+    let mut heads = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match stream.read(&mut byte) {
+            Ok(1) => heads.push(byte[0]),
+            other => panic!("no final head ({other:?}): {}", String::from_utf8_lossy(&heads)),
+        }
+        let text = String::from_utf8_lossy(&heads);
+        if text.ends_with("\r\n\r\n")
+            && !text.trim_end().rsplit("\r\n\r\n").next().is_some_and(|h| h.starts_with("HTTP/1.1 100"))
+        {
+            return text.into_owned();
+        }
+    }
+}
+
 fn mcp_tool_set(name: &str, upstream: &str, exclude: Option<&str>) -> Value {
     let mut mcp = json!({"url": upstream});
     if let Some(tool) = exclude {
@@ -156,6 +192,14 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let reply = rest("GET", &sets, None, None, &[]);
     assert_eq!(reply.status, 401, "{}", reply.body);
     assert!(reply.header("www-authenticate").contains("resource_metadata="), "{}", reply.header("www-authenticate"));
+
+    // A body is read only once its sender is known: without a token, the
+    // refusal comes before the body is asked for (no `100 Continue`);
+    // with one, a body over 1 MiB is refused by its announced length.
+    let refused = announced_body(&sets, None, 2 << 20);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let too_large = announced_body(&sets, Some(ACME), 2 << 20);
+    assert!(too_large.contains("HTTP/1.1 413"), "{too_large}");
 
     // Bad bodies: 400 with the pointer of each problem.
     let mut bad = mcp_tool_set("calc__x", &upstream_url, None);

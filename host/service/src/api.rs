@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -37,7 +37,6 @@ pub(crate) fn routes(service: Service) -> Router {
         .route("/v1/tool_sets/{id}/events", get(list_events))
         .route("/v1/tool_sets/{id}/tools", get(list_tools).post(create_tool))
         .route("/v1/tool_sets/{id}/tools/{tool}", get(get_tool).put(update_tool).delete(delete_tool))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(service)
 }
 
@@ -232,8 +231,25 @@ fn validator(definition: &str) -> jsonschema::Validator {
         .expect("the shipped schema compiles")
 }
 
-/// The body as JSON, checked against the model `definition`.
-fn body_of(bytes: &Bytes, definition: &str) -> Result<Value, Refusal> {
+/// The body as JSON, checked against the model `definition`. Read only
+/// here, after the caller is known: a request without a valid token is
+/// refused before any of its body is read.
+async fn body_of(body: Body, definition: &str) -> Result<Value, Refusal> {
+    let too_large = || Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_BODY} bytes"));
+    // A body announced too long is refused before it is asked for.
+    if axum::body::HttpBody::size_hint(&body).lower() > MAX_BODY as u64 {
+        return Err(too_large());
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|error| {
+        let too_long = std::iter::successors(Some(&error as &(dyn std::error::Error + 'static)), |e| e.source())
+            .any(|e| e.is::<http_body_util::LengthLimitError>());
+        if too_long {
+            too_large()
+        } else {
+            Refusal::new(StatusCode::BAD_REQUEST, format!("the body could not be read: {error}"))
+        }
+    })?;
+    let bytes = &bytes;
     static TOOL_SET: OnceLock<jsonschema::Validator> = OnceLock::new();
     static TOOL: OnceLock<jsonschema::Validator> = OnceLock::new();
     let body: Value = serde_json::from_slice(bytes)
@@ -504,9 +520,9 @@ async fn synced(service: &Service, actor: &Actor, held: Held, row: &ToolSetRow) 
     find_tool_set(service, actor, &row.id).await
 }
 
-async fn create_tool_set(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Answer {
+async fn create_tool_set(State(service): State<Service>, headers: HeaderMap, body: Body) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let body = body_of(&body, "ToolSet")?;
+    let body = body_of(body, "ToolSet").await?;
     service.check_spec(&body["spec"])?;
     let spec: ToolSetSpec = serde_json::from_value(body["spec"].clone())
         .map_err(|e| Refusal::invalid(vec![("/spec".to_owned(), e.to_string())]))?;
@@ -574,10 +590,10 @@ async fn update_tool_set(
     State(service): State<Service>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let body = body_of(&body, "ToolSet")?;
+    let body = body_of(body, "ToolSet").await?;
     same_id(&body, &id)?;
     let expected = expected_version(&headers, &body)?;
     let current = find_tool_set(&service, &actor, &id).await?;
@@ -720,10 +736,10 @@ async fn create_tool(
     State(service): State<Service>,
     headers: HeaderMap,
     Path(set): Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let body = body_of(&body, "Tool")?;
+    let body = body_of(body, "Tool").await?;
     let tool_set = find_tool_set(&service, &actor, &set).await?;
     may_change_tools(&actor, &tool_set)?;
     if kind_of(&tool_set.spec) != Some("http") {
@@ -778,10 +794,10 @@ async fn update_tool(
     State(service): State<Service>,
     headers: HeaderMap,
     Path((set, id)): Path<(String, String)>,
-    body: Bytes,
+    body: Body,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let body = body_of(&body, "Tool")?;
+    let body = body_of(body, "Tool").await?;
     same_id(&body, &id)?;
     let expected = expected_version(&headers, &body)?;
     let tool_set = find_tool_set(&service, &actor, &set).await?;
