@@ -205,6 +205,36 @@ async fn a_components_streams_count_as_open_files() {
     assert!(said.starts_with("opened 256; first error: ") && said.contains("quota"), "{said}");
 }
 
+/// What a component's `wasi:http` state may hold in the host, outside its
+/// memory limit: a header map 16 KiB, a body 16 KiB before it is sent, and
+/// 4,096 resources in all (each kind bounded to 64 MiB; it was 16,384
+/// resources of 128 KiB maps and 1 MiB bodies, some 18 GiB).
+#[tokio::test]
+async fn a_components_http_state_in_the_host_is_bounded() {
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher")).build().await.expect("load");
+    let hoard = |what: &str, count: u32, size: u32| {
+        let plugin = plugin.clone();
+        let arguments = json!({"what": what, "count": count, "size": size});
+        async move { within_20s(plugin.call_tool("hoard", arguments)).await }
+    };
+    let said = |result: Result<toolhost::CallToolResult, toolhost::Error>| {
+        result.expect("hoard answers").texts().next().unwrap_or_default().to_owned()
+    };
+    // A map of more than 16 KiB traps, and so does a write of more than
+    // 16 KiB to a body (more than `check-write` allows).
+    let error = hoard("fields", 1, 17 << 10).await.expect_err("too large a map traps");
+    assert!(error.to_string().contains("total size of fields exceeds limit"), "{error}");
+    let error = hoard("bodies", 1, 17 << 10).await.expect_err("too large a write traps");
+    assert!(error.to_string().contains("write exceeded budget"), "{error}");
+    assert_eq!(said(hoard("bodies", 1, 16 << 10).await), "made 1; refused: none");
+    // Past 4,096 resources the instance traps, and the next call has a new one.
+    for what in ["fields", "bodies"] {
+        let error = hoard(what, 5000, 8 << 10).await.expect_err("a full resource table traps");
+        assert!(error.to_string().contains("resource table has no free keys"), "{what}: {error}");
+    }
+    assert_eq!(said(hoard("fields", 100, 8 << 10).await), "made 100; refused: none");
+}
+
 both_flavours!(a_fifo_in_a_granted_directory_cannot_hold_a_call);
 
 /// File operations run on the calling thread, where no deadline can stop

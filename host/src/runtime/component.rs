@@ -222,7 +222,11 @@ impl ComponentModule {
             table: super::files::resource_table(),
             call_meta: None,
             #[cfg(feature = "wasi-http")]
-            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http: {
+                let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
+                http.set_field_size_limit(super::wasi_http::MAX_FIELDS_BYTES);
+                http
+            },
             #[cfg(feature = "wasi-http")]
             http_hooks: super::wasi_http::Hooks::new(env.allowed_hosts.clone()),
         };

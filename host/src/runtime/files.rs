@@ -256,9 +256,11 @@ mod p2 {
     use super::Guest;
 
     /// Most entries of a component's WASI resource table (descriptors,
-    /// streams, pollables): a backstop on the host memory they hold; a
-    /// guest that fills it traps.
-    pub(crate) const MAX_RESOURCES: usize = 16 * 1024;
+    /// streams, pollables, HTTP fields and bodies): a backstop on the host
+    /// memory they hold; a guest that fills it traps. (A WASI program uses
+    /// a handful at a time; each HTTP fields may hold 16 KiB and each
+    /// outgoing body 16 KiB, so 4,096 bound either kind to 64 MiB.)
+    pub(crate) const MAX_RESOURCES: usize = 4 * 1024;
 
     /// The WASI 0.2 interface `wasmtime-wasi` defines (older 0.2 imports
     /// are matched to it by semver).

@@ -35,6 +35,19 @@ const MAX_IN_FLIGHT: usize = 4;
 /// requests are refused until the guest lets some go.
 const MAX_HELD_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bytes one `fields` (a request's or response's headers a guest builds)
+/// may hold (wasmtime-wasi-http's default: 128 KiB). With the resource
+/// table's cap, what a guest's fields may hold outside its memory limit is
+/// bounded by 4,096 × 16 KiB = 64 MiB; 16 KiB is twice what common servers
+/// accept as a request's headers.
+pub(crate) const MAX_FIELDS_BYTES: usize = 16 * 1024;
+
+/// The largest write to an outgoing body's stream, and so what each
+/// outgoing body buffers before it is sent (one such write; the default
+/// is 1 MiB). A guest writes as much as `check-write` allows, so a smaller
+/// chunk costs it only more writes.
+const BODY_CHUNK_BYTES: usize = 16 * 1024;
+
 /// What an instance's requests hold now.
 #[derive(Default)]
 struct Usage {
@@ -95,6 +108,10 @@ impl Hooks {
 type Sent = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
 impl WasiHttpHooks for Hooks {
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK_BYTES
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
