@@ -40,6 +40,10 @@ pub(crate) const MAX_STRING_CHARS: usize = 1 << 16;
 pub(crate) const MAX_ITEMS: usize = 1 << 12;
 /// Values and characters one sample may hold in all.
 const MAX_SAMPLE_UNITS: usize = 1 << 20;
+/// Schema nodes one sample may copy while folding `$ref`s and combinators
+/// together: `allOf` of eight `$ref`s, each to another such, ten deep,
+/// folds 8^10 schemas, and the plugin writes the schema.
+const MAX_SCHEMA_WORK: usize = 1 << 22;
 /// Integers drawn when a schema sets no bounds.
 const DEFAULT_INT_RANGE: i64 = 1_000_000;
 /// The largest integer a double holds exactly (2^53 - 1).
@@ -57,13 +61,15 @@ pub(crate) struct Sampler<'a> {
     rng: &'a mut StdRng,
     /// Values and characters this sample may still hold.
     units_left: usize,
+    /// Schema nodes this sample may still copy.
+    work_left: usize,
     /// Why the schema asks for more than is generated, once it has.
     too_large: Option<String>,
 }
 
 impl<'a> Sampler<'a> {
     pub(crate) fn new(root: &'a Value, rng: &'a mut StdRng) -> Self {
-        Sampler { root, rng, units_left: MAX_SAMPLE_UNITS, too_large: None }
+        Sampler { root, rng, units_left: MAX_SAMPLE_UNITS, work_left: MAX_SCHEMA_WORK, too_large: None }
     }
 
     /// A value meant to satisfy the whole document, or `None` where the
@@ -97,6 +103,40 @@ impl<'a> Sampler<'a> {
                 false
             }
         }
+    }
+
+    /// Count copying or merging `schema` against the sample's work; false
+    /// (with the reason kept) past it. Counting stops where the work left
+    /// does, so it costs no more than what it allows.
+    fn work(&mut self, schema: &Map<String, Value>) -> bool {
+        if self.too_large.is_some() {
+            return false;
+        }
+        let mut left = self.work_left;
+        let mut pending: Vec<&Value> = schema.values().collect();
+        let mut fits = left > 0;
+        left = left.saturating_sub(1);
+        while fits && let Some(value) = pending.pop() {
+            if left == 0 {
+                fits = false;
+                break;
+            }
+            left -= 1;
+            match value {
+                Value::Array(items) => pending.extend(items),
+                Value::Object(map) => pending.extend(map.values()),
+                _ => {}
+            }
+        }
+        if fits {
+            self.work_left = left;
+            return true;
+        }
+        self.too_large = Some(format!(
+            "the inputSchema's $refs and combinators take more work to follow than toolhost check does \
+             ({MAX_SCHEMA_WORK} schema nodes copied)"
+        ));
+        false
     }
 
     /// Refuse a bound past what is generated, keeping the reason.
@@ -183,7 +223,7 @@ impl<'a> Sampler<'a> {
     /// One schema object with `$ref`, `allOf`, `anyOf` and `oneOf` folded
     /// in (a branch chosen for the last two).
     fn flatten(&mut self, schema: &Map<String, Value>, shape: Shape, depth: usize) -> Option<Map<String, Value>> {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || !self.work(schema) {
             return None;
         }
         let mut out = schema.clone();
@@ -192,6 +232,9 @@ impl<'a> Sampler<'a> {
                 Value::Bool(false) => return None,
                 Value::Object(target) => {
                     let target = self.flatten(target, shape, depth + 1)?;
+                    if !self.work(&target) {
+                        return None;
+                    }
                     merge(&mut out, target);
                 }
                 _ => {}
@@ -203,6 +246,9 @@ impl<'a> Sampler<'a> {
                     Value::Bool(false) => return None,
                     Value::Object(part) => {
                         let part = self.flatten(part, shape, depth + 1)?;
+                        if !self.work(&part) {
+                            return None;
+                        }
                         merge(&mut out, part);
                     }
                     _ => {}
@@ -217,6 +263,9 @@ impl<'a> Sampler<'a> {
                     Some(Value::Object(branch)) => {
                         let branch = branch.clone();
                         let branch = self.flatten(&branch, shape, depth + 1)?;
+                        if !self.work(&branch) {
+                            return None;
+                        }
                         merge(&mut out, branch);
                     }
                     Some(_) => {}
@@ -758,6 +807,21 @@ mod tests {
         let random = samples(schema, Shape::Random);
         assert_eq!(random.len(), 20);
         assert!(random.iter().all(|n| n.as_f64().is_some_and(|n| n.is_finite() && n.abs() <= 1e308)), "{random:?}");
+    }
+
+    #[test]
+    fn a_schema_that_folds_into_itself_without_end_is_refused_not_followed() {
+        // Each level folds eight of the next: 8^10 schemas to copy.
+        let mut defs = serde_json::Map::new();
+        for level in 0..10 {
+            let next = json!({"$ref": format!("#/$defs/l{}", level + 1)});
+            defs.insert(format!("l{level}"), json!({"allOf": vec![next; 8]}));
+        }
+        defs.insert("l10".to_owned(), json!({"type": "object", "properties": {"a": {"type": "string"}}}));
+        let schema = json!({"$defs": defs, "$ref": "#/$defs/l0"});
+        let mut rng = StdRng::seed_from_u64(7);
+        let refused = Sampler::new(&schema, &mut rng).sample(Shape::Random).expect_err("refused");
+        assert!(refused.contains("take more work to follow than toolhost check does"), "{refused}");
     }
 
     #[test]
