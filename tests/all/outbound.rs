@@ -117,3 +117,49 @@ async fn a_component_that_drops_its_requests_still_has_at_most_four_in_flight() 
     let connections = tokio::task::spawn_blocking(move || server.join().expect("server")).await.expect("join");
     assert!((1..=4).contains(&connections), "{connections} requests reached the server");
 }
+
+/// A component's requests read at once share the room its instance has
+/// for responses (64 MiB), counted as each is read: four responses of
+/// 40 MB, all kept, cannot all come (each saw the whole room before, and
+/// the instance held 160 MB).
+#[tokio::test]
+async fn a_components_responses_read_at_once_share_its_room() {
+    const SIZE: usize = 40_000_000;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\nConnection: close\r\n\r\n");
+                let chunk = vec![b'x'; 1 << 16];
+                let mut sent = 0;
+                while sent < SIZE && stream.write_all(&chunk[..(SIZE - sent).min(chunk.len())]).is_ok() {
+                    sent += chunk.len();
+                }
+            });
+        }
+    });
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .with_timeout(std::time::Duration::from_secs(120))
+        .build()
+        .await
+        .expect("load");
+    let url = format!("http://127.0.0.1:{port}/");
+    let result = plugin.call_tool("fetch_many", json!({"url": url, "count": 4})).await.expect("fetch_many");
+    let said = text(&result);
+    let came: usize = said
+        .strip_prefix("came ")
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(came <= 1, "{said}");
+    assert!(said.contains("does not fit in what is left of the 67108864 bytes the instance may hold"), "{said}");
+}

@@ -33,11 +33,26 @@ const MAX_RESPONSE_BYTES: usize = 50 * 1024 * 1024;
 /// more: what its memory limit leaves room for, or what its instance may
 /// still hold. Read past it, the body would only be refused later, after
 /// the host had held it outside every limit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) struct BodyLimit {
     pub(crate) bytes: usize,
     /// Says what bounds it, after "more than N bytes".
+    pub(crate) reason: &'static str,
+    /// A count shared with the instance's other requests, and its most:
+    /// each chunk is counted in it as it is read (requests read at once
+    /// share the room, instead of each seeing all of it). The body
+    /// returned stays counted; a body refused is taken off again.
+    pub(crate) shared: Option<Shared>,
+}
+
+/// A count of response bytes shared by an instance's requests.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) struct Shared {
+    pub(crate) held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) most: usize,
+    /// Says what the count is, after "the N bytes".
     pub(crate) reason: &'static str,
 }
 
@@ -46,12 +61,66 @@ impl BodyLimit {
     /// what room it is).
     pub(crate) fn within(room: usize, reason: &'static str) -> BodyLimit {
         if room < MAX_RESPONSE_BYTES {
-            BodyLimit { bytes: room, reason }
+            BodyLimit { bytes: room, reason, shared: None }
         } else {
-            BodyLimit { bytes: MAX_RESPONSE_BYTES, reason: "the most a plugin gets" }
+            BodyLimit { bytes: MAX_RESPONSE_BYTES, reason: "the most a plugin gets", shared: None }
+        }
+    }
+
+    /// [`MAX_RESPONSE_BYTES`], counted as it is read in `held`, which may
+    /// reach `most` (`reason` says what it is).
+    #[cfg(feature = "wasi-http")]
+    pub(crate) fn shared(
+        held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        most: usize,
+        reason: &'static str,
+    ) -> BodyLimit {
+        BodyLimit {
+            bytes: MAX_RESPONSE_BYTES,
+            reason: "the most a plugin gets",
+            shared: Some(Shared { held, most, reason }),
         }
     }
 }
+
+/// Bytes counted in a [`BodyLimit`]'s shared count, taken off again on
+/// drop unless kept.
+#[cfg(feature = "http")]
+struct Counted<'a> {
+    shared: Option<&'a Shared>,
+    bytes: usize,
+}
+
+#[cfg(feature = "http")]
+impl Counted<'_> {
+    /// Count `n` more bytes, if they fit.
+    fn take(&mut self, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let Some(shared) = self.shared else { return true };
+        let fits = shared.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+            now.checked_add(n).filter(|after| *after <= shared.most)
+        });
+        if fits.is_ok() {
+            self.bytes += n;
+        }
+        fits.is_ok()
+    }
+
+    /// Leave what was counted counted (the caller's now).
+    fn keep(mut self) {
+        self.bytes = 0;
+    }
+}
+
+#[cfg(feature = "http")]
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared {
+            shared.held.fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 /// Redirects followed, each one checked.
 #[cfg(feature = "http")]
 const MAX_REDIRECTS: usize = 10;
@@ -259,18 +328,33 @@ fn send(
             .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
             .collect();
         let mut bytes = Vec::new();
-        response
-            .into_body()
-            .into_reader()
-            .take(limit.bytes as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
-        if bytes.len() > limit.bytes {
-            return Err(host_error(format!(
-                "the response of {url} is larger than {} bytes, {}",
-                limit.bytes, limit.reason
-            )));
+        let mut reader = response.into_body().into_reader();
+        let mut counted = Counted { shared: limit.shared.as_ref(), bytes: 0 };
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader
+                .read(&mut chunk)
+                .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            if bytes.len() + n > limit.bytes {
+                return Err(host_error(format!(
+                    "the response of {url} is larger than {} bytes, {}",
+                    limit.bytes, limit.reason
+                )));
+            }
+            if !counted.take(n) {
+                return Err(host_error(format!(
+                    "the response of {url} does not fit in what is left of the {} bytes {} (its other \
+                     responses hold the rest)",
+                    limit.shared.as_ref().map_or(0, |shared| shared.most),
+                    limit.shared.as_ref().map_or("", |shared| shared.reason)
+                )));
+            }
+            bytes.extend_from_slice(&chunk[..n]);
         }
+        counted.keep();
         return Ok(HttpResponse { status, headers, body: bytes });
     }
     Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))

@@ -52,7 +52,8 @@ const BODY_CHUNK_BYTES: usize = 16 * 1024;
 #[derive(Default)]
 struct Usage {
     in_flight: AtomicUsize,
-    held: AtomicUsize,
+    /// Shared with the reads of responses, which count each chunk here.
+    held: Arc<AtomicUsize>,
 }
 
 /// One request in flight, until it is answered or dropped.
@@ -125,7 +126,6 @@ impl WasiHttpHooks for Hooks {
         self.usage.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = InFlight(Arc::clone(&self.usage));
         let (allowed, deadline) = (self.allowed.clone(), self.deadline);
-        let room = MAX_HELD_BYTES.saturating_sub(self.usage.held.load(Ordering::SeqCst));
         let usage = Arc::clone(&self.usage);
         Box::new(async move {
             let in_flight = in_flight;
@@ -160,7 +160,13 @@ impl WasiHttpHooks for Hooks {
             let description =
                 serde_json::to_vec(&description).map_err(|e| Error::InternalError(Some(e.to_string())))?;
             let body = (!body.is_empty()).then(|| body.to_vec());
-            let limit = super::http::BodyLimit::within(room, "more than the instance may still hold of responses");
+            // Counted in `held` as it is read: four requests read at once
+            // share the room, where each saw all of it before.
+            let limit = super::http::BodyLimit::shared(
+                Arc::clone(&usage.held),
+                MAX_HELD_BYTES,
+                "the instance may hold of responses",
+            );
             // The count of requests in flight goes with the request to its
             // blocking thread: a guest that drops the response's future
             // aborts this task, not the thread, which goes on until the
@@ -182,7 +188,7 @@ impl WasiHttpHooks for Hooks {
             }
             // Counted until the guest drops the body (the closure owns the
             // count, and goes with the body).
-            usage.held.fetch_add(response.body.len(), Ordering::SeqCst);
+            // (Already counted, as it was read.)
             let held = Held(usage, response.body.len());
             let body = Full::new(Bytes::from(response.body))
                 .map_frame(move |frame| {
