@@ -17,6 +17,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+/// Downloads kept at most (the least recently used go first).
+#[cfg(any(feature = "https", feature = "oci"))]
+const MAX_KEPT_DOWNLOADS: usize = 1024;
+/// Bytes of downloads kept at most.
+#[cfg(any(feature = "https", feature = "oci"))]
+const MAX_KEPT_DOWNLOAD_BYTES: u64 = 2 << 30;
+
 /// The largest module (or registry blob) toolhost downloads: 256 MiB.
 pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 /// The most bytes read out of an artifact's compressed image layers, all
@@ -222,8 +229,11 @@ impl DownloadCache {
             return None;
         }
         let mut bytes = Vec::new();
-        std::fs::File::open(&path).ok()?.take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes).ok()?;
+        let file = std::fs::File::open(&path).ok()?;
+        (&file).take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes).ok()?;
         if Sha256Digest::of(&bytes) == *digest {
+            // Used now: trimming takes the least recently used first.
+            crate::runtime::touch(&file, std::time::Duration::from_secs(3600));
             return Some(bytes);
         }
         tracing::warn!(path = %path.display(), "a kept download no longer matches its digest; removing it");
@@ -258,7 +268,16 @@ impl DownloadCache {
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             tracing::warn!(dir = %dir.display(), "cannot keep a download: {e}");
+            return;
         }
+        // At most 1,024 entries and 2 GiB: a download is up to 256 MiB, and
+        // every new pin or artifact is a new entry.
+        crate::runtime::trim(dir, &path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
+            entry
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+        });
     }
 }
 
@@ -505,6 +524,26 @@ mod tests {
         std::fs::write(&path, b"tampered").unwrap();
         assert_eq!(cache.get(&digest), None);
         assert!(!path.exists(), "a damaged entry is removed");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[cfg(any(feature = "https", feature = "oci"))]
+    #[test]
+    fn the_cache_keeps_at_most_its_number_of_downloads() {
+        // Its own directory: the other test removes the shared one.
+        let dir = std::env::temp_dir().join(format!("toolhost-downloads-trim-{}", std::process::id()));
+        let cache = DownloadCache::at(&dir);
+        let mut last = None;
+        for n in 0..MAX_KEPT_DOWNLOADS + 6 {
+            let bytes = format!("download {n}").into_bytes();
+            let digest = Sha256Digest::of(&bytes);
+            cache.put(&digest, &bytes);
+            last = Some((digest, bytes));
+        }
+        let kept = std::fs::read_dir(dir.join("sha256")).unwrap().count();
+        assert_eq!(kept, MAX_KEPT_DOWNLOADS);
+        let (digest, bytes) = last.unwrap();
+        assert_eq!(cache.get(&digest), Some(bytes), "the newest is kept");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -226,7 +226,7 @@ impl ModuleCache {
 /// `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
 fn lookup(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
     match std::fs::File::open(path) {
-        Ok(mut file) => match check_file(&mut file, key).inspect(|()| touch(&file)) {
+        Ok(mut file) => match check_file(&mut file, key).inspect(|()| super::touch(&file, TOUCH_AFTER)) {
             // SAFETY: the file's payload is what `Module::serialize` wrote
             // for this engine configuration (the key says so) and its
             // checksum matches; wasmtime checks its own header too. Entries
@@ -417,7 +417,7 @@ fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io
     temp.write_all(&entry(key, &payload))?;
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
-    trim(dir, path, MAX_ENTRIES, MAX_BYTES);
+    super::trim(dir, path, MAX_ENTRIES, MAX_BYTES, |entry| entry.extension().is_some_and(|x| x == "cwasm"));
     Ok(())
 }
 
@@ -458,49 +458,6 @@ fn unsafe_dir(_dir: &Path) -> Option<String> {
     None
 }
 
-/// Remove the least recently used entries (by modification time: written,
-/// or marked by a hit) while there are more than `max_entries` or they
-/// hold more than `max_bytes`; never `kept`, the entry just written.
-fn trim(dir: &Path, kept: &Path, max_entries: usize, max_bytes: u64) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), e.path()))
-        })
-        .collect();
-    let (mut count, mut bytes) = (files.len(), files.iter().map(|f| f.1).sum::<u64>());
-    if count <= max_entries && bytes <= max_bytes {
-        return;
-    }
-    files.sort();
-    for (_, len, path) in &files {
-        if count <= max_entries && bytes <= max_bytes {
-            break;
-        }
-        if path != kept && std::fs::remove_file(path).is_ok() {
-            count -= 1;
-            bytes = bytes.saturating_sub(*len);
-        }
-    }
-}
-
-/// Mark a hit's entry as used now, if it was last marked (or written)
-/// more than [`TOUCH_AFTER`] ago. Best effort: a cache on a read-only
-/// file system just trims by age of writing.
-fn touch(file: &std::fs::File) {
-    let now = std::time::SystemTime::now();
-    let stale = file
-        .metadata()
-        .and_then(|meta| meta.modified())
-        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > TOUCH_AFTER));
-    if stale {
-        let _ = file.set_modified(now);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +467,10 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(bytes).unwrap();
         check_file(&mut file, key)
+    }
+
+    fn is_entry(path: &Path) -> bool {
+        path.extension().is_some_and(|x| x == "cwasm")
     }
 
     #[test]
@@ -537,21 +498,21 @@ mod tests {
             names
         };
         // A hit on entry 1 marks it used now.
-        touch(&std::fs::File::open(&paths[1]).unwrap());
+        super::super::touch(&std::fs::File::open(&paths[1]).unwrap(), TOUCH_AFTER);
         // Within both bounds: nothing goes (other files are not entries).
-        trim(dir.path(), &paths[4], 5, 50);
+        super::super::trim(dir.path(), &paths[4], 5, 50, is_entry);
         assert_eq!(left().len(), 6);
         // Four entries at most: the least recently used (0) goes.
-        trim(dir.path(), &paths[4], 4, 1000);
+        super::super::trim(dir.path(), &paths[4], 4, 1000, is_entry);
         assert_eq!(left(), ["1.cwasm", "2.cwasm", "3.cwasm", "4.cwasm", "other.txt"]);
         // 25 bytes at most: 2 and 3 go, then 4 and 1 are within bounds.
-        trim(dir.path(), &paths[4], 100, 25);
+        super::super::trim(dir.path(), &paths[4], 100, 25, is_entry);
         assert_eq!(left(), ["1.cwasm", "4.cwasm", "other.txt"]);
         // The entry just written stays, however old it looks.
         let old = dir.path().join("5.cwasm");
         std::fs::write(&old, [0u8; 10]).unwrap();
         std::fs::File::options().write(true).open(&old).unwrap().set_modified(now - hour * 9).unwrap();
-        trim(dir.path(), &old, 1, 1000);
+        super::super::trim(dir.path(), &old, 1, 1000, is_entry);
         assert_eq!(left(), ["5.cwasm", "other.txt"]);
     }
 

@@ -44,6 +44,58 @@ pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// Remove the least recently used files of `dir` that `is_entry` names
+/// (by modification time: written, or marked by a hit) while there are
+/// more than `max_entries` or they hold more than `max_bytes`; never
+/// `kept`, the entry just written.
+#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
+pub(crate) fn trim(
+    dir: &std::path::Path,
+    kept: &std::path::Path,
+    max_entries: usize,
+    max_bytes: u64,
+    is_entry: impl Fn(&std::path::Path) -> bool,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| is_entry(&e.path()))
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some((meta.modified().ok()?, meta.len(), e.path()))
+        })
+        .collect();
+    let (mut count, mut bytes) = (files.len(), files.iter().map(|f| f.1).sum::<u64>());
+    if count <= max_entries && bytes <= max_bytes {
+        return;
+    }
+    files.sort();
+    for (_, len, path) in &files {
+        if count <= max_entries && bytes <= max_bytes {
+            break;
+        }
+        if path != kept && std::fs::remove_file(path).is_ok() {
+            count -= 1;
+            bytes = bytes.saturating_sub(*len);
+        }
+    }
+}
+
+/// Mark a hit's entry as used now, if it was last marked (or written)
+/// more than `after` ago. Best effort: a cache on a read-only file system
+/// just trims by age of writing.
+#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
+pub(crate) fn touch(file: &std::fs::File, after: std::time::Duration) {
+    let now = std::time::SystemTime::now();
+    let stale = file
+        .metadata()
+        .and_then(|meta| meta.modified())
+        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > after));
+    if stale {
+        let _ = file.set_modified(now);
+    }
+}
+
 /// The environment variable that moves (or, set to `off` or empty, turns
 /// off) the CLI's caches: compiled modules
 /// ([`ModuleCache::from_env`](crate::ModuleCache)) in it, downloaded
