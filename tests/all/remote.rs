@@ -314,6 +314,39 @@ async fn a_server_that_always_says_its_tools_changed_is_not_listed_without_pause
     assert!(!changed, "the registry told its clients its tools changed");
 }
 
+/// A server that asks, on every event stream, to be reconnected at once
+/// (`retry: 0`) and then ends the stream is reconnected at most once a
+/// second, not as fast as it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_asks_to_be_reconnected_at_once_is_not_reconnected_without_pause() {
+    use std::io::BufRead as _;
+    let dir = scratch("retry0");
+    let count = dir.join("gets");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("hostile_http.py");
+    let mut server = std::process::Command::new(mcp_python())
+        .arg(script)
+        .arg(&count)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut port).expect("its port");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "eager", "kind": "mcp", "server": {"url": format!("http://127.0.0.1:{}/mcp", port.trim())}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    assert!(registry.tools().iter().any(|t| t.name == "eager__a"));
+    // Five seconds: without a floor, a reconnect per round trip (hundreds);
+    // with it, one a second at most.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let gets = std::fs::read_to_string(&count).map(|text| text.lines().count()).unwrap_or(0);
+    drop(registry);
+    server.kill().ok();
+    server.wait().ok();
+    std::fs::remove_dir_all(dir).ok();
+    assert!((1..=7).contains(&gets), "{gets} event streams in five seconds");
+}
+
 #[test]
 fn the_cli_lists_and_calls_an_mcp_toolset_beside_a_plugin() {
     use toolhost_tests::{json_stdout, run_toolhost};

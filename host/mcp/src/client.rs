@@ -311,7 +311,7 @@ impl Target {
                         .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
                     config.custom_headers.insert(name, value);
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = StreamableHttpClientTransport::with_client(Paced::new(), config);
                 tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
             }
         };
@@ -431,5 +431,185 @@ impl Connection {
                 self.target.describe()
             ))
         })
+    }
+}
+
+/// The shortest wait before reconnecting an event stream, whatever the
+/// server's `retry:` asks: a server that asked for 0 ms and ended every
+/// stream at once was reconnected 2,500 times in five seconds.
+const MIN_RECONNECT_MS: u64 = 1000;
+
+/// rmcp's reqwest client for a remote server (built as rmcp builds its
+/// own: no idle pool, same-origin 307 and 308 redirects only, at most 10),
+/// with every event stream's `retry:` raised to at least
+/// [`MIN_RECONNECT_MS`].
+#[derive(Clone)]
+struct Paced(reqwest::Client);
+
+impl Paced {
+    fn new() -> Paced {
+        let policy = reqwest::redirect::Policy::custom(|attempt| {
+            let status = attempt.status().as_u16();
+            let first = attempt.previous().first();
+            let same_origin = first.is_some_and(|first| {
+                first.scheme() == attempt.url().scheme()
+                    && first.host_str() == attempt.url().host_str()
+                    && first.port_or_known_default() == attempt.url().port_or_known_default()
+            });
+            if attempt.previous().len() > 10 || !matches!(status, 307 | 308) || !same_origin {
+                attempt.stop()
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).redirect(policy).build();
+        // (Building fails only without a TLS provider, and ring's is installed.)
+        Paced(client.unwrap_or_default())
+    }
+}
+
+type Events = futures_core::stream::BoxStream<
+    'static,
+    Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
+>;
+
+/// `events` with every `retry:` at least [`MIN_RECONNECT_MS`].
+fn floored(events: Events) -> Events {
+    struct Floor(Events);
+    impl futures_core::Stream for Floor {
+        type Item = Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            self.0.as_mut().poll_next(cx).map(|event| {
+                event.map(|event| {
+                    event.map(|mut sse| {
+                        sse.retry = sse.retry.map(|ms| ms.max(MIN_RECONNECT_MS));
+                        sse
+                    })
+                })
+            })
+        }
+    }
+    Box::pin(Floor(events))
+}
+
+mod paced {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use http::{HeaderName, HeaderValue};
+    use rmcp::model::ClientJsonRpcMessage;
+    use rmcp::transport::streamable_http_client::{
+        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    };
+
+    use super::{Events, Paced, floored};
+
+    type Failure = StreamableHttpError<reqwest::Error>;
+
+    fn post(response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(events, session) => {
+                StreamableHttpPostResponse::Sse(floored(events), session)
+            }
+            other => other,
+        }
+    }
+
+    impl StreamableHttpClient for Paced {
+        type Error = reqwest::Error;
+
+        async fn post_message(
+            &self,
+            uri: Arc<str>,
+            message: ClientJsonRpcMessage,
+            session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<StreamableHttpPostResponse, Failure> {
+            self.0.post_message(uri, message, session_id, auth_header, custom_headers).await.map(post)
+        }
+
+        async fn post_message_with_max_sse_event_size(
+            &self,
+            uri: Arc<str>,
+            message: ClientJsonRpcMessage,
+            session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+            max_sse_event_size: usize,
+        ) -> Result<StreamableHttpPostResponse, Failure> {
+            self.0
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
+                .map(post)
+        }
+
+        async fn post_message_with_response_limits(
+            &self,
+            uri: Arc<str>,
+            message: ClientJsonRpcMessage,
+            session_id: Option<Arc<str>>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+            limits: StreamableHttpResponseLimits,
+        ) -> Result<StreamableHttpPostResponse, Failure> {
+            self.0
+                .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+                .await
+                .map(post)
+        }
+
+        async fn delete_session(
+            &self,
+            uri: Arc<str>,
+            session_id: Arc<str>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<(), Failure> {
+            self.0.delete_session(uri, session_id, auth_header, custom_headers).await
+        }
+
+        async fn get_stream(
+            &self,
+            uri: Arc<str>,
+            session_id: Option<Arc<str>>,
+            last_event_id: Option<String>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<Events, Failure> {
+            self.0.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await.map(floored)
+        }
+
+        async fn get_stream_with_max_sse_event_size(
+            &self,
+            uri: Arc<str>,
+            session_id: Option<Arc<str>>,
+            last_event_id: Option<String>,
+            auth_header: Option<String>,
+            custom_headers: HashMap<HeaderName, HeaderValue>,
+            max_sse_event_size: usize,
+        ) -> Result<Events, Failure> {
+            self.0
+                .get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
+                .map(floored)
+        }
     }
 }
