@@ -228,6 +228,8 @@ fn generate(
     let schema = Value::Object(tool.input_schema.clone());
     // Each tool's own stream: adding a tool does not change another's calls.
     let mut rng = StdRng::seed_from_u64(options.seed ^ fnv1a(name.as_bytes()));
+    // What all of the tool's samples may copy of its schema.
+    let mut work = sample::MAX_SCHEMA_WORK;
     let accepts = |value: &Map<String, Value>| plugin.validate_arguments(name, Value::Object(value.clone())).is_ok();
 
     let mut valid: Vec<Map<String, Value>> = Vec::new();
@@ -235,7 +237,7 @@ fn generate(
     for shape in shapes.take(options.valid_calls) {
         // A few tries per call: generation does not know every keyword.
         for _ in 0..20 {
-            let sampled = Sampler::new(&schema, &mut rng).sample(shape)?;
+            let sampled = Sampler::new(&schema, &mut rng, &mut work).sample(shape)?;
             if let Some(Value::Object(arguments)) = sampled
                 && accepts(&arguments)
                 && !valid.contains(&arguments)
@@ -251,9 +253,9 @@ fn generate(
 
     let mut invalid = Vec::new();
     if let Some(base) = valid.first().cloned() {
-        let mut mutations = Sampler::new(&schema, &mut rng).mutations(&base);
+        let mut mutations = Sampler::new(&schema, &mut rng, &mut work).mutations(&base);
         if let Some(richest) = valid.get(1) {
-            mutations.extend(Sampler::new(&schema, &mut rng).mutations(richest));
+            mutations.extend(Sampler::new(&schema, &mut rng, &mut work).mutations(richest));
         }
         mutations.shuffle(&mut rng);
         for (what, arguments) in mutations {

@@ -40,10 +40,12 @@ pub(crate) const MAX_STRING_CHARS: usize = 1 << 16;
 pub(crate) const MAX_ITEMS: usize = 1 << 12;
 /// Values and characters one sample may hold in all.
 const MAX_SAMPLE_UNITS: usize = 1 << 20;
-/// Schema nodes one sample may copy while folding `$ref`s and combinators
-/// together: `allOf` of eight `$ref`s, each to another such, ten deep,
-/// folds 8^10 schemas, and the plugin writes the schema.
-const MAX_SCHEMA_WORK: usize = 1 << 22;
+/// Schema nodes (and 64-byte pieces of their strings) one tool's samples
+/// may copy while folding `$ref`s and combinators together: `allOf` of
+/// eight `$ref`s, each to another such, ten deep, folds 8^10 schemas, and
+/// the plugin writes the schema. One budget for all of a tool's samples
+/// (a check makes a hundred and more).
+pub(crate) const MAX_SCHEMA_WORK: usize = 1 << 26;
 /// Integers drawn when a schema sets no bounds.
 const DEFAULT_INT_RANGE: i64 = 1_000_000;
 /// The largest integer a double holds exactly (2^53 - 1).
@@ -61,15 +63,17 @@ pub(crate) struct Sampler<'a> {
     rng: &'a mut StdRng,
     /// Values and characters this sample may still hold.
     units_left: usize,
-    /// Schema nodes this sample may still copy.
-    work_left: usize,
+    /// Schema nodes the tool's samples may still copy.
+    work_left: &'a mut usize,
     /// Why the schema asks for more than is generated, once it has.
     too_large: Option<String>,
 }
 
 impl<'a> Sampler<'a> {
-    pub(crate) fn new(root: &'a Value, rng: &'a mut StdRng) -> Self {
-        Sampler { root, rng, units_left: MAX_SAMPLE_UNITS, work_left: MAX_SCHEMA_WORK, too_large: None }
+    /// A sampler of `root` drawing from `rng`, copying at most what is left
+    /// of `work` (the tool's budget, [`MAX_SCHEMA_WORK`] to begin with).
+    pub(crate) fn new(root: &'a Value, rng: &'a mut StdRng, work: &'a mut usize) -> Self {
+        Sampler { root, rng, units_left: MAX_SAMPLE_UNITS, work_left: work, too_large: None }
     }
 
     /// A value meant to satisfy the whole document, or `None` where the
@@ -112,29 +116,46 @@ impl<'a> Sampler<'a> {
         if self.too_large.is_some() {
             return false;
         }
-        let mut left = self.work_left;
-        let mut pending: Vec<&Value> = schema.values().collect();
-        let mut fits = left > 0;
-        left = left.saturating_sub(1);
+        // A node costs one, and a string (a value or a key) one more per
+        // 64 bytes: a long description is copied at every fold too.
+        let cost = |text: &str| 1 + text.len() / 64;
+        let mut left = *self.work_left;
+        let mut pending: Vec<&Value> = Vec::new();
+        let charge = |units: usize, left: &mut usize| match left.checked_sub(units) {
+            Some(after) => {
+                *left = after;
+                true
+            }
+            None => false,
+        };
+        let mut fits = charge(1, &mut left);
+        for (key, value) in schema {
+            fits = fits && charge(cost(key), &mut left);
+            pending.push(value);
+        }
         while fits && let Some(value) = pending.pop() {
-            if left == 0 {
-                fits = false;
-                break;
-            }
-            left -= 1;
-            match value {
-                Value::Array(items) => pending.extend(items),
-                Value::Object(map) => pending.extend(map.values()),
-                _ => {}
-            }
+            fits = match value {
+                Value::String(text) => charge(cost(text), &mut left),
+                Value::Array(items) => {
+                    pending.extend(items);
+                    charge(1, &mut left)
+                }
+                Value::Object(map) => {
+                    let keys = map.keys().map(|key| cost(key)).sum::<usize>();
+                    pending.extend(map.values());
+                    charge(1 + keys, &mut left)
+                }
+                _ => charge(1, &mut left),
+            };
         }
         if fits {
-            self.work_left = left;
+            *self.work_left = left;
             return true;
         }
+        *self.work_left = 0;
         self.too_large = Some(format!(
             "the inputSchema's $refs and combinators take more work to follow than toolhost check does \
-             ({MAX_SCHEMA_WORK} schema nodes copied)"
+             ({MAX_SCHEMA_WORK} schema nodes copied per tool)"
         ));
         false
     }
@@ -798,7 +819,11 @@ mod tests {
 
     fn samples(schema: Value, shape: Shape) -> Vec<Value> {
         let mut rng = StdRng::seed_from_u64(7);
-        (0..20).filter_map(|_| Sampler::new(&schema, &mut rng).sample(shape).expect("checkable")).collect()
+        (0..20)
+            .filter_map(|_| {
+                Sampler::new(&schema, &mut rng, &mut MAX_SCHEMA_WORK.clone()).sample(shape).expect("checkable")
+            })
+            .collect()
     }
 
     #[test]
@@ -820,7 +845,8 @@ mod tests {
         defs.insert("l10".to_owned(), json!({"type": "object", "properties": {"a": {"type": "string"}}}));
         let schema = json!({"$defs": defs, "$ref": "#/$defs/l0"});
         let mut rng = StdRng::seed_from_u64(7);
-        let refused = Sampler::new(&schema, &mut rng).sample(Shape::Random).expect_err("refused");
+        // (A smaller budget than a tool's, for a test of a debug build.)
+        let refused = Sampler::new(&schema, &mut rng, &mut (1 << 20)).sample(Shape::Random).expect_err("refused");
         assert!(refused.contains("take more work to follow than toolhost check does"), "{refused}");
     }
 
@@ -877,13 +903,16 @@ mod tests {
             (json!({"type": "string", "pattern": "(a{65535}){65535}"}), "pattern"),
         ] {
             for shape in [Shape::Minimal, Shape::Maximal, Shape::Random] {
-                let reason = Sampler::new(&schema, &mut rng).sample(shape).expect_err(keyword);
+                let reason =
+                    Sampler::new(&schema, &mut rng, &mut MAX_SCHEMA_WORK.clone()).sample(shape).expect_err(keyword);
                 assert!(reason.contains(&format!("`{keyword}`")), "{reason}");
             }
         }
         // Each within bounds, but together too many: 4096 items of 4096 items.
         let nested = json!({"type": "array", "minItems": 4096, "items": {"type": "array", "minItems": 4096}});
-        let reason = Sampler::new(&nested, &mut rng).sample(Shape::Minimal).expect_err("too large in all");
+        let reason = Sampler::new(&nested, &mut rng, &mut MAX_SCHEMA_WORK.clone())
+            .sample(Shape::Minimal)
+            .expect_err("too large in all");
         assert!(reason.contains("larger than toolhost check generates"), "{reason}");
     }
 
@@ -892,7 +921,7 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"], "additionalProperties": false});
         let mut rng = StdRng::seed_from_u64(1);
         let valid = json!({"a": 1}).as_object().cloned().unwrap();
-        let mutations = Sampler::new(&schema, &mut rng).mutations(&valid);
+        let mutations = Sampler::new(&schema, &mut rng, &mut MAX_SCHEMA_WORK.clone()).mutations(&valid);
         let names: Vec<&str> = mutations.iter().map(|(what, _)| what.as_str()).collect();
         assert_eq!(
             names,
