@@ -58,6 +58,25 @@ fn sessions_are_bounded_in_all_and_what_a_session_started_ends_with_it() {
     // its client `list_changed`).
     eventually("three sessions following the registry", || registry.followers() == before + 3);
 
+    // However often a client says it is initialized, its session follows
+    // the registry once (each notice started another follower).
+    let in_session =
+        [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", sessions[1].as_str()), ("MCP-Protocol-Version", "2025-03-26")];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    for _ in 0..5 {
+        assert_eq!(http_exchange(&url, "POST", &in_session, &initialized).0, 202);
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let (status, _, body) = http_exchange(&url, "POST", &in_session, &ping);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(registry.followers(), before + 3, "one follower per session");
+
+    // A session id that is not ASCII is refused, not taken for none (an
+    // `initialize` so marked opened a session past the cap).
+    let marked = [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", "é")];
+    let (status, _, body) = http_exchange(&url, "POST", &marked, &initialize(3).to_string());
+    assert_eq!(status, 400, "{body}");
+
     // A fourth is refused, saying why, until one of them ends.
     let (status, headers, body) = http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY], &initialize(4).to_string());
     assert_eq!(status, 503, "{body}");

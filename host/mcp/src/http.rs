@@ -58,7 +58,8 @@ pub struct HttpLimits {
     /// an `initialize` past it is refused with `429`. Default 64.
     pub sessions_per_client: usize,
     /// How long a request's head may take to arrive (and a kept-alive
-    /// connection may sit idle), and, once it has, its body. Default 30 s.
+    /// connection may sit idle), and, once it has, its body. Default 30 s;
+    /// between 100 ms and an hour.
     pub request_timeout: std::time::Duration,
 }
 
@@ -96,6 +97,8 @@ impl HttpLimits {
 
 /// The most connections [`HttpLimits::connections`] can allow.
 const MAX_CONNECTIONS: usize = 1 << 20;
+/// The longest [`HttpLimits::request_timeout`] (a longer one is this).
+const MAX_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// A request body that fails once its deadline has passed: a client
 /// sending its body a byte at a time holds a connection no longer than
@@ -164,8 +167,10 @@ async fn accept_loop(
 ) {
     let places = limits.connections.clamp(1, MAX_CONNECTIONS);
     let room = Arc::new(tokio::sync::Semaphore::new(places));
+    // (Past an hour, hyper's deadline arithmetic could overflow.)
+    let timeout = limits.request_timeout.clamp(std::time::Duration::from_millis(100), MAX_REQUEST_TIMEOUT);
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.request_timeout);
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
     loop {
         let permit = tokio::select! {
             permit = Arc::clone(&room).acquire_owned() => permit.expect("the semaphore is never closed"),
@@ -174,9 +179,14 @@ async fn accept_loop(
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
+                // A connection that went before it was accepted: the next.
+                Err(error) if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) => continue,
                 Err(error) => {
-                    // Out of descriptors, or a connection reset before it
-                    // was accepted: wait a moment rather than spin.
+                    // Out of descriptors, most likely: wait a moment rather
+                    // than spin.
                     tracing::warn!("cannot accept a connection: {error}");
                     tokio::select! {
                         () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
@@ -190,7 +200,6 @@ async fn accept_loop(
             tracing::warn!("cannot set TCP_NODELAY: {error}");
         }
         let router = router.clone();
-        let timeout = limits.request_timeout;
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
             let mut request = request
                 .map(|body| Body::new(DeadlineBody { body, deadline: Box::pin(tokio::time::sleep(timeout)), timeout }));
@@ -211,7 +220,10 @@ async fn accept_loop(
             }
         });
     }
-    // Every connection has given its place back once it has closed.
+    // No new connections while the open ones finish (a load balancer's
+    // is refused at once, not left hanging); each gives its place back
+    // once it has closed.
+    drop(listener);
     let _ = room.acquire_many(places as u32).await;
 }
 
@@ -600,6 +612,13 @@ async fn http_front(
     axum::extract::State(front): axum::extract::State<Arc<Front>>,
     request: Request<Body>,
 ) -> Response<Body> {
+    // A session id that is not visible ASCII is no session id: rmcp reads
+    // it as none (and an `initialize` so marked opened a session past the
+    // caps, counted by no one).
+    if request.headers().get_all("mcp-session-id").iter().any(|v| v.to_str().is_err()) {
+        let error = error_response(Value::Null, -32600, "the Mcp-Session-Id header is not visible ASCII");
+        return json_response(StatusCode::BAD_REQUEST, &error);
+    }
     #[cfg(feature = "production")]
     let request = match crate::production::authorize(&front, request).await {
         Ok(request) => request,

@@ -146,12 +146,15 @@ pub struct McpServer {
 struct Session {
     ended: tokio_util::sync::CancellationToken,
     _guard: Arc<tokio_util::sync::DropGuard>,
+    /// Set once the session's `list_changed` relay runs: a client may send
+    /// `notifications/initialized` again and again, and each started one.
+    relaying: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Default for Session {
     fn default() -> Self {
         let ended = tokio_util::sync::CancellationToken::new();
-        Session { _guard: Arc::new(ended.clone().drop_guard()), ended }
+        Session { _guard: Arc::new(ended.clone().drop_guard()), ended, relaying: Default::default() }
     }
 }
 
@@ -994,6 +997,9 @@ impl rmcp::ServerHandler for McpServer {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Resolved::Registry(registry) = self.source.resolve(&context.extensions) else { return };
+        if self.session.relaying.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let mut changes = registry.subscribe();
         let peer = context.peer.clone();
         // Until the session ends (not until the registry's next change:
