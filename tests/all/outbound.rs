@@ -163,3 +163,67 @@ async fn a_components_responses_read_at_once_share_its_room() {
     assert!(came <= 1, "{said}");
     assert!(said.contains("does not fit in what is left of the 67108864 bytes the instance may hold"), "{said}");
 }
+
+/// A response a component gave up on while the host was still reading it
+/// gives its count back when it is dropped on its thread: counted as read
+/// and then left there, an abandoned 50 MB response took 50 of the
+/// instance's 64 MiB for good, and a 20 MB response no longer fit.
+#[tokio::test]
+async fn a_response_a_component_gave_up_on_is_not_counted_for_ever() {
+    use std::time::{Duration, Instant};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().unwrap().port();
+    let (sent, all_sent) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let sent = sent.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                // `/medium`: 20 MB at once. Else 50 MB: a megabyte, a pause
+                // (the guest gives up meanwhile), the rest.
+                let medium = head.starts_with(b"GET /medium");
+                let size: usize = if medium { 20_000_000 } else { 50_000_000 };
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n");
+                let chunk = vec![b'x'; 1 << 20];
+                let mut written = 0;
+                while written < size && stream.write_all(&chunk[..(size - written).min(chunk.len())]).is_ok() {
+                    written += chunk.len();
+                    if written == chunk.len() && !medium {
+                        std::thread::sleep(Duration::from_secs(3));
+                    }
+                }
+                if !medium {
+                    let _ = sent.send(written >= size);
+                }
+            });
+        }
+    });
+    let plugin = Plugin::builder_from_file(Flavour::Component.fixture("fetcher"))
+        .with_allowed_host(format!("127.0.0.1:{port}"))
+        .with_pool_size(1)
+        .build()
+        .await
+        .expect("load");
+    let flood = json!({"url": format!("http://127.0.0.1:{port}/"), "count": 1, "drop": true});
+    assert_eq!(text(&plugin.call_tool("flood", flood).await.expect("flood")), "started 1");
+    let whole = tokio::task::spawn_blocking(move || all_sent.recv_timeout(Duration::from_secs(60)));
+    assert_eq!(whole.await.expect("join").ok(), Some(true), "the server sent all of the response");
+    // Once the host has read it to the end (on its thread) and let it go,
+    // the instance has its whole room again.
+    let medium = json!({"url": format!("http://127.0.0.1:{port}/medium"), "count": 1});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let said = text(&plugin.call_tool("fetch_many", medium.clone()).await.expect("fetch_many"));
+        if said.starts_with("came 1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the instance still has no room: {said}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -83,41 +83,35 @@ impl BodyLimit {
     }
 }
 
-/// Bytes counted in a [`BodyLimit`]'s shared count, taken off again on
-/// drop unless kept.
-#[cfg(feature = "http")]
-struct Counted<'a> {
-    shared: Option<&'a Shared>,
+/// Bytes counted in a [`BodyLimit`]'s shared count, taken off again when
+/// this is dropped: with the response's body, or with the response itself
+/// if no one takes it (a guest that dropped its request's future leaves
+/// the response to be dropped on its thread).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+pub(crate) struct Counted {
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     bytes: usize,
 }
 
-#[cfg(feature = "http")]
-impl Counted<'_> {
-    /// Count `n` more bytes, if they fit.
-    fn take(&mut self, n: usize) -> bool {
+impl Counted {
+    /// Count `n` more bytes, if they fit under `most`.
+    #[cfg(feature = "http")]
+    fn take(&mut self, n: usize, most: usize) -> bool {
         use std::sync::atomic::Ordering;
-        let Some(shared) = self.shared else { return true };
-        let fits = shared.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
-            now.checked_add(n).filter(|after| *after <= shared.most)
-        });
+        let fits = self
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| now.checked_add(n).filter(|after| *after <= most));
         if fits.is_ok() {
             self.bytes += n;
         }
         fits.is_ok()
     }
-
-    /// Leave what was counted counted (the caller's now).
-    fn keep(mut self) {
-        self.bytes = 0;
-    }
 }
 
-#[cfg(feature = "http")]
-impl Drop for Counted<'_> {
+impl Drop for Counted {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared {
-            shared.held.fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
-        }
+        self.held.fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -147,6 +141,10 @@ pub(crate) struct HttpResponse {
     pub(crate) status: u16,
     pub(crate) headers: BTreeMap<String, String>,
     pub(crate) body: Vec<u8>,
+    /// The body's bytes in the limit's shared count, if it has one: they
+    /// stay counted while this is held.
+    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+    pub(crate) counted: Option<Counted>,
 }
 
 /// Headers that carry credentials: not sent on to another origin when a
@@ -329,7 +327,10 @@ fn send(
             .collect();
         let mut bytes = Vec::new();
         let mut reader = response.into_body().into_reader();
-        let mut counted = Counted { shared: limit.shared.as_ref(), bytes: 0 };
+        let mut counted = limit
+            .shared
+            .as_ref()
+            .map(|shared| (Counted { held: std::sync::Arc::clone(&shared.held), bytes: 0 }, shared.most));
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             let n = reader
@@ -344,7 +345,9 @@ fn send(
                     limit.bytes, limit.reason
                 )));
             }
-            if !counted.take(n) {
+            if let Some((counted, most)) = &mut counted
+                && !counted.take(n, *most)
+            {
                 return Err(host_error(format!(
                     "the response of {url} does not fit in what is left of the {} bytes {} (its other \
                      responses hold the rest)",
@@ -354,8 +357,7 @@ fn send(
             }
             bytes.extend_from_slice(&chunk[..n]);
         }
-        counted.keep();
-        return Ok(HttpResponse { status, headers, body: bytes });
+        return Ok(HttpResponse { status, headers, body: bytes, counted: counted.map(|(counted, _)| counted) });
     }
     Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))
 }

@@ -65,15 +65,6 @@ impl Drop for InFlight {
     }
 }
 
-/// A response's bytes, held until its body is dropped.
-struct Held(Arc<Usage>, usize);
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.held.fetch_sub(self.1, Ordering::SeqCst);
-    }
-}
-
 /// How a component's requests are sent: its grants, the running call's
 /// deadline, and what its requests hold.
 pub(crate) struct Hooks {
@@ -126,7 +117,7 @@ impl WasiHttpHooks for Hooks {
         self.usage.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = InFlight(Arc::clone(&self.usage));
         let (allowed, deadline) = (self.allowed.clone(), self.deadline);
-        let usage = Arc::clone(&self.usage);
+        let held = Arc::clone(&self.usage.held);
         Box::new(async move {
             let in_flight = in_flight;
             let (parts, body) = request.into_parts();
@@ -162,11 +153,7 @@ impl WasiHttpHooks for Hooks {
             let body = (!body.is_empty()).then(|| body.to_vec());
             // Counted in `held` as it is read: four requests read at once
             // share the room, where each saw all of it before.
-            let limit = super::http::BodyLimit::shared(
-                Arc::clone(&usage.held),
-                MAX_HELD_BYTES,
-                "the instance may hold of responses",
-            );
+            let limit = super::http::BodyLimit::shared(held, MAX_HELD_BYTES, "the instance may hold of responses");
             // The count of requests in flight goes with the request to its
             // blocking thread: a guest that drops the response's future
             // aborts this task, not the thread, which goes on until the
@@ -186,10 +173,9 @@ impl WasiHttpHooks for Hooks {
             for (name, value) in &response.headers {
                 builder = builder.header(name.as_str(), value.as_str());
             }
-            // Counted until the guest drops the body (the closure owns the
-            // count, and goes with the body).
-            // (Already counted, as it was read.)
-            let held = Held(usage, response.body.len());
+            // Counted as it was read, until the guest drops the body (the
+            // closure owns the count, and goes with the body).
+            let held = response.counted;
             let body = Full::new(Bytes::from(response.body))
                 .map_frame(move |frame| {
                     let _ = &held;
