@@ -239,6 +239,61 @@ impl Session {
     }
 }
 
+/// A client that sends requests and does not read its answers is not read
+/// from either, once 1,024 are pending: its own pipe fills, not the
+/// server's memory (rmcp ran a task for every request, and the answers
+/// waited in memory). Once it reads, every answer comes.
+#[test]
+fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
+    const PINGS: usize = 10_000;
+    let mut child = Command::new(toolhost())
+        .arg("serve")
+        .arg(example("calculator"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn toolhost serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let _server = Server(child);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{initialize}").expect("write");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("the answer to initialize");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("write");
+    // Pings, written without reading a single answer.
+    let writer = std::thread::spawn(move || {
+        for id in 1..=PINGS {
+            writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).expect("write");
+        }
+        stdin
+    });
+    // Not all written while nothing is read (this only waits: a slow
+    // machine cannot make it pass wrongly in the other direction).
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!writer.is_finished(), "the server took all {PINGS} requests while its answers went unread");
+    // Read, and every answer comes.
+    let (sender, answers) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answered = 0;
+    while answered < PINGS {
+        let line = answers.recv_timeout(Duration::from_secs(60)).expect("the answers come once read");
+        if line.contains("\"result\"") {
+            answered += 1;
+        }
+    }
+    drop(writer.join().expect("the writer ends"));
+}
+
 #[test]
 fn cancellation_from_the_client_stops_the_call() {
     // Events, not timing: the server's debug log says when the call started

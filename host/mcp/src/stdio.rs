@@ -7,6 +7,7 @@
 //! `tools/call` with malformed params gets `-32602` (see DESIGN.md, `serve`).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use serde::Deserialize as _;
@@ -80,13 +81,15 @@ where
 {
     use rmcp::ServiceExt;
     let (sender, outgoing) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
-    let writer = tokio::spawn(write_out(output, outgoing));
+    let pending = Arc::new(Pending::default());
+    let writer = tokio::spawn(write_out(output, outgoing, Arc::clone(&pending)));
     let front = StdioFront {
         input: tokio::io::BufReader::with_capacity(64 << 10, input),
         line: Vec::new(),
         skipped: 0,
         queued: VecDeque::new(),
         out: sender,
+        pending,
     };
     let running = server.serve(front).await.map_err(|e| ServeError::Start(e.to_string()))?;
     let cancel = running.cancellation_token();
@@ -121,6 +124,61 @@ struct StdioFront<I> {
     /// Messages read (of a batch) that rmcp has not taken yet.
     queued: VecDeque<ClientJsonRpcMessage>,
     out: UnboundedSender<Outgoing>,
+    /// What is read and not yet answered, or answered and not yet written.
+    pending: Arc<Pending>,
+}
+
+/// Requests and lines the client has not had back yet. Past
+/// [`MAX_PENDING`] of them, no more input is read until some go out: a
+/// client that sends and never reads its answers fills its own pipe, not
+/// this process's memory (rmcp runs a task for every request it is given,
+/// and the answers waited in memory for the output).
+#[derive(Default)]
+struct Pending {
+    /// Requests given to rmcp and not answered (nor cancelled) yet.
+    requests: std::sync::Mutex<std::collections::HashSet<RequestId>>,
+    /// Lines sent to the writer that it has not taken yet.
+    lines: std::sync::atomic::AtomicUsize,
+    /// Told whenever either goes down.
+    less: tokio::sync::Notify,
+}
+
+/// The most requests and lines a client may have pending (see [`Pending`]).
+const MAX_PENDING: usize = 1024;
+
+impl Pending {
+    fn count(&self) -> usize {
+        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner()).len();
+        requests + self.lines.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Wait until fewer than [`MAX_PENDING`] are pending.
+    async fn room(&self) {
+        loop {
+            let less = self.less.notified();
+            tokio::pin!(less);
+            less.as_mut().enable();
+            if self.count() < MAX_PENDING {
+                return;
+            }
+            less.await;
+        }
+    }
+
+    fn line_sent(&self) {
+        self.lines.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn line_taken(&self) {
+        self.lines.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.less.notify_waiters();
+    }
+
+    fn request_done(&self, id: &RequestId) {
+        if self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+            self.less.notify_waiters();
+        }
+    }
 }
 
 /// What the writer task is told.
@@ -196,6 +254,7 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
 
     /// Answer a message here, without rmcp.
     fn answer(&self, answer: Value) {
+        self.pending.line_sent();
         let _ = self.out.send(Outgoing::Line { line: answer.to_string().into_bytes(), answers: None });
     }
 
@@ -311,7 +370,13 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
             _ => None,
         };
         let sent = match serde_json::to_vec(&item) {
-            Ok(line) => self.out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed),
+            Ok(line) => {
+                if let Some(id) = &answers {
+                    self.pending.request_done(id);
+                }
+                self.pending.line_sent();
+                self.out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed)
+            }
             Err(e) => {
                 tracing::error!("a message could not be serialised: {e}");
                 Ok(())
@@ -323,8 +388,26 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
             if let Some(message) = self.queued.pop_front() {
+                match &message {
+                    ClientJsonRpcMessage::Request(request) => {
+                        self.pending.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(request.id.clone());
+                    }
+                    // A cancelled request may never be answered.
+                    ClientJsonRpcMessage::Notification(notification) => {
+                        if let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
+                            &notification.notification
+                            && let Some(id) = &cancelled.params.request_id
+                        {
+                            self.pending.request_done(id);
+                        }
+                    }
+                    _ => {}
+                }
                 return Some(message);
             }
+            // Nothing more is read while the client has too much pending
+            // (dropped here, as rmcp may drop it, nothing is lost).
+            self.pending.room().await;
             match self.read_line().await {
                 Read::End => return None,
                 Read::TooLong(length) => self.answer(error_response(
@@ -348,7 +431,11 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
 /// The writer task: writes lines to `output`, gathered and flushed when no
 /// more are waiting (one write for many answers under load, at once when
 /// idle), and joins the answers of batches.
-async fn write_out<O: tokio::io::AsyncWrite + Unpin>(output: O, mut outgoing: UnboundedReceiver<Outgoing>) {
+async fn write_out<O: tokio::io::AsyncWrite + Unpin>(
+    output: O,
+    mut outgoing: UnboundedReceiver<Outgoing>,
+    pending: Arc<Pending>,
+) {
     let mut output = tokio::io::BufWriter::with_capacity(64 << 10, output);
     let mut batches: Vec<PendingBatch> = Vec::new();
     while let Some(message) = outgoing.recv().await {
@@ -359,6 +446,7 @@ async fn write_out<O: tokio::io::AsyncWrite + Unpin>(output: O, mut outgoing: Un
                 None
             }
             Outgoing::Line { line, answers } => {
+                pending.line_taken();
                 let batch = answers.as_ref().and_then(|id| batches.iter().position(|b| b.waiting.contains(id)));
                 match (batch, answers) {
                     (Some(at), Some(id)) => {
