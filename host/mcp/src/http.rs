@@ -142,14 +142,7 @@ impl http_body::Body for DeadlineBody {
 
 /// Whether reading a body failed because it came too slowly.
 fn too_slow(error: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = source {
-        if error.is::<SlowBody>() {
-            return true;
-        }
-        source = error.source();
-    }
-    false
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |e| e.source()).any(|e| e.is::<SlowBody>())
 }
 
 /// Serve `router` on `listener` until `stop`, then let every connection
@@ -650,9 +643,14 @@ async fn delete(front: &Front, request: Request<Body>) -> Response<Body> {
     response
 }
 
+/// Whether a message is an `initialize` (which opens a session).
+fn is_initialize(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("initialize")
+}
+
 /// Whether a request opens a session: an `initialize` outside any.
 fn opens_session(parts: &axum::http::request::Parts, message: &Value) -> bool {
-    !parts.headers.contains_key("mcp-session-id") && message.get("method").and_then(Value::as_str) == Some("initialize")
+    !parts.headers.contains_key("mcp-session-id") && is_initialize(message)
 }
 
 /// An `initialize` opening a session, if there is room for one more: in
@@ -756,7 +754,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 // A session opened in a batch would have no way to tell
                 // its client its id (the answers are joined, their
                 // headers dropped): it would only take a place.
-                if message.get("method").and_then(Value::as_str) == Some("initialize") {
+                if is_initialize(&message) {
                     let id = message.get("id").cloned().unwrap_or(Value::Null);
                     answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
                     continue;

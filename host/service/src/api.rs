@@ -249,10 +249,9 @@ async fn body_of(body: Body, definition: &str) -> Result<Value, Refusal> {
             Refusal::new(StatusCode::BAD_REQUEST, format!("the body could not be read: {error}"))
         }
     })?;
-    let bytes = &bytes;
     static TOOL_SET: OnceLock<jsonschema::Validator> = OnceLock::new();
     static TOOL: OnceLock<jsonschema::Validator> = OnceLock::new();
-    let body: Value = serde_json::from_slice(bytes)
+    let body: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Refusal::invalid(vec![(String::new(), format!("the body is not JSON: {e}"))]))?;
     let validator = match definition {
         "ToolSet" => TOOL_SET.get_or_init(|| validator("ToolSet")),
