@@ -233,7 +233,7 @@ impl DownloadCache {
         (&file).take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes).ok()?;
         if Sha256Digest::of(&bytes) == *digest {
             // Used now: trimming takes the least recently used first.
-            crate::runtime::touch(&file, std::time::Duration::from_secs(3600));
+            crate::runtime::touch(&file);
             return Some(bytes);
         }
         tracing::warn!(path = %path.display(), "a kept download no longer matches its digest; removing it");
@@ -272,11 +272,12 @@ impl DownloadCache {
         }
         // At most 1,024 entries and 2 GiB: a download is up to 256 MiB, and
         // every new pin or artifact is a new entry.
+        // (An entry is named by its digest, as `Sha256Digest::hex` writes it.)
         crate::runtime::trim(dir, &path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
             entry
                 .file_name()
                 .and_then(|name| name.to_str())
-                .is_some_and(|name| name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+                .is_some_and(|name| format!("sha256:{name}").parse::<Sha256Digest>().is_ok())
         });
     }
 }

@@ -61,10 +61,6 @@ const CHECK_PIECE: usize = 64 * 1024;
 /// is typically 0.1–2 MB; 1,000 distinct plugins must all stay warm.)
 const MAX_ENTRIES: usize = 8192;
 const MAX_BYTES: u64 = 4 << 30;
-/// A hit older than this marks its entry used again (its modification
-/// time), so that trimming removes the least recently used first, at most
-/// one metadata write per entry per hour.
-const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Where compiled modules are kept between processes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,7 +222,7 @@ impl ModuleCache {
 /// `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
 fn lookup(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
     match std::fs::File::open(path) {
-        Ok(mut file) => match check_file(&mut file, key).inspect(|()| super::touch(&file, TOUCH_AFTER)) {
+        Ok(mut file) => match check_file(&mut file, key).inspect(|()| super::touch(&file)) {
             // SAFETY: the file's payload is what `Module::serialize` wrote
             // for this engine configuration (the key says so) and its
             // checksum matches; wasmtime checks its own header too. Entries
@@ -498,7 +494,7 @@ mod tests {
             names
         };
         // A hit on entry 1 marks it used now.
-        super::super::touch(&std::fs::File::open(&paths[1]).unwrap(), TOUCH_AFTER);
+        super::super::touch(&std::fs::File::open(&paths[1]).unwrap());
         // Within both bounds: nothing goes (other files are not entries).
         super::super::trim(dir.path(), &paths[4], 5, 50, is_entry);
         assert_eq!(left().len(), 6);

@@ -81,16 +81,22 @@ pub(crate) fn trim(
     }
 }
 
-/// Mark a hit's entry as used now, if it was last marked (or written)
-/// more than `after` ago. Best effort: a cache on a read-only file system
-/// just trims by age of writing.
+/// A hit older than this marks its cache entry used again (its
+/// modification time), so that trimming removes the least recently used
+/// first, at most one metadata write per entry per hour.
 #[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
-pub(crate) fn touch(file: &std::fs::File, after: std::time::Duration) {
+const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Mark a hit's entry as used now, if it was last marked (or written)
+/// more than [`TOUCH_AFTER`] ago. Best effort: a cache on a read-only file
+/// system just trims by age of writing.
+#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
+pub(crate) fn touch(file: &std::fs::File) {
     let now = std::time::SystemTime::now();
     let stale = file
         .metadata()
         .and_then(|meta| meta.modified())
-        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > after));
+        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > TOUCH_AFTER));
     if stale {
         let _ = file.set_modified(now);
     }
