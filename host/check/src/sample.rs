@@ -119,36 +119,27 @@ impl<'a> Sampler<'a> {
         // A node costs one, and a string (a value or a key) one more per
         // 64 bytes: a long description is copied at every fold too.
         let cost = |text: &str| 1 + text.len() / 64;
-        let mut left = *self.work_left;
-        let mut pending: Vec<&Value> = Vec::new();
-        let charge = |units: usize, left: &mut usize| match left.checked_sub(units) {
-            Some(after) => {
-                *left = after;
-                true
-            }
-            None => false,
-        };
-        let mut fits = charge(1, &mut left);
-        for (key, value) in schema {
-            fits = fits && charge(cost(key), &mut left);
-            pending.push(value);
-        }
-        while fits && let Some(value) = pending.pop() {
-            fits = match value {
-                Value::String(text) => charge(cost(text), &mut left),
+        let object = |map: &Map<String, Value>| 1 + map.keys().map(|key| cost(key)).sum::<usize>();
+        let mut left = self.work_left.checked_sub(object(schema));
+        let mut pending: Vec<&Value> = schema.values().collect();
+        while let Some(now) = left
+            && let Some(value) = pending.pop()
+        {
+            let units = match value {
+                Value::String(text) => cost(text),
                 Value::Array(items) => {
                     pending.extend(items);
-                    charge(1, &mut left)
+                    1
                 }
                 Value::Object(map) => {
-                    let keys = map.keys().map(|key| cost(key)).sum::<usize>();
                     pending.extend(map.values());
-                    charge(1 + keys, &mut left)
+                    object(map)
                 }
-                _ => charge(1, &mut left),
+                _ => 1,
             };
+            left = now.checked_sub(units);
         }
-        if fits {
+        if let Some(left) = left {
             *self.work_left = left;
             return true;
         }

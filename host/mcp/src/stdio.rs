@@ -174,6 +174,24 @@ impl Pending {
         self.less.notify_waiters();
     }
 
+    /// `message` goes to rmcp: a request is pending until answered, and a
+    /// cancelled one no longer (it may never be answered).
+    fn given(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            ClientJsonRpcMessage::Request(request) => {
+                self.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(request.id.clone());
+            }
+            ClientJsonRpcMessage::Notification(notification) => {
+                if let rmcp::model::ClientNotification::CancelledNotification(cancelled) = &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.request_done(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn request_done(&self, id: &RequestId) {
         if self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
             self.less.notify_waiters();
@@ -388,21 +406,7 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
             if let Some(message) = self.queued.pop_front() {
-                match &message {
-                    ClientJsonRpcMessage::Request(request) => {
-                        self.pending.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(request.id.clone());
-                    }
-                    // A cancelled request may never be answered.
-                    ClientJsonRpcMessage::Notification(notification) => {
-                        if let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
-                            &notification.notification
-                            && let Some(id) = &cancelled.params.request_id
-                        {
-                            self.pending.request_done(id);
-                        }
-                    }
-                    _ => {}
-                }
+                self.pending.given(&message);
                 return Some(message);
             }
             // Nothing more is read while the client has too much pending

@@ -330,7 +330,7 @@ fn send(
         let mut counted = limit
             .shared
             .as_ref()
-            .map(|shared| (Counted { held: std::sync::Arc::clone(&shared.held), bytes: 0 }, shared.most));
+            .map(|shared| (shared, Counted { held: std::sync::Arc::clone(&shared.held), bytes: 0 }));
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             let n = reader
@@ -345,19 +345,18 @@ fn send(
                     limit.bytes, limit.reason
                 )));
             }
-            if let Some((counted, most)) = &mut counted
-                && !counted.take(n, *most)
+            if let Some((shared, counted)) = &mut counted
+                && !counted.take(n, shared.most)
             {
                 return Err(host_error(format!(
                     "the response of {url} does not fit in what is left of the {} bytes {} (its other \
                      responses hold the rest)",
-                    limit.shared.as_ref().map_or(0, |shared| shared.most),
-                    limit.shared.as_ref().map_or("", |shared| shared.reason)
+                    shared.most, shared.reason
                 )));
             }
             bytes.extend_from_slice(&chunk[..n]);
         }
-        return Ok(HttpResponse { status, headers, body: bytes, counted: counted.map(|(counted, _)| counted) });
+        return Ok(HttpResponse { status, headers, body: bytes, counted: counted.map(|(_, counted)| counted) });
     }
     Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))
 }
