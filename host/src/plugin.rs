@@ -1398,7 +1398,7 @@ impl Plugin {
         meter: Option<&Meter>,
     ) -> Result<CallToolResult, Error> {
         let request = self.prepare_call(index, name, arguments, context)?;
-        let run = RunOptions::for_call(context, ToolSecrets::clone(&self.inner.tool_secrets[index]));
+        let run = RunOptions::for_call(context, Some(&self.inner.tool_secrets[index]));
         let outcome = match self.inner.call_unchecked(name, &request, &run, meter).await {
             Ok(output) => self.checked_output(index, name, output).await,
             Err(error) => Err(error),
@@ -1726,7 +1726,7 @@ impl Inner {
         &self,
         tool: &str,
         payload: &Payload,
-        run: &RunOptions,
+        run: &RunOptions<'_>,
         meter: Option<&Meter>,
     ) -> Result<CallOutput, Error> {
         tracing::debug!(plugin = %self.name, tool, "call started");
@@ -1953,9 +1953,9 @@ fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) ->
 enum Job<'a> {
     Describe,
     /// A call, with the secrets its tool may read, its deadline and log sink.
-    Call(&'a Payload, &'a RunOptions),
+    Call(&'a Payload, &'a RunOptions<'a>),
     /// One of the exports of what the plugin offers besides tools.
-    Offer(&'static str, &'a [u8], &'a RunOptions),
+    Offer(&'static str, &'a [u8], &'a RunOptions<'a>),
 }
 
 /// What it returned.

@@ -21,7 +21,7 @@ use toolhost_protocol::{
 use super::{Job, Plugin, Ran, cancellable, protocol_violation, redacted_output, run_error};
 use crate::context::CallContext;
 use crate::error::{Error, Operation, OutputProblem, Violation};
-use crate::runtime::guest::{RunOptions, ToolSecrets};
+use crate::runtime::guest::RunOptions;
 
 /// What a plugin offers besides tools, by the exports it has.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -230,7 +230,7 @@ impl Plugin {
                 inner.env.limits.max_input_bytes
             )));
         }
-        let run = RunOptions::for_call(context, ToolSecrets::default());
+        let run = RunOptions::for_call(context, None);
         let work = async {
             match inner.run(Job::Offer(export, &input, &run), None).await {
                 Ok(Ran::Offer(raw)) => Ok(raw),

@@ -70,7 +70,7 @@ impl BuiltinInstance {
         name: &str,
         arguments: JsonObject,
         meta: Option<JsonObject>,
-        run: &RunOptions,
+        run: &RunOptions<'_>,
     ) -> Result<CallOutput, RunError> {
         self.usage = Usage::default();
         let Some(tool) = self.toolset.tools.iter().find(|t| t.tool.name == name) else {

@@ -274,7 +274,7 @@ impl ComponentInstance {
     /// Run the `offers` function of the Extism export `export` with the
     /// same `{"request", "context"}` input an Extism plugin gets: its
     /// answer as JSON (not yet checked).
-    pub(crate) async fn offer(&mut self, export: &str, input: &[u8], run: &RunOptions) -> Result<Value, RunError> {
+    pub(crate) async fn offer(&mut self, export: &str, input: &[u8], run: &RunOptions<'_>) -> Result<Value, RunError> {
         let Some(index) = self.offers.iter().find(|(e, _)| *e == export).map(|(_, i)| *i) else {
             return Err(RunError::Fault(Fault::new(FaultKind::Error, format!("it does not offer `{export}`"))));
         };
@@ -360,7 +360,7 @@ impl ComponentInstance {
         name: &str,
         arguments: &str,
         meta: Option<&str>,
-        run: &RunOptions,
+        run: &RunOptions<'_>,
     ) -> Result<CallOutput, RunError> {
         guest::prepare(&mut self.store, run);
         self.store.data_mut().call_meta = meta.map(str::to_owned);

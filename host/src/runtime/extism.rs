@@ -793,7 +793,7 @@ impl ExtismInstance {
     /// Run an entry point with `input` and return its output, or how it
     /// failed. An instance whose run failed must be dropped.
     /// `secrets`: the ids of the secrets this run may read.
-    pub(crate) async fn run(&mut self, export: Export, input: &[u8], run: &RunOptions) -> Result<Vec<u8>, Fault> {
+    pub(crate) async fn run(&mut self, export: Export, input: &[u8], run: &RunOptions<'_>) -> Result<Vec<u8>, Fault> {
         let name = export.name(self.interface);
         let Some(index) = self.entries.iter().position(|(n, _)| *n == name) else {
             // A v2 plugin exports what it offers: no `list_tools`, no tools.

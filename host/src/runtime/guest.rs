@@ -267,9 +267,11 @@ pub(crate) fn new_store<T: Guest>(engine: &Engine, state: T) -> Store<T> {
 /// What one run is given besides its input: the secrets in reach (none for
 /// `describe`), a deadline of the caller's, where its log lines go.
 #[derive(Clone, Default)]
-pub(crate) struct RunOptions {
-    /// The ids of the secrets the run may read.
-    pub(crate) secrets: ToolSecrets,
+pub(crate) struct RunOptions<'a> {
+    /// The ids of the secrets the run may read (`None`: none). Borrowed from
+    /// the plugin: a clone per call would write the list's reference count,
+    /// which every core calling the tool shares.
+    pub(crate) secrets: Option<&'a ToolSecrets>,
     /// The caller's deadline, when it is earlier than the plugin's timeout.
     pub(crate) deadline: Option<Instant>,
     /// Where its log lines go besides `tracing`.
@@ -284,11 +286,11 @@ pub(crate) struct RunOptions {
     pub(crate) is_call: bool,
 }
 
-impl RunOptions {
+impl<'a> RunOptions<'a> {
     /// The options of a tool call (or a request for what a plugin offers)
     /// made in `context`: the caller's deadline, log sink, client and
     /// progress token; `secrets`, the ids it may read.
-    pub(crate) fn for_call(context: &crate::context::CallContext, secrets: ToolSecrets) -> RunOptions {
+    pub(crate) fn for_call(context: &crate::context::CallContext, secrets: Option<&'a ToolSecrets>) -> RunOptions<'a> {
         RunOptions {
             secrets,
             deadline: context.deadline(),
@@ -302,7 +304,7 @@ impl RunOptions {
 
 /// Before a run: forget what the guest printed last time, renew its log
 /// budget, put the run's secrets in reach, and arm.
-pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
+pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions<'_>) {
     let core = store.data_mut().core_mut();
     core.stdout.clear();
     core.stderr.clear();
@@ -310,8 +312,11 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions) {
     // The same tool called again on this instance: its secrets are in reach
     // already (cloning them anew would write their reference count, which
     // every core calling the tool shares).
-    if !Arc::ptr_eq(&core.in_reach, &run.secrets) {
-        core.in_reach = ToolSecrets::clone(&run.secrets);
+    match run.secrets {
+        Some(secrets) if !Arc::ptr_eq(&core.in_reach, secrets) => core.in_reach = ToolSecrets::clone(secrets),
+        Some(_) => {}
+        None if core.in_reach.is_empty() => {}
+        None => core.in_reach = ToolSecrets::default(),
     }
     core.log_sink = run.log.clone();
     core.client = run.client.clone();

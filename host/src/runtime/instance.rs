@@ -166,7 +166,7 @@ impl Instance {
 
     /// Run `call` as `run` says (the secrets in reach, the caller's
     /// deadline, the log sink); its output (not yet validated).
-    pub(crate) async fn call(&mut self, payload: &Payload, run: &RunOptions) -> Result<CallOutput, RunError> {
+    pub(crate) async fn call(&mut self, payload: &Payload, run: &RunOptions<'_>) -> Result<CallOutput, RunError> {
         let called = match (self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
                 match instance.run(Export::Call, request, run).await {
@@ -196,7 +196,7 @@ impl Instance {
         &mut self,
         name: &'static str,
         input: &[u8],
-        run: &RunOptions,
+        run: &RunOptions<'_>,
     ) -> Result<Value, RunError> {
         let ran = match self {
             Instance::Extism(instance) => match instance.run(Export::Offer(name), input, run).await {
