@@ -1008,20 +1008,21 @@ fn module_from(
 ) -> Result<Module, Error> {
     let load_error = |message: String| Error::Load { plugin: name.to_owned(), message, source: None };
     Ok(match compiled {
-        Compiled::Module(module) => {
+        Compiled::Module(module, mapping) => {
             let linker = engines.extism_linker().map_err(|e| Error::Host(e.to_string()))?;
             let kernel = engines
                 .extism_kernel(|_| Err("it was not compiled when the plugin was".to_owned()))
                 .map_err(Error::Host)?;
             Module::Extism(
                 ExtismModule::new(linker, kernel, module, host_functions)
-                    .map_err(|NotAPlugin(message)| load_error(message))?,
+                    .map_err(|NotAPlugin(message)| load_error(message))?
+                    .keeping(mapping),
             )
         }
         #[cfg(feature = "component")]
-        Compiled::Component(component) => {
+        Compiled::Component(component, mapping) => {
             let linker = engines.component_linker().map_err(|e| Error::Host(e.to_string()))?;
-            Module::Component(ComponentModule::new(linker, component).map_err(load_error)?)
+            Module::Component(ComponentModule::new(linker, component).map_err(load_error)?.keeping(mapping))
         }
     })
 }

@@ -383,6 +383,52 @@ async fn the_same_module_loaded_many_times_at_once_is_compiled_once() {
     assert_eq!(cache_entries(dir.path()).len(), 1);
 }
 
+/// How many times this process maps code from files under `dir`: the
+/// executable regions (an instance's linear memory may map its data
+/// segments from the entry too, copy-on-write, but that is the instance's).
+fn mappings_under(dir: &std::path::Path) -> usize {
+    let dir = dir.to_str().expect("a UTF-8 temporary directory");
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    maps.lines().filter(|l| l.contains(dir) && l.split_whitespace().nth(1) == Some("r-xp")).count()
+}
+
+#[tokio::test]
+async fn a_module_loaded_again_shares_the_mapping_a_plugin_holds() {
+    for plugin in [example("calculator"), example("calculator").with_extension("component.wasm")] {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ModuleCache::at(dir.path());
+        let load =
+            |name: &str| Plugin::builder_from_file(&plugin).with_name(name).with_module_cache(cache.clone()).build();
+        // The first load compiles (its module is in memory, not mapped) and
+        // writes the entry.
+        let first = load("first").await.expect("load");
+        assert_eq!(first.settled_tier().await, Tier::Optimized);
+        drop(first);
+        assert_eq!(mappings_under(dir.path()), 0, "{}", plugin.display());
+
+        let a = load("a").await.expect("load");
+        assert_eq!(a.compile_info().cache, CacheStatus::Hit);
+        let once = mappings_under(dir.path());
+        assert!(once > 0, "the entry is mapped: {}", plugin.display());
+        let b = load("b").await.expect("load");
+        assert_eq!(b.compile_info().cache, CacheStatus::Hit);
+        assert_eq!(mappings_under(dir.path()), once, "the second load maps nothing more: {}", plugin.display());
+        for plugin in [&a, &b] {
+            let result = plugin.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+            assert_eq!(result.texts().next(), Some("5"));
+        }
+        // The mapping goes with the last plugin that holds it.
+        drop(a);
+        assert_eq!(mappings_under(dir.path()), once, "{}", plugin.display());
+        drop(b);
+        assert_eq!(mappings_under(dir.path()), 0, "{}", plugin.display());
+        let c = load("c").await.expect("load");
+        assert_eq!(mappings_under(dir.path()), once, "{}", plugin.display());
+        let result = c.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+        assert_eq!(result.texts().next(), Some("5"));
+    }
+}
+
 fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()

@@ -45,7 +45,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 
 use super::PluginKind;
-use super::compile::{CacheStatus, CompileInfo, Compiled};
+use super::compile::{CacheStatus, CompileInfo, Compiled, Mapping};
 
 /// Last bytes of every entry (16 bytes, the last one the format version).
 const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x04";
@@ -218,9 +218,56 @@ impl ModuleCache {
     }
 }
 
-/// The module of cache entry `path`, checked and mapped; else why not:
-/// `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
+/// The module of cache entry `path`, checked and mapped (or, if this
+/// process holds it mapped already for `engine`, that mapping); else why
+/// not: `Miss` (no entry) or `Rebuilt` (an entry that cannot be used).
 fn lookup(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
+    if let Some(mapped) = find_mapped(path, engine) {
+        return Ok(mapped);
+    }
+    map_entry(engine, path, key, kind).map(|compiled| share_mapped(path, compiled))
+}
+
+/// The entries this process holds mapped, by path: a module loaded again
+/// while a plugin holds it (the same plugin under several ids, a registry's
+/// copies of one plugin) takes the mapping that plugin holds, rather than
+/// mapping the file again (each mapping of an entry counts all its pages in
+/// the process's resident memory again, and costs a deserialisation). Held
+/// weakly: a mapping goes with the last plugin that holds it.
+static MAPPED: std::sync::LazyLock<Mutex<MappedEntries>> = std::sync::LazyLock::new(Default::default);
+
+#[derive(Default)]
+struct MappedEntries {
+    entries: HashMap<PathBuf, std::sync::Weak<Compiled>>,
+    /// Entries left after the last sweep of those no plugin holds.
+    after_sweep: usize,
+}
+
+/// The module mapped from `path` that a plugin of this process still holds,
+/// if it was mapped for `engine`.
+fn find_mapped(path: &Path, engine: &Engine) -> Option<Compiled> {
+    let held = MAPPED.lock().unwrap_or_else(|e| e.into_inner()).entries.get(path)?.upgrade()?;
+    held.is_for(engine).then(|| Compiled::clone(&held).with_mapping(Mapping::of(held)))
+}
+
+/// `compiled`, just mapped from `path`, holding the share that the next
+/// loads of the entry find while it lives.
+fn share_mapped(path: &Path, compiled: Compiled) -> Compiled {
+    let held = Arc::new(compiled.clone());
+    let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+    mapped.entries.insert(path.to_owned(), Arc::downgrade(&held));
+    // Entries whose plugins are gone are swept when the table has doubled
+    // since the last sweep: it stays within twice the entries held.
+    if mapped.entries.len() >= 2 * mapped.after_sweep.max(32) {
+        mapped.entries.retain(|_, held| held.strong_count() > 0);
+        mapped.after_sweep = mapped.entries.len();
+    }
+    drop(mapped);
+    compiled.with_mapping(Mapping::of(held))
+}
+
+/// Check and map cache entry `path`.
+fn map_entry(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
     match std::fs::File::open(path) {
         Ok(mut file) => match check_file(&mut file, key).inspect(|()| super::touch(&file)) {
             // SAFETY: the file's payload is what `Module::serialize` wrote

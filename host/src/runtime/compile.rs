@@ -11,21 +11,40 @@ use wasmtime::{Engine, Module};
 use super::PluginKind;
 
 /// A compiled plugin of either flavour (cheap to clone: wasmtime shares the
-/// code).
+/// code), and, when it was mapped from a cache entry, what keeps that
+/// mapping shared with the process's other loads of the entry.
 #[derive(Clone)]
 pub(crate) enum Compiled {
-    Module(Module),
+    Module(Module, Mapping),
     #[cfg(feature = "component")]
-    Component(Component),
+    Component(Component, Mapping),
+}
+
+/// A share of a cache entry's mapping: while one is held (by a plugin's
+/// module), a load of the same entry in this process takes the module
+/// already mapped instead of mapping the file again. Empty for a module
+/// that was compiled, not mapped.
+#[derive(Clone, Default)]
+pub(crate) struct Mapping {
+    _held: Option<std::sync::Arc<dyn Send + Sync>>,
+}
+
+impl Mapping {
+    /// A share of `held`, which the process's table of mapped entries
+    /// watches through a weak reference.
+    #[cfg(feature = "cache")]
+    pub(crate) fn of(held: std::sync::Arc<dyn Send + Sync>) -> Mapping {
+        Mapping { _held: Some(held) }
+    }
 }
 
 impl Compiled {
     /// The core module, if it is one (not a component).
     pub(crate) fn module(&self) -> Option<&Module> {
         match self {
-            Compiled::Module(module) => Some(module),
+            Compiled::Module(module, _) => Some(module),
             #[cfg(feature = "component")]
-            Compiled::Component(_) => None,
+            Compiled::Component(..) => None,
         }
     }
 
@@ -33,18 +52,28 @@ impl Compiled {
     #[cfg(feature = "cache")]
     pub(crate) fn is_for(&self, engine: &Engine) -> bool {
         match self {
-            Compiled::Module(module) => Engine::same(module.engine(), engine),
+            Compiled::Module(module, _) => Engine::same(module.engine(), engine),
             #[cfg(feature = "component")]
-            Compiled::Component(component) => Engine::same(component.engine(), engine),
+            Compiled::Component(component, _) => Engine::same(component.engine(), engine),
+        }
+    }
+
+    /// The same code, holding `mapping`.
+    #[cfg(feature = "cache")]
+    pub(crate) fn with_mapping(self, mapping: Mapping) -> Compiled {
+        match self {
+            Compiled::Module(module, _) => Compiled::Module(module, mapping),
+            #[cfg(feature = "component")]
+            Compiled::Component(component, _) => Compiled::Component(component, mapping),
         }
     }
 
     /// Compile `wasm` as a plugin of `kind`.
     pub(crate) fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
         Ok(match kind {
-            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?),
+            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?, Mapping::default()),
             #[cfg(feature = "component")]
-            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?),
+            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?, Mapping::default()),
             #[cfg(not(feature = "component"))]
             PluginKind::Component => {
                 return Err(wasmtime::format_err!(
@@ -82,10 +111,14 @@ impl Compiled {
         // SAFETY: passed on from the caller.
         Ok(unsafe {
             match kind {
-                PluginKind::Extism => Compiled::Module(Module::deserialize_open_file(engine, file)?),
+                PluginKind::Extism => {
+                    Compiled::Module(Module::deserialize_open_file(engine, file)?, Mapping::default())
+                }
                 // (wasmtime maps a component by path only.)
                 #[cfg(feature = "component")]
-                PluginKind::Component => Compiled::Component(Component::deserialize_file(engine, path)?),
+                PluginKind::Component => {
+                    Compiled::Component(Component::deserialize_file(engine, path)?, Mapping::default())
+                }
                 _ => {
                     let _ = (file, path);
                     return Err(wasmtime::format_err!("a {kind} plugin is not kept in the cache"));
@@ -97,9 +130,9 @@ impl Compiled {
     #[cfg(feature = "cache")]
     pub(crate) fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         match self {
-            Compiled::Module(module) => module.serialize(),
+            Compiled::Module(module, _) => module.serialize(),
             #[cfg(feature = "component")]
-            Compiled::Component(component) => component.serialize(),
+            Compiled::Component(component, _) => component.serialize(),
         }
     }
 }

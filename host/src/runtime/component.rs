@@ -17,6 +17,7 @@ use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::compile::Mapping;
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
 use super::outcome::{CallOutput, RunError, Usage};
 use super::output;
@@ -175,9 +176,17 @@ pub(crate) struct ComponentModule {
     indices: bindings::PluginIndices,
     /// The functions of the `offers` interface it exports, if it does.
     offers: Vec<(&'static str, wasmtime::component::ComponentExportIndex)>,
+    /// Its share of the cache entry it was mapped from, if it was.
+    _mapping: Mapping,
 }
 
 impl ComponentModule {
+    /// The same component, holding its share of the cache entry it was
+    /// mapped from (for as long as the plugin holds it).
+    pub(crate) fn keeping(self, mapping: Mapping) -> ComponentModule {
+        ComponentModule { _mapping: mapping, ..self }
+    }
+
     /// Check that the component is a `toolhost:plugin` and resolve its
     /// imports.
     pub(crate) fn new(linker: &Linker<ComponentState>, component: Component) -> Result<ComponentModule, String> {
@@ -204,7 +213,7 @@ impl ComponentModule {
                 offers.push((export, index));
             }
         }
-        Ok(ComponentModule { pre, indices, offers })
+        Ok(ComponentModule { pre, indices, offers, _mapping: Mapping::default() })
     }
 
     /// Whether it exports the function of the Extism export `name` (one of

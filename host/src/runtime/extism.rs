@@ -22,6 +22,7 @@ use wasmtime::{
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::compile::Mapping;
 use super::files::P1Guest;
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
 use super::kernel::{self, Kernel};
@@ -392,6 +393,8 @@ pub(crate) struct ExtismModule {
     /// It imports `notify_tool_list_changed`: its tool list may change
     /// while it runs.
     dynamic_tools: bool,
+    /// Its share of the cache entry it was mapped from, if it was.
+    _mapping: Mapping,
 }
 
 /// Why a module cannot be an Extism plugin.
@@ -399,6 +402,12 @@ pub(crate) struct ExtismModule {
 pub(crate) struct NotAPlugin(pub(crate) String);
 
 impl ExtismModule {
+    /// The same module, holding its share of the cache entry it was mapped
+    /// from (for as long as the plugin holds the module).
+    pub(crate) fn keeping(self, mapping: Mapping) -> ExtismModule {
+        ExtismModule { _mapping: mapping, ..self }
+    }
+
     /// Check a compiled module's imports and exports and resolve its imports.
     /// `functions`: the host functions the embedding program supplies (the
     /// module may import any of them from `extism:host/user`; one named as
@@ -509,7 +518,17 @@ impl ExtismModule {
         };
         // Every import is checked here, once, with its type.
         linker.instantiate_pre(&module).map_err(cannot)?;
-        Ok(ExtismModule { module, linker, kernel: kernel.clone(), interface, entries, init, dynamic_tools })
+        let mapping = Mapping::default();
+        Ok(ExtismModule {
+            module,
+            linker,
+            kernel: kernel.clone(),
+            interface,
+            entries,
+            init,
+            dynamic_tools,
+            _mapping: mapping,
+        })
     }
 
     /// The interface the plugin speaks.
