@@ -16,7 +16,7 @@ use crate::output::print_json;
 use crate::terminal::escaped;
 use crate::{bench, exit};
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -85,10 +85,9 @@ pub struct Latency {
 /// Calls a caller claims at a time.
 const CLAIM: usize = 32;
 
-/// Per-caller tallies.
+/// Per-caller tallies (the latencies go in one table the callers share).
 #[derive(Default)]
 struct Tally {
-    latencies: Vec<Duration>,
     tool_errors: usize,
     failures: usize,
     first_failure: Option<String>,
@@ -110,14 +109,19 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
     }
 
     let next = Arc::new(AtomicUsize::new(0));
+    // Each call's latency, in nanoseconds, in the slot of its number: made
+    // whole before timing, so that no caller grows (copies, faults in) a
+    // list of its own while it measures (a faster caller takes more calls
+    // than its share, and a list sized for the share grew mid-run).
+    let latencies: Arc<[AtomicU64]> = (0..calls).map(|_| AtomicU64::new(0)).collect();
     let started = Instant::now();
     let callers: Vec<_> = (0..concurrency)
         .map(|_| {
             let plugin = Arc::clone(&plugin);
-            let next = Arc::clone(&next);
+            let (next, latencies) = (Arc::clone(&next), Arc::clone(&latencies));
             let (tool, arguments) = (tool.to_owned(), arguments.clone());
             tokio::spawn(async move {
-                let mut tally = Tally { latencies: Vec::with_capacity(calls / concurrency + 1), ..Tally::default() };
+                let mut tally = Tally::default();
                 // Callers claim calls in small batches: a faster caller takes
                 // more, and the shared counter is not written on every call.
                 loop {
@@ -125,10 +129,12 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
                     if first >= calls {
                         break;
                     }
-                    for _ in first..(first + CLAIM).min(calls) {
+                    for number in first..(first + CLAIM).min(calls) {
                         let call_started = Instant::now();
                         let outcome = plugin.call_tool(&tool, arguments.clone()).await;
-                        tally.latencies.push(call_started.elapsed());
+                        // (At least 1: an empty slot is a call not made.)
+                        let nanos = u64::try_from(call_started.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+                        latencies[number].store(nanos, Ordering::Relaxed);
                         match outcome {
                             Ok(result) if result.is_error() => tally.tool_errors += 1,
                             Ok(_) => {}
@@ -146,7 +152,6 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
     let mut all = Tally::default();
     for caller in callers {
         if let Ok(tally) = caller.await {
-            all.latencies.extend(tally.latencies);
             all.tool_errors += tally.tool_errors;
             all.failures += tally.failures;
             if all.first_failure.is_none() {
@@ -155,18 +160,25 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         }
     }
     let elapsed = started.elapsed();
-    all.latencies.sort_unstable();
+    // (Empty slots are calls a caller that panicked did not make.)
+    let mut latencies: Vec<Duration> = latencies
+        .iter()
+        .map(|nanos| nanos.load(Ordering::Relaxed))
+        .filter(|&n| n > 0)
+        .map(Duration::from_nanos)
+        .collect();
+    latencies.sort_unstable();
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     let percentile = |p: f64| -> f64 {
-        if all.latencies.is_empty() {
+        if latencies.is_empty() {
             return 0.0;
         }
-        let rank = ((p / 100.0) * all.latencies.len() as f64).ceil() as usize;
-        micros(all.latencies[rank.clamp(1, all.latencies.len()) - 1])
+        let rank = ((p / 100.0) * latencies.len() as f64).ceil() as usize;
+        micros(latencies[rank.clamp(1, latencies.len()) - 1])
     };
-    let total: Duration = all.latencies.iter().sum();
+    let total: Duration = latencies.iter().sum();
     let stats = plugin.pool_stats();
-    let count = all.latencies.len();
+    let count = latencies.len();
     BenchReport {
         plugin: plugin.name().to_owned(),
         tool: tool.to_owned(),
@@ -175,11 +187,11 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         seconds: elapsed.as_secs_f64(),
         calls_per_second: count as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
         latency_us: Latency {
-            min: all.latencies.first().copied().map_or(0.0, micros),
+            min: latencies.first().copied().map_or(0.0, micros),
             p50: percentile(50.0),
             p90: percentile(90.0),
             p99: percentile(99.0),
-            max: all.latencies.last().copied().map_or(0.0, micros),
+            max: latencies.last().copied().map_or(0.0, micros),
             mean: if count == 0 { 0.0 } else { micros(total) / count as f64 },
         },
         tool_errors: all.tool_errors,
