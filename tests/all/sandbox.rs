@@ -366,20 +366,24 @@ async fn healthy_calls_complete_while_a_spinning_call_is_being_stopped() {
     assert_eq!(text_of(&hostile.call_tool("ok", json!({})).await.expect("answers")), "fine");
 }
 
-#[tokio::test]
+// Each call on a thread of its own, and every busy wait far inside the
+// timeout (a second or more to spare): on one thread, or with a few hundred
+// milliseconds to spare, a busy machine made the short call itself time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_timeout_on_one_call_does_not_stop_another_on_the_same_plugin() {
-    let plugin = hostile_with(policy_with_timeout(Duration::from_millis(500))).await;
+    let plugin = hostile_with(policy_with_timeout(Duration::from_secs(2))).await;
     let spin = tokio::spawn({
         let plugin = plugin.clone();
         async move { plugin.call_tool("spin", json!({})).await }
     });
-    // A call that busy-waits past the moment the spinning one times out.
     let slow = plugin.call_tool("sleep", json!({"ms": 300})).await;
+    // A call that busy-waits past the moment the spinning one times out
+    // (about 2 s after it started).
     let slow2 = tokio::spawn({
         let plugin = plugin.clone();
         async move {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            plugin.call_tool("sleep", json!({"ms": 400})).await
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            plugin.call_tool("sleep", json!({"ms": 600})).await
         }
     });
     assert_eq!(text_of(&slow.expect("the slow call finishes")), "awake");
