@@ -518,7 +518,6 @@ impl ExtismModule {
         };
         // Every import is checked here, once, with its type.
         linker.instantiate_pre(&module).map_err(cannot)?;
-        let mapping = Mapping::default();
         Ok(ExtismModule {
             module,
             linker,
@@ -527,7 +526,7 @@ impl ExtismModule {
             entries,
             init,
             dynamic_tools,
-            _mapping: mapping,
+            _mapping: Mapping::default(),
         })
     }
 
