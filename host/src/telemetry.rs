@@ -69,7 +69,9 @@ pub(crate) fn error_outcome(error: &Error) -> &'static str {
 /// with its outcome, or, when its future is dropped first, `cancelled`.
 struct Unfinished<'a> {
     span: tracing::Span,
-    started: Instant,
+    /// When it started; `None` when neither a subscriber wants the span
+    /// nor an observer the record, so nothing needs the time.
+    started: Option<Instant>,
     /// The call's observer and meter (none for a load).
     trace: Option<&'a CallTrace<'a>>,
     done: bool,
@@ -79,8 +81,11 @@ impl Unfinished<'_> {
     /// Record the outcome on the span and tell the observer.
     fn finish(&mut self, outcome: &'static str, error: Option<&Error>) {
         self.done = true;
+        // (Neither a subscriber nor an observer: no clock to read.)
+        let Some(started) = self.started else { return };
+        let duration = started.elapsed();
         self.span.record("outcome", outcome);
-        self.span.record("duration_us", self.started.elapsed().as_micros() as u64);
+        self.span.record("duration_us", duration.as_micros() as u64);
         let Some(trace) = self.trace else { return };
         let Some(observer) = trace.observer else { return };
         let usage = trace.meter.usage();
@@ -90,7 +95,7 @@ impl Unfinished<'_> {
             call_id: trace.call_id,
             outcome,
             error,
-            duration: self.started.elapsed(),
+            duration,
             fuel_consumed: usage.fuel_consumed,
             peak_memory_bytes: usage.peak_memory_bytes,
             output_bytes: usage.output_bytes,
@@ -178,12 +183,22 @@ pub(crate) async fn traced_call(
         outcome = tracing::field::Empty,
         duration_us = tracing::field::Empty,
     );
-    // The caller's id, or one unique within the process.
+    // The caller's id, or one unique within the process: taken only for a
+    // span a subscriber records, since the counter is a cache line that
+    // callers on every core would otherwise write on every call.
+    let recorded = !span.is_disabled();
     match trace.call_id {
-        Some(id) => span.record("call_id", id),
-        None => span.record("call_id", NEXT_CALL.fetch_add(1, Ordering::Relaxed)),
-    };
-    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), trace: Some(trace), done: false };
+        Some(id) => {
+            span.record("call_id", id);
+        }
+        None if recorded => {
+            span.record("call_id", NEXT_CALL.fetch_add(1, Ordering::Relaxed));
+        }
+        None => {}
+    }
+    let timed = recorded || trace.observer.is_some();
+    let mut guard =
+        Unfinished { span: span.clone(), started: timed.then(Instant::now), trace: Some(trace), done: false };
     let outcome = call.instrument(span).await;
     guard.finish(call_outcome(&outcome), outcome.as_ref().err());
     outcome
@@ -197,7 +212,7 @@ pub(crate) async fn traced_load<T>(plugin: &str, load: impl Future<Output = Resu
         outcome = tracing::field::Empty,
         duration_us = tracing::field::Empty,
     );
-    let mut guard = Unfinished { span: span.clone(), started: Instant::now(), trace: None, done: false };
+    let mut guard = Unfinished { span: span.clone(), started: Some(Instant::now()), trace: None, done: false };
     let outcome = load.instrument(span).await;
     guard.finish(outcome.as_ref().map_or_else(error_outcome, |_| "ok"), None);
     outcome
