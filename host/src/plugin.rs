@@ -759,12 +759,17 @@ const MAX_CALL_EVALUATIONS: u64 = 100_000_000;
 const _: () = assert!(INLINE_EVALUATIONS <= MAX_CALL_EVALUATIONS);
 
 /// Whether checking `instance` against a schema of `cost` per place is
-/// cheap enough for the async executor. Looks at no more of the instance
-/// than that takes.
-fn cheap(instance: &Value, cost: u64) -> bool {
+/// cheap enough for the async executor (`text`: the schema may read its
+/// strings' bytes, [`validate::Schema::reads_text`]). Looks at no more of
+/// the instance than that takes.
+fn cheap(instance: &Value, cost: u64, text: bool) -> bool {
     let cost = cost.max(1);
-    validate::cost::weight(instance, INLINE_EVALUATIONS / cost).saturating_mul(cost) <= INLINE_EVALUATIONS
+    validate::cost::weight(instance, INLINE_EVALUATIONS / cost, text).saturating_mul(cost) <= INLINE_EVALUATIONS
 }
+
+/// Content items a result may have for its plain shape to be recognised
+/// on the async executor ([`validate::plain`]: a few lookups each).
+const INLINE_PLAIN_ITEMS: usize = 1_000;
 
 /// Whether an instance was weighed already, and found [`cheap`] (then it
 /// is [`within_budget`] too, and is not weighed again).
@@ -778,9 +783,9 @@ enum Weighed {
 
 /// Refuse an instance whose check could cost more than
 /// [`MAX_CALL_EVALUATIONS`].
-fn within_budget(instance: &Value, cost: u64) -> Result<(), Violation> {
+fn within_budget(instance: &Value, cost: u64, text: bool) -> Result<(), Violation> {
     let cost = cost.max(1);
-    let bound = validate::cost::weight(instance, MAX_CALL_EVALUATIONS / cost).saturating_mul(cost);
+    let bound = validate::cost::weight(instance, MAX_CALL_EVALUATIONS / cost, text).saturating_mul(cost);
     if bound <= MAX_CALL_EVALUATIONS {
         return Ok(());
     }
@@ -1411,8 +1416,8 @@ impl Plugin {
     /// thread when the arguments are large for their schema.
     async fn checked_arguments(&self, index: usize, name: &str, arguments: Value) -> Result<JsonObject, Error> {
         let arguments = self.arguments_object(name, arguments)?;
-        let cost = self.inner.checked[index].input.cost;
-        if !self.inner.validation.arguments || cheap(&arguments, cost) {
+        let schema = &self.inner.checked[index].input;
+        if !self.inner.validation.arguments || cheap(&arguments, schema.cost, schema.reads_text) {
             return self.inner.check_arguments(index, name, arguments, Weighed::Cheap);
         }
         let (inner, name) = (Arc::clone(&self.inner), name.to_owned());
@@ -1423,14 +1428,7 @@ impl Plugin {
     /// when it is large for its schemas.
     async fn checked_output(&self, index: usize, tool: &str, output: CallOutput) -> Result<CallToolResult, Error> {
         let inner = &self.inner;
-        // (One arm only without the `component` feature.)
-        #[allow(clippy::infallible_destructuring_match)]
-        let instance = match &output {
-            CallOutput::Json(raw) => raw,
-            #[cfg(feature = "component")]
-            CallOutput::Typed(result) => result.structured_content.as_ref().unwrap_or(&Value::Null),
-        };
-        if !inner.validation.results || cheap(instance, inner.output_cost(Some(index))) {
+        if !inner.validation.results || inner.output_is_cheap(index, &output) {
             return inner.check_call_output(tool, Some(index), output, Weighed::Cheap);
         }
         let (inner, tool) = (Arc::clone(&self.inner), tool.to_owned());
@@ -1757,7 +1755,8 @@ impl Inner {
         if self.validation.arguments {
             let schema = &self.checked[index].input;
             if weighed == Weighed::No {
-                within_budget(&arguments, schema.cost).map_err(|v| self.invalid_arguments(tool, vec![v]))?;
+                within_budget(&arguments, schema.cost, schema.reads_text)
+                    .map_err(|v| self.invalid_arguments(tool, vec![v]))?;
             }
             let violations = validate::violations(&schema.validator, &arguments);
             if !violations.is_empty() {
@@ -1775,6 +1774,30 @@ impl Inner {
     /// the tool's `outputSchema`.
     fn output_cost(&self, index: Option<usize>) -> u64 {
         validate::protocol_result_cost() + self.output_schema(index).map_or(0, |schema| schema.cost)
+    }
+
+    /// Whether checking `output` of the tool at `index` is [`cheap`]. A
+    /// result of the plain shape (text items; [`validate::plain`]) is
+    /// taken by hand, its texts unread, so only its `structuredContent`
+    /// is weighed, against the `outputSchema`; any other result is checked
+    /// against the protocol's schema, which matches base64 data with a
+    /// `pattern`, and is weighed whole, strings by their length. A typed
+    /// (component) result is checked by its types, and its
+    /// `structuredContent` against the `outputSchema`.
+    fn output_is_cheap(&self, index: usize, output: &CallOutput) -> bool {
+        let schema = self.output_schema(Some(index));
+        let reads_text = schema.is_some_and(|schema| schema.reads_text);
+        let structured = |result: Option<&Value>| {
+            result.is_none_or(|structured| cheap(structured, self.output_cost(Some(index)), reads_text))
+        };
+        match output {
+            CallOutput::Json(raw) if validate::plain::is_plain_within(raw, INLINE_PLAIN_ITEMS) => {
+                structured(raw.get("structuredContent").filter(|value| !value.is_null()))
+            }
+            CallOutput::Json(raw) => cheap(raw, self.output_cost(Some(index)), true),
+            #[cfg(feature = "component")]
+            CallOutput::Typed(result) => structured(result.structured_content.as_ref()),
+        }
     }
 
     /// The `outputSchema` of the tool at `index`, compiled, if it has one.
@@ -1882,7 +1905,7 @@ impl Inner {
             return serde_json::from_value(raw).map_err(|e| invalid(vec![protocol_violation(&e)]));
         }
         if weighed == Weighed::No {
-            within_budget(&raw, self.output_cost(index)).map_err(|v| invalid(vec![v]))?;
+            within_budget(&raw, self.output_cost(index), true).map_err(|v| invalid(vec![v]))?;
         }
         validate::check_result(raw, self.output_schema(index).map(|schema| &schema.validator)).map_err(invalid)
     }
@@ -1907,7 +1930,8 @@ impl Inner {
         if let Some(structured) = &result.structured_content
             && weighed == Weighed::No
         {
-            within_budget(structured, self.output_cost(index)).map_err(|v| invalid(vec![v]))?;
+            let reads_text = self.output_schema(index).is_some_and(|schema| schema.reads_text);
+            within_budget(structured, self.output_cost(index), reads_text).map_err(|v| invalid(vec![v]))?;
         }
         validate::check_typed_result(&result, self.output_schema(index).map(|schema| &schema.validator))
             .map_err(invalid)?;

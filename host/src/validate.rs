@@ -13,7 +13,7 @@
 //! on a linear-time regex engine.
 
 pub(crate) mod cost;
-mod plain;
+pub(crate) mod plain;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -84,6 +84,9 @@ pub(crate) struct CheckedTool {
 pub(crate) struct Schema {
     pub validator: Validator,
     pub cost: u64,
+    /// Whether its check may read a string's bytes ([`cost::reads_text`]):
+    /// then a long string weighs more than one place.
+    pub reads_text: bool,
 }
 
 /// Why a tool's schema is refused: where in the schema, which rule, what.
@@ -240,7 +243,7 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
             not_compiling(message)
         })?;
     let cost = cost::evaluations(&document).map_err(too_costly)?;
-    Ok(Schema { validator, cost })
+    Ok(Schema { validator, cost, reads_text: cost::reads_text(&document) })
 }
 
 /// Check a `describe` output, compiling the validators of every valid tool.

@@ -540,16 +540,55 @@ fn max_into(into: &mut BTreeMap<usize, u64>, from: &BTreeMap<usize, u64>) {
     }
 }
 
-/// How many evaluation places an instance has, weighing long strings more
-/// (a `pattern` runs over every byte): up to `limit`, past which counting
-/// stops.
-pub(crate) fn weight(instance: &Value, limit: u64) -> u64 {
+/// Keywords whose check reads a string's bytes (rather than its type):
+/// matching, measuring, comparing, hashing or decoding it. A schema with
+/// none of them checks a string of any length in one step.
+const READING_TEXT: [&str; 9] = [
+    "pattern",
+    "format",
+    "minLength",
+    "maxLength",
+    "const",
+    "enum",
+    "uniqueItems",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+/// Whether checking an instance against `schema` may read its strings'
+/// bytes: whether a keyword of [`READING_TEXT`] appears anywhere in it (a
+/// property merely named so counts too, which only errs on the side of
+/// weighing). Walks the whole document: run it on one that
+/// [`check_document`] bounded.
+pub(crate) fn reads_text(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if READING_TEXT.iter().any(|keyword| map.contains_key(*keyword)) {
+                    return true;
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// How many evaluation places an instance has, up to `limit`, past which
+/// counting stops. Object keys weigh more when long (looking one up hashes
+/// it; `patternProperties` and `propertyNames` match it), and so do
+/// strings when `text` says the schema reads them ([`reads_text`]): a
+/// `pattern` runs over every byte, one place per 64 of them.
+pub(crate) fn weight(instance: &Value, limit: u64, text: bool) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![instance];
     while let Some(value) = stack.pop() {
         total += 1;
         match value {
-            Value::String(text) => total += text.len() as u64 / 64,
+            Value::String(chars) if text => total += chars.len() as u64 / 64,
             Value::Array(items) => stack.extend(items),
             Value::Object(map) => {
                 total += map.keys().map(|k| k.len() as u64 / 64).sum::<u64>();
@@ -628,5 +667,29 @@ mod tests {
         assert_eq!(evaluations(&wide).unwrap_err().pointer, "/anyOf");
         let big = json!({"enum": vec![json!(1); MAX_VALUES + 1]});
         assert!(check_document(&big).unwrap_err().message.contains("JSON values"));
+    }
+
+    #[test]
+    fn only_schemas_that_read_strings_weigh_them_by_length() {
+        let typed = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+        assert!(!reads_text(&typed));
+        for keyword in READING_TEXT {
+            let mut reading = typed.clone();
+            reading["properties"]["text"][keyword] = json!(1);
+            assert!(reads_text(&reading), "{keyword}");
+        }
+        // Found at any depth, in arrays too.
+        assert!(reads_text(&json!({"anyOf": [{"$defs": {"d": {"pattern": "^a"}}}]})));
+
+        let instance = json!({"text": "a".repeat(64_000)});
+        // The object and the string: two places unread...
+        assert_eq!(weight(&instance, u64::MAX, false), 2);
+        // ...and the string 1,000 more when a keyword reads it.
+        assert_eq!(weight(&instance, u64::MAX, true), 1_002);
+        // A long key weighs by its length either way.
+        let keyed = json!({"k".repeat(6_400): 1});
+        assert_eq!(weight(&keyed, u64::MAX, false), 102);
+        // Counting stops past the limit.
+        assert!(weight(&json!(vec![0; 1_000]), 10, false) <= 11);
     }
 }

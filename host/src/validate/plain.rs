@@ -43,6 +43,16 @@ pub(crate) fn plain_result(raw: Value) -> Result<CallToolResult, Value> {
     Ok(result)
 }
 
+/// Whether [`plain_result`] takes `raw`, if its `content` has at most
+/// `items` items (else `false` without looking at them): the check then
+/// costs a few lookups per item, whatever its text.
+pub(crate) fn is_plain_within(raw: &Value, items: usize) -> bool {
+    raw.as_object().is_some_and(|fields| {
+        fields.get("content").and_then(Value::as_array).is_some_and(|content| content.len() <= items)
+            && is_plain(fields)
+    })
+}
+
 /// Whether [`plain_result`] takes a result object: checked whole before anything
 /// is moved, so a refused value goes back as it came.
 fn is_plain(fields: &JsonObject) -> bool {
