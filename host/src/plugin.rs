@@ -1553,7 +1553,7 @@ impl Plugin {
                 let input = serde_json::json!({"request": params, "context": context});
                 Payload::Extism(serde_json::to_vec(&input).map_err(encoding)?)
             }
-            _ => Payload::Extism(encode_call(name, &arguments, meta.as_ref()).map_err(encoding)?),
+            _ => Payload::Extism(encode_call(name, &arguments, meta.as_ref())),
         };
         if payload.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {
@@ -1957,21 +1957,21 @@ impl Drop for Running<'_> {
 
 /// The input of an Extism plugin's `call`: what `CallToolRequest` (method
 /// `tools/call`, no other fields) serialises to, written from borrowed
-/// parts rather than built first.
-fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) -> serde_json::Result<Vec<u8>> {
-    #[derive(serde::Serialize)]
-    struct Request<'a> {
-        method: &'static str,
-        params: Params<'a>,
+/// parts rather than built first, its strings escaped a word at a time
+/// ([`toolhost_protocol::json`]).
+fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) -> Vec<u8> {
+    use toolhost_protocol::json;
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(br#"{"method":"tools/call","params":{"name":"#);
+    json::write_str(&mut out, name);
+    out.extend_from_slice(br#","arguments":"#);
+    json::write_object(&mut out, arguments);
+    if let Some(meta) = meta {
+        out.extend_from_slice(br#","_meta":"#);
+        json::write_object(&mut out, meta);
     }
-    #[derive(serde::Serialize)]
-    struct Params<'a> {
-        name: &'a str,
-        arguments: &'a JsonObject,
-        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-        meta: Option<&'a JsonObject>,
-    }
-    serde_json::to_vec(&Request { method: "tools/call", params: Params { name, arguments, meta } })
+    out.extend_from_slice(b"}}");
+    out
 }
 
 /// What a pooled instance is asked to run.
@@ -2054,18 +2054,14 @@ mod tests {
 
     #[test]
     fn a_call_is_encoded_as_its_request_type_serialises() {
-        let arguments = serde_json::json!({"a": 2, "b": "\"x\"", "c": {"d": [null]}});
+        let arguments = serde_json::json!({"a": 2, "b": "\"x\"", "c": {"d": [null]}, "long": "0123456789".repeat(100)});
         let Value::Object(arguments) = arguments else { unreachable!() };
         let meta = serde_json::json!({"progressToken": 7, "k": "v"});
         let Value::Object(meta) = meta else { unreachable!() };
         for (name, meta) in [("add", None), ("weird \"name\"\n", Some(&meta))] {
             let mut request = CallToolRequest::new(name, Some(arguments.clone()));
             request.params.meta = meta.cloned();
-            assert_eq!(
-                encode_call(name, &arguments, meta).expect("encode"),
-                serde_json::to_vec(&request).expect("serialise"),
-                "{name}"
-            );
+            assert_eq!(encode_call(name, &arguments, meta), serde_json::to_vec(&request).expect("serialise"), "{name}");
         }
     }
 

@@ -545,7 +545,9 @@ pub mod __private {
             }
         };
         super::CALL_META.with_borrow_mut(|meta| *meta = None);
-        output_json(&result)
+        // Written by hand (the texts' escaping a word at a time), as serde
+        // would write it.
+        output_bytes(toolhost_protocol::json::call_result_to_vec(&result))
     }
 
     /// A `CallToolRequest` as the `call` export reads it: the name borrowed
@@ -573,11 +575,17 @@ pub mod __private {
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     fn output_json<T: Serialize>(value: &T) -> i32 {
         match serde_json::to_vec(value) {
-            Ok(bytes) => match extism_pdk::output(bytes) {
-                Ok(()) => 0,
-                Err(error) => fail(&format!("cannot set the output: {error}")),
-            },
+            Ok(bytes) => output_bytes(bytes),
             Err(error) => fail(&format!("cannot serialize the output: {error}")),
+        }
+    }
+
+    /// Set the output to `bytes`.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    fn output_bytes(bytes: Vec<u8>) -> i32 {
+        match extism_pdk::output(bytes) {
+            Ok(()) => 0,
+            Err(error) => fail(&format!("cannot set the output: {error}")),
         }
     }
 

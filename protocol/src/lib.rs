@@ -24,6 +24,7 @@
 use serde::{Deserialize, Serialize};
 pub use serde_json::{Map, Value};
 
+pub mod json;
 mod offers;
 pub use offers::{
     CompleteResult, Completion, CompletionReference, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
