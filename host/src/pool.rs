@@ -168,13 +168,19 @@ impl<T> Pool<T> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(self);
         loop {
-            // Counted before this look: a return or discard after it sees
-            // the count and notifies; a `notify_one` between this look and
-            // the wait is kept as a permit, so none is missed.
+            // Counted, and in `Notify`'s list of waiters, before this look:
+            // a return or discard after it sees the count and its
+            // `notify_one` wakes this waiter or another that is listed.
+            // (Listed only at the wait, two waiters could share the one
+            // permit `Notify` keeps for two returns, and one would sleep
+            // beside an idle instance until the next return.)
+            let notified = self.returned.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
             if let Some(taken) = self.try_take(here) {
                 return taken;
             }
-            self.returned.notified().await;
+            notified.await;
         }
     }
 
