@@ -767,9 +767,11 @@ fn cheap(instance: &Value, cost: u64, text: bool) -> bool {
     validate::cost::weight(instance, INLINE_EVALUATIONS / cost, text).saturating_mul(cost) <= INLINE_EVALUATIONS
 }
 
-/// Content items a result may have for its plain shape to be recognised
-/// on the async executor ([`validate::plain`]: a few lookups each).
-const INLINE_PLAIN_ITEMS: usize = 1_000;
+/// Fields a result may have, its own and its content items' together,
+/// for its plain shape to be taken on the async executor
+/// ([`validate::plain`]: a few lookups per item, and each field moved into
+/// the result).
+const INLINE_PLAIN_FIELDS: usize = 1_000;
 
 /// Whether an instance was weighed already, and found [`cheap`] (then it
 /// is [`within_budget`] too, and is not weighed again).
@@ -1269,7 +1271,7 @@ impl Plugin {
         PoolStats {
             size: pool.size(),
             idle,
-            busy: live - idle,
+            busy: live.saturating_sub(idle),
             idle_memory_bytes: pool.idle_sum(Instance::memory_used),
             idle_on_baseline: pool.idle_sum(|instance| usize::from(self.inner.module.on_baseline(instance))),
         }
@@ -1758,7 +1760,7 @@ impl Inner {
                 within_budget(&arguments, schema.cost, schema.reads_text)
                     .map_err(|v| self.invalid_arguments(tool, vec![v]))?;
             }
-            let violations = validate::violations(&schema.validator, &arguments);
+            let violations = validate::schema_violations(schema, &arguments);
             if !violations.is_empty() {
                 return Err(self.invalid_arguments(tool, violations));
             }
@@ -1791,7 +1793,7 @@ impl Inner {
             result.is_none_or(|structured| cheap(structured, self.output_cost(Some(index)), reads_text))
         };
         match output {
-            CallOutput::Json(raw) if validate::plain::is_plain_within(raw, INLINE_PLAIN_ITEMS) => {
+            CallOutput::Json(raw) if validate::plain::is_plain_within(raw, INLINE_PLAIN_FIELDS) => {
                 structured(raw.get("structuredContent").filter(|value| !value.is_null()))
             }
             CallOutput::Json(raw) => cheap(raw, self.output_cost(Some(index)), true),
@@ -1907,7 +1909,7 @@ impl Inner {
         if weighed == Weighed::No {
             within_budget(&raw, self.output_cost(index), true).map_err(|v| invalid(vec![v]))?;
         }
-        validate::check_result(raw, self.output_schema(index).map(|schema| &schema.validator)).map_err(invalid)
+        validate::check_result(raw, self.output_schema(index)).map_err(invalid)
     }
 
     /// Check a typed result (a component's) as the options say.
@@ -1933,8 +1935,7 @@ impl Inner {
             let reads_text = self.output_schema(index).is_some_and(|schema| schema.reads_text);
             within_budget(structured, self.output_cost(index), reads_text).map_err(|v| invalid(vec![v]))?;
         }
-        validate::check_typed_result(&result, self.output_schema(index).map(|schema| &schema.validator))
-            .map_err(invalid)?;
+        validate::check_typed_result(&result, self.output_schema(index)).map_err(invalid)?;
         Ok(result)
     }
 }

@@ -136,8 +136,14 @@ impl<T> Pool<T> {
                 return Some((Place { pool: self }, Some(idle.remove(i).1)));
             }
         }
+        // From another shard, the one returned longest ago: the most
+        // recent is the one still warm in its thread's cache.
         let shards = self.shards.len();
-        if let Some(instance) = (1..shards).find_map(|step| self.lock((own + step) % shards).pop()) {
+        let oldest = |shard: usize| {
+            let mut idle = self.lock(shard);
+            (!idle.is_empty()).then(|| idle.remove(0))
+        };
+        if let Some(instance) = (1..shards).find_map(|step| oldest((own + step) % shards)) {
             return Some((Place { pool: self }, Some(instance.1)));
         }
         let mut live = self.live.load(Ordering::SeqCst);
@@ -215,10 +221,14 @@ impl<T> Pool<T> {
         }
     }
 
-    /// Idle instances, and how many exist.
+    /// Idle instances, and how many exist. (The shards are counted one at
+    /// a time while calls go on, so the idle count is a moment's estimate,
+    /// kept at most the live count: an instance counted idle may have been
+    /// taken and discarded before `live` is read.)
     pub(crate) fn counts(&self) -> (usize, usize) {
-        let idle = (0..self.shards.len()).map(|shard| self.lock(shard).len()).sum();
-        (idle, self.live.load(Ordering::SeqCst))
+        let idle: usize = (0..self.shards.len()).map(|shard| self.lock(shard).len()).sum();
+        let live = self.live.load(Ordering::SeqCst);
+        (idle.min(live), live)
     }
 
     /// Run `f` over the idle instances.

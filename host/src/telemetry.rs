@@ -186,7 +186,9 @@ pub(crate) async fn traced_call(
     // The caller's id, or one unique within the process: taken only for a
     // span a subscriber records, since the counter is a cache line that
     // callers on every core would otherwise write on every call.
-    let recorded = !span.is_disabled();
+    // (With no subscriber ever set, `tracing`'s `log` feature, which
+    // dependencies may turn on, still hands span fields to a `log` logger.)
+    let recorded = !span.is_disabled() || !tracing::dispatcher::has_been_set();
     match trace.call_id {
         Some(id) => {
             span.record("call_id", id);

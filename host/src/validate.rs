@@ -453,16 +453,95 @@ pub(crate) fn normalize_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> Vec
     out
 }
 
-/// Every violation of `instance` against `validator`. The fast `is_valid`
-/// check runs first; errors are only collected for invalid instances.
+/// Violations listed at most; past them, one more says how many were left
+/// out. (A schema may report thousands at one place: every branch of an
+/// `allOf`.)
+const MAX_VIOLATIONS: usize = 100;
+/// Bytes of a violation's message kept at most (jsonschema quotes the
+/// offending value in it).
+const MAX_MESSAGE: usize = 1024;
+/// Bytes of a string kept when it is shortened for listing violations
+/// against a schema that does not read strings ([`schema_violations`]).
+const SHORTENED: usize = 64;
+
+/// Every violation of `instance` against `validator` (at most
+/// [`MAX_VIOLATIONS`], each message at most [`MAX_MESSAGE`] bytes). The
+/// fast `is_valid` check runs first; errors are only collected for invalid
+/// instances.
 pub(crate) fn violations(validator: &Validator, instance: &Value) -> Vec<Violation> {
     if validator.is_valid(instance) {
         return Vec::new();
     }
+    list_violations(validator, instance)
+}
+
+/// [`violations`] of `instance` against a tool's `schema`. Listing what is
+/// wrong can cost far more than checking: jsonschema quotes the offending
+/// value in every message, and copies it for each failed branch of an
+/// `anyOf`, so a long string at a place with many errors would be copied
+/// and printed thousands of times. A schema that reads no string's bytes
+/// ([`Schema::reads_text`]) gives the same verdicts on a copy whose long
+/// strings are cut short, so the list is made from that copy; the
+/// instance's weight, which decided where and whether it is checked,
+/// counted such strings as one place each.
+pub(crate) fn schema_violations(schema: &Schema, instance: &Value) -> Vec<Violation> {
+    if schema.validator.is_valid(instance) {
+        return Vec::new();
+    }
+    if !schema.reads_text && has_long_string(instance) {
+        return list_violations(&schema.validator, &shortened(instance));
+    }
+    list_violations(&schema.validator, instance)
+}
+
+/// The errors of an instance known to be invalid, as violations in the
+/// instance's document order, bounded.
+fn list_violations(validator: &Validator, instance: &Value) -> Vec<Violation> {
     let mut found: Vec<Violation> = validator.iter_errors(instance).map(|error| to_violation(&error)).collect();
     // In document order of the instance, whatever order the schema checks in.
     found.sort_by(|a, b| a.instance_path.cmp(&b.instance_path));
+    if found.len() > MAX_VIOLATIONS {
+        let left_out = found.len() - MAX_VIOLATIONS;
+        found.truncate(MAX_VIOLATIONS);
+        found.push(Violation {
+            instance_path: String::new(),
+            keyword: "violations".to_owned(),
+            message: format!("{left_out} more violations not listed"),
+        });
+    }
     found
+}
+
+/// Whether a string of `instance` is longer than [`SHORTENED`] bytes.
+fn has_long_string(instance: &Value) -> bool {
+    let mut stack = vec![instance];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) if text.len() > SHORTENED => return true,
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// `instance` with every string longer than [`SHORTENED`] bytes cut to
+/// its first ones (at a character boundary) and `…`. Object keys are
+/// kept: a schema looks them up.
+fn shortened(instance: &Value) -> Value {
+    match instance {
+        Value::String(text) if text.len() > SHORTENED => Value::String(format!("{}…", cut(text, SHORTENED))),
+        Value::Array(items) => Value::Array(items.iter().map(shortened).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(key, value)| (key.clone(), shortened(value))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The longest start of `text` of at most `bytes` bytes that ends on a
+/// character boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    &text[..text.floor_char_boundary(bytes)]
 }
 
 fn to_violation(error: &ValidationError<'_>) -> Violation {
@@ -474,13 +553,17 @@ fn to_violation(error: &ValidationError<'_>) -> Violation {
         instance_path.push('/');
         instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
     }
-    Violation { instance_path, keyword: error.kind().keyword().to_owned(), message: error.to_string() }
+    let mut message = error.to_string();
+    if message.len() > MAX_MESSAGE {
+        message = format!("{}…", cut(&message, MAX_MESSAGE));
+    }
+    Violation { instance_path, keyword: error.kind().keyword().to_owned(), message }
 }
 
 /// Check a call's result: the protocol, then the tool's `outputSchema`.
 /// The common shape (text items) is recognised by hand ([`plain`]); any
 /// other goes through the protocol's schema, which says what is wrong where.
-pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<CallToolResult, Vec<Violation>> {
+pub(crate) fn check_result(raw: Value, output: Option<&Schema>) -> Result<CallToolResult, Vec<Violation>> {
     let result = match plain::plain_result(raw) {
         Ok(result) => result,
         Err(raw) => {
@@ -500,7 +583,7 @@ pub(crate) fn check_result(raw: Value, output: Option<&Validator>) -> Result<Cal
 /// 1), with the pointers the protocol schema would give, then the tool's
 /// `outputSchema`.
 #[cfg(feature = "component")]
-pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Validator>) -> Result<(), Vec<Violation>> {
+pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Schema>) -> Result<(), Vec<Violation>> {
     let mut problems = Vec::new();
     if let Some(structured) = &result.structured_content
         && !structured.is_object()
@@ -536,7 +619,7 @@ pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Valida
 
 /// A successful result of a tool with an `outputSchema` carries
 /// `structuredContent` valid against it (a tool error is passed through).
-fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Result<(), Vec<Violation>> {
+fn check_structured(result: &CallToolResult, output: Option<&Schema>) -> Result<(), Vec<Violation>> {
     if let (Some(output), false) = (output, result.is_error()) {
         match &result.structured_content {
             None => {
@@ -548,7 +631,7 @@ fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Resu
                 }]);
             }
             Some(structured) => {
-                let problems: Vec<Violation> = violations(output, structured)
+                let problems: Vec<Violation> = schema_violations(output, structured)
                     .into_iter()
                     .map(|mut v| {
                         v.instance_path.insert_str(0, "/structuredContent");
@@ -568,6 +651,19 @@ fn check_structured(result: &CallToolResult, output: Option<&Validator>) -> Resu
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn long_strings_are_cut_at_a_character_boundary_for_listing() {
+        assert_eq!(cut("abc", 2), "ab");
+        assert_eq!(cut("abc", 9), "abc");
+        // "é" is two bytes: a cut inside it goes back before it.
+        assert_eq!(cut("aé", 2), "a");
+        let long = "é".repeat(100);
+        let short = shortened(&json!({"k": [long.clone(), "short", 1]}));
+        assert_eq!(short, json!({"k": [format!("{}…", "é".repeat(32)), "short", 1]}));
+        assert!(has_long_string(&json!([{"k": long}])));
+        assert!(!has_long_string(&json!([{"k": "short"}])));
+    }
 
     #[test]
     fn the_protocol_schemas_are_within_the_bounds_plugin_schemas_are_held_to() {

@@ -214,6 +214,43 @@ async fn an_instance_too_costly_for_its_schema_is_refused_unchecked(flavour: Fla
     assert_eq!(pointers(&error), [("", "validationBudget")]);
 }
 
+/// A long string weighs one place against a schema that reads no
+/// string's bytes, so it is checked inline; but a schema can report
+/// thousands of violations at one place (every branch of nested
+/// `allOf`s), and jsonschema quotes the value in each message. The list is
+/// made from a copy with long strings cut short, and bounded: neither a
+/// caller's argument nor a plugin's result can make the host print a long
+/// string thousands of times.
+async fn many_violations_at_a_long_string_are_listed_short_and_bounded(flavour: Flavour) {
+    let branches: Vec<Value> = (0..20).map(|_| json!({"allOf": vec![json!({"type": "number"}); 100]})).collect();
+    let wide = json!({"type": "object", "properties": {"s": {"allOf": branches}}});
+    let mut out = tool("out", object());
+    out["outputSchema"] = wide.clone();
+    let long = "x".repeat(256 * 1024);
+    let result = json!({"content": [], "structuredContent": {"s": long}});
+    let plugin =
+        scripted(flavour, &json!({"tools": [tool("in", wide), out]}), Some(&result), ValidationOptions::default())
+            .await
+            .expect("loads");
+    let bounded = |error: &Error, prefix: &str| {
+        let found = pointers(error);
+        assert_eq!(found.len(), 101, "100 listed and one saying how many more: {found:?}");
+        assert_eq!(found[..100], vec![(format!("{prefix}/s").as_str(), "type"); 100][..], "{found:?}");
+        assert_eq!(found[100], (prefix, "violations"));
+        let text = error.to_string();
+        assert!(text.contains("1900 more violations not listed"), "{}", &text[..text.len().min(2000)]);
+        // Each message quotes the string's first 64 bytes, not all of them.
+        assert!(text.contains(&format!("\"{}…\"", "x".repeat(64))), "{}", &text[..text.len().min(2000)]);
+        assert!(text.len() < 100 * 300, "{} bytes", text.len());
+    };
+    let refused = plugin.call_tool("in", json!({"s": long})).await.unwrap_err();
+    assert!(matches!(refused, Error::InvalidArguments { .. }), "{refused}");
+    bounded(&refused, "");
+    let refused = plugin.call_tool("out", json!({})).await.unwrap_err();
+    assert!(matches!(refused, Error::InvalidOutput { .. }), "{refused}");
+    bounded(&refused, "/structuredContent");
+}
+
 /// A plugin with a pathological schema is refused at load while another
 /// plugin's calls go on, on the same single-threaded executor: nothing of
 /// it runs on the executor for long. (Before the bounds, loading succeeded
@@ -557,6 +594,7 @@ both_flavours!(
     pathological_schemas_are_refused_at_load_with_a_pointer,
     patterns_run_on_a_linear_time_engine,
     an_instance_too_costly_for_its_schema_is_refused_unchecked,
+    many_violations_at_a_long_string_are_listed_short_and_bounded,
     input_schemas_must_be_objects_with_an_object_root,
     schemas_must_compile,
     external_refs_are_refused_never_fetched,

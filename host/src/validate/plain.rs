@@ -43,14 +43,19 @@ pub(crate) fn plain_result(raw: Value) -> Result<CallToolResult, Value> {
     Ok(result)
 }
 
-/// Whether [`plain_result`] takes `raw`, if its `content` has at most
-/// `items` items (else `false` without looking at them): the check then
-/// costs a few lookups per item, whatever its text.
-pub(crate) fn is_plain_within(raw: &Value, items: usize) -> bool {
-    raw.as_object().is_some_and(|fields| {
-        fields.get("content").and_then(Value::as_array).is_some_and(|content| content.len() <= items)
-            && is_plain(fields)
-    })
+/// Whether [`plain_result`] takes `raw`, if it has at most `fields`
+/// fields, its own and its content items' together (else `false`, having
+/// counted the items' fields only if there are not too many items): the
+/// check then costs a few lookups per item, and taking it a move per
+/// field, whatever its text.
+pub(crate) fn is_plain_within(raw: &Value, fields: usize) -> bool {
+    let Some(own) = raw.as_object() else { return false };
+    let Some(Value::Array(content)) = own.get("content") else { return false };
+    if own.len() + content.len() > fields {
+        return false;
+    }
+    let all = own.len() + content.iter().map(|item| item.as_object().map_or(0, JsonObject::len)).sum::<usize>();
+    all <= fields && is_plain(own)
 }
 
 /// Whether [`plain_result`] takes a result object: checked whole before anything
@@ -132,6 +137,23 @@ mod tests {
             let plain = plain_result(raw.clone()).unwrap_or_else(|_| panic!("refused {raw}"));
             assert_eq!(Some(plain), by_schema(&raw), "{raw}");
         }
+    }
+
+    #[test]
+    fn the_plain_shape_is_taken_inline_only_with_few_fields() {
+        let text = json!({"type": "text", "text": "a".repeat(100_000)});
+        let few = json!({"content": vec![text.clone(); 10], "isError": false});
+        assert!(is_plain_within(&few, 1_000), "long texts cost nothing to take");
+        // 10 items of 2 fields, and 2 fields of its own: 22.
+        assert!(is_plain_within(&few, 22));
+        assert!(!is_plain_within(&few, 21));
+        let mut wide = text.as_object().unwrap().clone();
+        for i in 0..2_000 {
+            wide.insert(format!("f{i}"), json!(i));
+        }
+        assert!(!is_plain_within(&json!({"content": [wide]}), 1_000), "an item's own fields count");
+        assert!(!is_plain_within(&json!({"content": vec![json!({}); 2_000]}), 1_000), "and so do items");
+        assert!(!is_plain_within(&json!({"content": [{"type": "image"}]}), 1_000), "not plain");
     }
 
     #[test]
