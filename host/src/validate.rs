@@ -553,7 +553,15 @@ fn to_violation(error: &ValidationError<'_>) -> Violation {
         instance_path.push('/');
         instance_path.push_str(&name.replace('~', "~0").replace('/', "~1"));
     }
-    let mut message = error.to_string();
+    // A long string at the error is quoted by its start, not whole (the
+    // message is made, then cut, so it would be printed whole first).
+    let mut message = match error.instance().as_ref() {
+        Value::String(text) if text.len() > SHORTENED => {
+            let start = Value::String(format!("{}…", cut(text, SHORTENED)));
+            error.masked_with(start.to_string()).to_string()
+        }
+        _ => error.to_string(),
+    };
     if message.len() > MAX_MESSAGE {
         message = format!("{}…", cut(&message, MAX_MESSAGE));
     }
@@ -663,6 +671,23 @@ mod tests {
         assert_eq!(short, json!({"k": [format!("{}…", "é".repeat(32)), "short", 1]}));
         assert!(has_long_string(&json!([{"k": long}])));
         assert!(!has_long_string(&json!([{"k": "short"}])));
+    }
+
+    #[test]
+    fn a_long_string_is_quoted_by_its_start_in_a_message() {
+        let Value::Object(schema) = json!({"type": "object", "properties": {"s": {"pattern": "^y", "maxLength": 3}}})
+        else {
+            unreachable!()
+        };
+        let schema = compile_schema(&schema, false).unwrap();
+        assert!(schema.reads_text);
+        let found = schema_violations(&schema, &json!({"s": "x".repeat(1_000_000)}));
+        let preview = format!("\"{}…\"", "x".repeat(64));
+        assert_eq!(found.len(), 2, "{found:?}");
+        for violation in &found {
+            assert!(violation.message.starts_with(&preview), "{}", violation.message);
+            assert!(violation.message.len() < 200, "{}", violation.message);
+        }
     }
 
     #[test]
