@@ -488,11 +488,34 @@ pub(crate) fn schema_violations(schema: &Schema, instance: &Value) -> Vec<Violat
     if schema.validator.is_valid(instance) {
         return Vec::new();
     }
-    if !schema.reads_text && has_long_string(instance) {
+    if !has_long_string(instance) {
+        return list_violations(&schema.validator, instance);
+    }
+    if !schema.reads_text {
         return list_violations(&schema.validator, &shortened(instance));
+    }
+    // A schema that reads strings must see them whole. The copies its
+    // errors may make are bounded like a check (a place per 64 bytes, times
+    // the schema's cost), but more tightly.
+    let cost = schema.cost.max(1);
+    if cost::weight(instance, MAX_LISTING / cost, true).saturating_mul(cost) > MAX_LISTING {
+        return vec![Violation {
+            instance_path: String::new(),
+            keyword: "validationBudget".to_owned(),
+            message: format!(
+                "the value is invalid; listing its violations could copy its long strings more than \
+                 {MAX_LISTING} times 64 bytes, so toolhost reports only that it is invalid"
+            ),
+        }];
     }
     list_violations(&schema.validator, instance)
 }
+
+/// What listing the violations of an instance with long strings against
+/// a schema that reads them may cost, in places of 64 bytes times the
+/// schema's cost (each error may quote or copy the value at its place):
+/// 64 MiB at most.
+const MAX_LISTING: u64 = 1 << 20;
 
 /// The errors of an instance known to be invalid, as violations in the
 /// instance's document order, bounded.
@@ -688,6 +711,24 @@ mod tests {
             assert!(violation.message.starts_with(&preview), "{}", violation.message);
             assert!(violation.message.len() < 200, "{}", violation.message);
         }
+    }
+
+    #[test]
+    fn violations_that_would_copy_long_strings_too_often_are_not_listed() {
+        // 200 bounds that all fail at one place, each error copying the
+        // string for `anyOf`.
+        let branches: Vec<Value> = (0..200).map(|i| json!({"maxLength": i})).collect();
+        let Value::Object(schema) = json!({"type": "object", "properties": {"s": {"anyOf": branches}}}) else {
+            unreachable!()
+        };
+        let schema = compile_schema(&schema, false).unwrap();
+        // 4 KiB: listed (200 copies of 4 KiB).
+        let listed = schema_violations(&schema, &json!({"s": "x".repeat(4_096)}));
+        assert_eq!((listed.len(), listed[0].keyword.as_str()), (1, "anyOf"), "{listed:?}");
+        // 1 MiB: 200 copies of it would pass the listing budget.
+        let refused = schema_violations(&schema, &json!({"s": "x".repeat(1 << 20)}));
+        assert_eq!((refused.len(), refused[0].keyword.as_str()), (1, "validationBudget"), "{refused:?}");
+        assert!(refused[0].message.contains("reports only that it is invalid"));
     }
 
     #[test]

@@ -249,6 +249,19 @@ async fn many_violations_at_a_long_string_are_listed_short_and_bounded(flavour: 
     let refused = plugin.call_tool("out", json!({})).await.unwrap_err();
     assert!(matches!(refused, Error::InvalidOutput { .. }), "{refused}");
     bounded(&refused, "/structuredContent");
+
+    // A schema that reads strings sees them whole; when listing its errors
+    // could copy a long one too often (each failed `anyOf` branch copies
+    // it), only the verdict is reported.
+    let branches: Vec<Value> = (0..200).map(|i| json!({"maxLength": i})).collect();
+    let reading = json!({"type": "object", "properties": {"s": {"anyOf": branches}}});
+    let plugin = scripted(flavour, &json!({"tools": [tool("in", reading)]}), None, ValidationOptions::default())
+        .await
+        .expect("loads");
+    let refused = plugin.call_tool("in", json!({"s": "x".repeat(1 << 20)})).await.unwrap_err();
+    assert_eq!(pointers(&refused), [("", "validationBudget")]);
+    let listed = plugin.call_tool("in", json!({"s": "x".repeat(300)})).await.unwrap_err();
+    assert_eq!(pointers(&listed), [("/s", "anyOf")]);
 }
 
 /// A plugin with a pathological schema is refused at load while another
