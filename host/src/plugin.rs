@@ -763,8 +763,7 @@ const _: () = assert!(INLINE_EVALUATIONS <= MAX_CALL_EVALUATIONS);
 /// strings' bytes, [`validate::Schema::reads_text`]). Looks at no more of
 /// the instance than that takes.
 fn cheap(instance: &Value, cost: u64, text: bool) -> bool {
-    let cost = cost.max(1);
-    validate::cost::weight(instance, INLINE_EVALUATIONS / cost, text).saturating_mul(cost) <= INLINE_EVALUATIONS
+    validate::cost::fits(instance, cost, text, INLINE_EVALUATIONS)
 }
 
 /// Fields a result may have, its own and its content items' together,
@@ -786,9 +785,7 @@ enum Weighed {
 /// Refuse an instance whose check could cost more than
 /// [`MAX_CALL_EVALUATIONS`].
 fn within_budget(instance: &Value, cost: u64, text: bool) -> Result<(), Violation> {
-    let cost = cost.max(1);
-    let bound = validate::cost::weight(instance, MAX_CALL_EVALUATIONS / cost, text).saturating_mul(cost);
-    if bound <= MAX_CALL_EVALUATIONS {
+    if validate::cost::fits(instance, cost, text, MAX_CALL_EVALUATIONS) {
         return Ok(());
     }
     Err(Violation {

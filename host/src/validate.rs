@@ -497,8 +497,7 @@ pub(crate) fn schema_violations(schema: &Schema, instance: &Value) -> Vec<Violat
     // A schema that reads strings must see them whole. The copies its
     // errors may make are bounded like a check (a place per 64 bytes, times
     // the schema's cost), but more tightly.
-    let cost = schema.cost.max(1);
-    if cost::weight(instance, MAX_LISTING / cost, true).saturating_mul(cost) > MAX_LISTING {
+    if !cost::fits(instance, schema.cost, true, MAX_LISTING) {
         return vec![Violation {
             instance_path: String::new(),
             keyword: "validationBudget".to_owned(),

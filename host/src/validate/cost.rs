@@ -577,12 +577,21 @@ pub(crate) fn reads_text(schema: &Value) -> bool {
     false
 }
 
+/// Whether checking `instance` against a schema of `cost` per place can
+/// cost at most `budget` (its [`weight`] times `cost`; `text`: the schema
+/// reads strings, [`reads_text`]). Looks at no more of the instance than
+/// that takes.
+pub(crate) fn fits(instance: &Value, cost: u64, text: bool, budget: u64) -> bool {
+    let cost = cost.max(1);
+    weight(instance, budget / cost, text).saturating_mul(cost) <= budget
+}
+
 /// How many evaluation places an instance has, up to `limit`, past which
 /// counting stops. Object keys weigh more when long (looking one up hashes
 /// it; `patternProperties` and `propertyNames` match it), and so do
 /// strings when `text` says the schema reads them ([`reads_text`]): a
 /// `pattern` runs over every byte, one place per 64 of them.
-pub(crate) fn weight(instance: &Value, limit: u64, text: bool) -> u64 {
+fn weight(instance: &Value, limit: u64, text: bool) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![instance];
     while let Some(value) = stack.pop() {
