@@ -137,7 +137,7 @@ impl PluginBuilder {
             granted: BTreeSet::new(),
             sensitive: SensitiveValues::new(),
             secret_output: SecretOutput::default(),
-            pool_size: default_pool_size(),
+            pool_size: crate::pool::cores(),
             #[cfg(feature = "cache")]
             cache: None,
             host_functions: Vec::new(),
@@ -699,13 +699,6 @@ fn redacted_output(name: &str, operation: Operation, mut raw: Value, env: &HostE
             ),
         }),
     }
-}
-
-/// The default pool size: the number of cores (asked once: the answer
-/// comes from cgroup files on Linux).
-fn default_pool_size() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 /// A `describe` output, checked: the tool list (tools with problems left

@@ -10,8 +10,8 @@
 //! cores twice (a profile put its `lock cmpxchg` at half of the call's own
 //! host samples), and moved the instance's store, stack and linear memory
 //! with it whenever a caller took what the other had just returned. A
-//! caller whose shard is empty makes a new instance if the pool has room,
-//! or else takes one from another shard.
+//! caller whose shard is empty takes the oldest idle instance of another
+//! shard, or else makes a new one if the pool has room.
 //!
 //! The count of live instances and of waiting callers are atomics written
 //! only when an instance is made or discarded and when a caller starts or
@@ -46,12 +46,19 @@ pub(crate) struct Pool<T> {
 /// caller looks through for one its thread returned.
 const AFFINITY: usize = 4;
 
+/// The number of cores (2 if it cannot be learnt), asked once: the answer
+/// comes from cgroup files on Linux. It is also a plugin's default pool
+/// size.
+pub(crate) fn cores() -> usize {
+    static CORES: LazyLock<usize> =
+        LazyLock::new(|| std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get));
+    *CORES
+}
+
 /// Shards per pool: twice the cores (so that the threads of a busy process
 /// seldom share one), at most 64, and no more than the pool has instances.
 fn shard_count(size: usize) -> usize {
-    static CORES: LazyLock<usize> =
-        LazyLock::new(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get));
-    (2 * *CORES).clamp(1, 64).min(size)
+    (2 * cores()).clamp(1, 64).min(size)
 }
 
 /// This thread's tag: its index among the threads that used a pool, which
