@@ -26,14 +26,14 @@ pub(crate) enum Compiled {
 /// that was compiled, not mapped.
 #[derive(Clone, Default)]
 pub(crate) struct Mapping {
-    _held: Option<std::sync::Arc<dyn Send + Sync>>,
+    _held: Option<std::sync::Arc<Compiled>>,
 }
 
 impl Mapping {
     /// A share of `held`, which the process's table of mapped entries
     /// watches through a weak reference.
     #[cfg(feature = "cache")]
-    pub(crate) fn of(held: std::sync::Arc<dyn Send + Sync>) -> Mapping {
+    pub(crate) fn of(held: std::sync::Arc<Compiled>) -> Mapping {
         Mapping { _held: Some(held) }
     }
 }
