@@ -395,7 +395,6 @@ impl PluginBuilder {
                 Arc::new(Code::settled(Module::Builtin(BuiltinModule::new(Arc::clone(toolset))), Tier::Optimized));
             let compiled =
                 CompileInfo { cache: CacheStatus::Disabled, elapsed: std::time::Duration::ZERO, tier: Tier::Optimized };
-            validate::prepare_in_background();
             return self.described(name, module, compiled).await;
         }
         #[cfg(feature = "cache")]
@@ -425,10 +424,6 @@ impl PluginBuilder {
                 Ok::<_, Error>(found)
             })
         };
-        // The first load of a process compiles the schemas every check
-        // needs while its module is looked up (after it: the lookup is
-        // what the load waits for first, so it gets the first thread).
-        validate::prepare_in_background();
         let found = lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??;
         let Found { compiled: module, info: mut compiled, wasm, flavour } = found;
         let tier = compiled.tier;

@@ -140,21 +140,27 @@ fn call_tool_result() -> &'static Validator {
 /// Compile what checking plugins needs and every process compiles alike:
 /// JSON Schema 2020-12's meta-schema (every tool's schemas are checked
 /// against it; jsonschema compiles it on first use, ~1 ms) and the
-/// protocol's `ListToolsResult`, in the order a load needs them. Each is
-/// compiled once per process; a check that needs one still being compiled
-/// waits for it rather than compiling it again, so running this beside a
-/// load only moves work off the load's path.
+/// protocol's `ListToolsResult`, in the order a load needs them; then ask
+/// the core count a plugin's pool is sized by (std reads it from the
+/// cgroup's files, every time). Each is made once per process; a check
+/// that needs one still being made waits for it rather than making it
+/// again, so running this beside a load only moves work off the load's
+/// path.
 pub(crate) fn prepare() {
     let _ = jsonschema::draft202012::meta::validator();
     let _ = list_tools_result();
+    let _ = crate::pool::cores();
 }
 
-/// Start [`prepare`] on a blocking thread of the current tokio runtime,
-/// once per process: the first load's module lookup and instantiation run
-/// meanwhile. A no-op after the first call.
+/// Start [`prepare`] on a thread of its own, once per process (a no-op
+/// after the first call): called when a runtime is built, so that the
+/// first load's set-up, module lookup and instantiation run meanwhile.
+/// Should the thread not start, each check compiles what it needs itself.
 pub(crate) fn prepare_in_background() {
     static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| drop(tokio::task::spawn_blocking(prepare)));
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new().name("toolhost-prepare".to_owned()).spawn(prepare);
+    });
 }
 
 /// The worst-case cost of checking a result against the protocol, per

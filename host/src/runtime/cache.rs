@@ -1,7 +1,7 @@
 //! Compiled modules on disk, so a second process start loads a plugin
 //! without compiling it.
 //!
-//! An entry is named by a SHA-256 of the Wasm bytes, the wasmtime version
+//! An entry is named by a BLAKE3 hash of the Wasm bytes, the wasmtime version
 //! and the engine's configuration (everything that changes the machine
 //! code), so a plugin that changed, or a toolhost built differently, never
 //! finds an old entry, and no plugin can be made to find another's. An
@@ -41,7 +41,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 
 use super::PluginKind;
@@ -49,7 +48,7 @@ use super::compile::{CacheStatus, CompileInfo, Compiled, Mapping};
 
 /// Last bytes of every entry (16 bytes, the last one the format version).
 const MAGIC: &[u8; 16] = b"toolhost-cwasm\n\x04";
-/// Bytes of an entry's key (a SHA-256).
+/// Bytes of an entry's key (a BLAKE3 hash).
 const KEY: usize = 32;
 /// Trailer: the entry's key, payload length (u64 LE), payload CRC-32
 /// (u32 LE), magic.
@@ -362,11 +361,14 @@ impl Drop for Compiling {
     }
 }
 
-/// The entry name: SHA-256 over a format tag, wasmtime's version, the
-/// engine's compatibility hash and the Wasm bytes.
+/// The entry name: BLAKE3 over a format tag, wasmtime's version, the
+/// engine's compatibility hash and the Wasm bytes. (A cryptographic hash:
+/// no plugin may be made to find another's entry. BLAKE3 rather than
+/// SHA-256 because a warm start hashes the whole plugin: 45 µs for 313 KB
+/// here, against SHA-256's 185.)
 fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> [u8; KEY] {
-    struct Sha(Sha256);
-    impl Hasher for Sha {
+    struct Blake3(blake3::Hasher);
+    impl Hasher for Blake3 {
         fn finish(&self) -> u64 {
             0
         }
@@ -374,7 +376,7 @@ fn key(engine: &Engine, wasm: &[u8], kind: PluginKind) -> [u8; KEY] {
             self.0.update(bytes);
         }
     }
-    let mut hasher = Sha(Sha256::new());
+    let mut hasher = Blake3(blake3::Hasher::new());
     hasher.write(MAGIC);
     hasher.write(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.write(kind.to_string().as_bytes());
