@@ -408,16 +408,17 @@ impl PluginBuilder {
         #[cfg(not(feature = "cache"))]
         let kernel_cache = NoCache;
         let compilers = self.runtime.compilers();
-        let baseline = self.runtime.baseline_engines(kind).map(|engines| (engines.engine.clone(), compilers));
         let lookup = {
             let (source, loading, runtime) = (self.source.clone(), name.clone(), self.runtime.clone());
             let (cache, kernel_cache) = (cache.clone(), kernel_cache.clone());
             tokio::task::spawn_blocking(move || {
-                let baseline = baseline.as_ref().map(|(engine, compilers)| (engine, *compilers));
+                // Made only when a plugin is compiled on it: a cache hit
+                // needs no second engine.
+                let baseline = || runtime.baseline_engines(kind).map(|engines| &engines.engine);
                 // On a miss, the baseline compiler's kernel (when it is not
                 // cached either) compiles beside the plugin, not after it.
                 let kernel = || drop(ready_kernel(&runtime, kind, Tier::Baseline, &kernel_cache));
-                let found = compile(&loading, &source, &cache, &engine, baseline, &kernel)?;
+                let found = compile(&loading, &source, &cache, &engine, (compilers, &baseline), &kernel)?;
                 if found.compiled.module().is_some() {
                     ready_kernel(&runtime, kind, found.info.tier, &kernel_cache)?;
                 }
@@ -845,19 +846,21 @@ struct Found {
 }
 
 /// Read and compile (or load from the cache) a plugin: an Extism module or
-/// a component, told apart by its first bytes. With a `baseline` engine
-/// and [`Compilers::Tiered`], a plugin not in the cache is compiled by the
-/// baseline compiler and Cranelift's compile is left to the caller; with
-/// [`Compilers::Baseline`], the baseline compiler's module is what the
-/// cache keeps. A module the baseline compiler cannot compile is
-/// Cranelift's either way. `baseline_kernel` readies the baseline engine's
-/// Extism kernel: run beside the baseline compile of an Extism plugin.
-fn compile(
+/// a component, told apart by its first bytes. With [`Compilers::Tiered`],
+/// a plugin not in the cache is compiled by the baseline compiler and
+/// Cranelift's compile is left to the caller; with [`Compilers::Baseline`],
+/// the baseline compiler's module is what the cache keeps. The baseline
+/// compiler's engine is asked of `baseline` when it is needed (`None`: it
+/// cannot run here, and Cranelift compiles). A module the baseline compiler
+/// cannot compile is Cranelift's either way. `baseline_kernel` readies the
+/// baseline engine's Extism kernel: run beside the baseline compile of an
+/// Extism plugin.
+fn compile<'e>(
     name: &str,
     source: &Source,
     cache: &Cache,
     engine: &wasmtime::Engine,
-    baseline: Option<(&wasmtime::Engine, Compilers)>,
+    (compilers, baseline): (Compilers, &dyn Fn() -> Option<&'e wasmtime::Engine>),
     baseline_kernel: &(dyn Fn() + Sync),
 ) -> Result<Found, Error> {
     let read;
@@ -880,7 +883,9 @@ fn compile(
         });
     }
     let optimized = |(compiled, info)| Found { compiled, info, wasm: None, flavour };
-    if let Some((baseline, Compilers::Baseline)) = baseline {
+    if compilers == Compilers::Baseline
+        && let Some(baseline) = baseline()
+    {
         match cache.load_or_compile(baseline, wasm, flavour) {
             Ok((compiled, info)) => {
                 let info = CompileInfo { tier: Tier::Baseline, ..info };
@@ -893,13 +898,16 @@ fn compile(
                 );
             }
         }
-    } else if let Some((baseline, _)) = baseline
+    } else if compilers == Compilers::Tiered
         && !(flavour == PluginKind::Extism && imports_tool_list_changes(wasm))
-    {
-        let status = match cache.find(engine, wasm, flavour) {
+        // A hit is the load's at once; a miss goes to the baseline
+        // compiler, if it runs here (else Cranelift compiles, below).
+        && let status = match cache.find(engine, wasm, flavour) {
             Ok(hit) => return Ok(optimized(hit)),
             Err(status) => status,
-        };
+        }
+        && let Some(baseline) = baseline()
+    {
         let started = std::time::Instant::now();
         // An Extism plugin runs with the kernel of its engine: made
         // meanwhile on a thread of its own (its errors are the load's
