@@ -1777,8 +1777,9 @@ impl Inner {
     /// is weighed, against the `outputSchema`; any other result is checked
     /// against the protocol's schema, which matches base64 data with a
     /// `pattern`, and is weighed whole, strings by their length. A typed
-    /// (component) result is checked by its types, and its
-    /// `structuredContent` against the `outputSchema`.
+    /// result (a component's, or a plain one read straight into the type)
+    /// is checked by its types, and its `structuredContent` against the
+    /// `outputSchema`.
     fn output_is_cheap(&self, index: usize, output: &CallOutput) -> bool {
         let schema = self.output_schema(Some(index));
         let reads_text = schema.is_some_and(|schema| schema.reads_text);
@@ -1790,7 +1791,6 @@ impl Inner {
                 structured(raw.get("structuredContent").filter(|value| !value.is_null()))
             }
             CallOutput::Json(raw) => cheap(raw, self.output_cost(Some(index)), true),
-            #[cfg(feature = "component")]
             CallOutput::Typed(result) => structured(result.structured_content.as_ref()),
         }
     }
@@ -1811,7 +1811,6 @@ impl Inner {
     ) -> Result<CallToolResult, Error> {
         match output {
             CallOutput::Json(raw) => self.check_output(tool, index, raw, weighed),
-            #[cfg(feature = "component")]
             CallOutput::Typed(result) => self.check_typed(tool, index, result, weighed),
         }
     }
@@ -1905,8 +1904,8 @@ impl Inner {
         validate::check_result(raw, self.output_schema(index)).map_err(invalid)
     }
 
-    /// Check a typed result (a component's) as the options say.
-    #[cfg(feature = "component")]
+    /// Check a typed result (a component's, or a plain one) as the options
+    /// say.
     fn check_typed(
         &self,
         tool: &str,

@@ -614,11 +614,11 @@ pub(crate) fn check_result(raw: Value, output: Option<&Schema>) -> Result<CallTo
     Ok(result)
 }
 
-/// Check a result that is typed already (a component's): what its types do
-/// not guarantee (`structuredContent` an object, priorities between 0 and
-/// 1), with the pointers the protocol schema would give, then the tool's
+/// Check a result that is typed already (a component's, or an Extism
+/// plugin's parsed straight into the type): what its types do not
+/// guarantee (`structuredContent` an object, priorities between 0 and 1),
+/// with the pointers the protocol schema would give, then the tool's
 /// `outputSchema`.
-#[cfg(feature = "component")]
 pub(crate) fn check_typed_result(result: &CallToolResult, output: Option<&Schema>) -> Result<(), Vec<Violation>> {
     let mut problems = Vec::new();
     if let Some(structured) = &result.structured_content

@@ -170,7 +170,13 @@ impl Instance {
         let called = match (self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
                 match instance.run(Export::Call, request, run).await {
-                    Ok(output) => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
+                    // Most results are text items: typed as they are read.
+                    // Anything else is parsed as JSON, for the protocol's
+                    // schema to check.
+                    Ok(output) => match output::parse_plain_result(&output, instance.max_output_bytes()) {
+                        Some(result) => Ok(CallOutput::Typed(result)),
+                        None => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
+                    },
                     Err(fault) => Err(RunError::Fault(fault)),
                 }
             }

@@ -6,10 +6,10 @@ use serde_json::Value;
 use crate::error::{Fault, OutputProblem};
 
 /// What `call` returned: JSON to check against the protocol (an Extism
-/// plugin's output), or a result typed already (a component's).
+/// plugin's output), or a result typed already (a component's, or an
+/// Extism plugin's of the plain shape, parsed straight into the type).
 pub(crate) enum CallOutput {
     Json(Value),
-    #[cfg(feature = "component")]
     Typed(toolhost_protocol::CallToolResult),
 }
 

@@ -20,6 +20,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+use toolhost_protocol::{CallToolResult, Content as ToolContent, TextContent};
 
 use super::outcome::RunError;
 use crate::error::{Fault, FaultKind, OutputProblem};
@@ -135,6 +137,235 @@ pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Resul
         ))),
         (Ok(value), None) => Ok(value),
         (Err(e), None) => Err(RunError::Output(OutputProblem::NotJson { message: e.to_string() })),
+    }
+}
+
+/// A call's output as a result, parsed straight into the type if it has the
+/// plain shape ([`crate::validate::plain`]: text items, `isError`,
+/// `structuredContent`, `_meta` and fields of their own), with no tree of
+/// `Value`s built first and taken apart again. `None` for anything else,
+/// or anything [`parse_json`] would refuse (not UTF-8, not JSON, over the
+/// weight or the item bound, a key given twice): the caller then parses it
+/// as JSON, which says what is wrong. What it returns is what
+/// `plain_result(parse_json(output))` returns; each value is charged the
+/// weight [`parse_json`] charges it.
+pub(crate) fn parse_plain_result(output: &[u8], max_bytes: usize) -> Option<CallToolResult> {
+    let text = std::str::from_utf8(output).ok()?;
+    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let result = deserializer.deserialize_map(PlainResult { weigh: &mut weigh }).ok()?;
+    deserializer.end().ok()?;
+    Some(result)
+}
+
+/// Why [`parse_plain_result`] gave up: not the plain shape (or a bound
+/// crossed, which [`parse_json`] then reports).
+const NOT_PLAIN: &str = "not a plain result";
+
+/// A value read with [`Node`], which must be an object or `null` (the
+/// object kept).
+fn object_or_null<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    weigh: &mut Weigh,
+) -> Result<Option<Map<String, Value>>, A::Error> {
+    match map.next_value_seed(Node { weigh, content: Content::No })? {
+        Value::Object(object) => Ok(Some(object)),
+        Value::Null => Ok(None),
+        _ => Err(de::Error::custom(NOT_PLAIN)),
+    }
+}
+
+/// A key, charged its length as [`Node`] charges it.
+fn key<'de, A: MapAccess<'de>>(map: &mut A, weigh: &mut Weigh) -> Result<Option<Cow<'de, str>>, A::Error> {
+    let Some(key) = map.next_key_seed(Key)? else { return Ok(None) };
+    weigh.charge(key.len())?;
+    Ok(Some(key))
+}
+
+/// Keep `value` under `key` in `extra`, refusing a key given twice.
+fn keep<E: de::Error>(extra: &mut Map<String, Value>, key: Cow<'_, str>, value: Value) -> Result<(), E> {
+    match extra.insert(key.into_owned(), value) {
+        None => Ok(()),
+        Some(_) => Err(E::custom(NOT_PLAIN)),
+    }
+}
+
+/// Set a field read once; a second is refused.
+fn once<T, E: de::Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
+    match slot.replace(value) {
+        None => Ok(()),
+        Some(_) => Err(E::custom(NOT_PLAIN)),
+    }
+}
+
+/// A key as text: borrowed from the input where it has no escapes.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// The result object of [`parse_plain_result`].
+struct PlainResult<'a> {
+    weigh: &'a mut Weigh,
+}
+
+impl<'de> Visitor<'de> for PlainResult<'_> {
+    type Value = CallToolResult;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a plain result")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallToolResult, A::Error> {
+        let weigh = self.weigh;
+        weigh.charge(VALUE_WEIGHT + OBJECT_WEIGHT)?;
+        let (mut content, mut is_error, mut structured, mut meta) = (None, None, None, None);
+        let mut extra = Map::new();
+        while let Some(key) = key(&mut map, weigh)? {
+            match &*key {
+                "content" => once(&mut content, map.next_value_seed(TextItems { weigh: &mut *weigh })?)?,
+                "isError" => {
+                    let value = match map.next_value_seed(Node { weigh: &mut *weigh, content: Content::No })? {
+                        Value::Bool(value) => Some(value),
+                        Value::Null => None,
+                        _ => return Err(de::Error::custom(NOT_PLAIN)),
+                    };
+                    once(&mut is_error, value)?;
+                }
+                "structuredContent" => {
+                    let value = object_or_null(&mut map, weigh)?.map(Value::Object);
+                    once(&mut structured, value)?;
+                }
+                "_meta" => once(&mut meta, object_or_null(&mut map, weigh)?)?,
+                _ => {
+                    let value = map.next_value_seed(Node { weigh: &mut *weigh, content: Content::No })?;
+                    keep(&mut extra, key, value)?;
+                }
+            }
+        }
+        let Some(content) = content else { return Err(de::Error::custom(NOT_PLAIN)) };
+        Ok(CallToolResult {
+            content,
+            is_error: is_error.flatten(),
+            structured_content: structured.flatten(),
+            meta: meta.flatten(),
+            extra,
+        })
+    }
+}
+
+/// A result's `content`: text items only, at most [`MAX_CONTENT_ITEMS`].
+struct TextItems<'a> {
+    weigh: &'a mut Weigh,
+}
+
+impl<'de> DeserializeSeed<'de> for TextItems<'_> {
+    type Value = Vec<ToolContent>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TextItems<'_> {
+    type Value = Vec<ToolContent>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("text items")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        self.weigh.charge(VALUE_WEIGHT)?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(TextItem { weigh: &mut *self.weigh })? {
+            if items.len() == MAX_CONTENT_ITEMS {
+                return Err(de::Error::custom(NOT_PLAIN));
+            }
+            items.push(item);
+        }
+        Ok(items)
+    }
+}
+
+/// One text item of a plain result.
+struct TextItem<'a> {
+    weigh: &'a mut Weigh,
+}
+
+impl<'de> DeserializeSeed<'de> for TextItem<'_> {
+    type Value = ToolContent;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TextItem<'_> {
+    type Value = ToolContent;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a text item")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolContent, A::Error> {
+        let weigh = self.weigh;
+        weigh.charge(VALUE_WEIGHT + OBJECT_WEIGHT)?;
+        let (mut kind, mut text, mut annotations, mut meta) = (None, None, None, None);
+        let mut extra = Map::new();
+        while let Some(key) = key(&mut map, weigh)? {
+            match &*key {
+                "type" | "text" | "annotations" => {
+                    let value = map.next_value_seed(Node { weigh: &mut *weigh, content: Content::No })?;
+                    let slot = match &*key {
+                        "type" => &mut kind,
+                        "text" => &mut text,
+                        _ => &mut annotations,
+                    };
+                    once(slot, value)?;
+                }
+                "_meta" => once(&mut meta, object_or_null(&mut map, weigh)?)?,
+                _ => {
+                    let value = map.next_value_seed(Node { weigh: &mut *weigh, content: Content::No })?;
+                    keep(&mut extra, key, value)?;
+                }
+            }
+        }
+        // Annotations have rules of their own (a range, an enum): the
+        // schema checks them.
+        let (Some(Value::String(kind)), Some(Value::String(text)), None | Some(Value::Null)) =
+            (kind, text, annotations)
+        else {
+            return Err(de::Error::custom(NOT_PLAIN));
+        };
+        if kind != "text" {
+            return Err(de::Error::custom(NOT_PLAIN));
+        }
+        Ok(ToolContent::Text(TextContent { text, annotations: None, meta: meta.flatten(), extra }))
     }
 }
 
@@ -394,6 +625,49 @@ mod tests {
         // A long string weighs what it is.
         let long = json!({"content": [{"type": "text", "text": "x".repeat(60 << 10)}]}).to_string();
         assert!(parse_json(long.as_bytes(), 64 << 10, true).is_ok());
+    }
+
+    #[test]
+    fn the_typed_read_takes_plain_results_and_gives_up_where_the_json_parse_would_say_more() {
+        let plain = |text: &str, max: usize| parse_plain_result(text.as_bytes(), max);
+        let text = r#"{"content":[{"type":"text","text":"5","_meta":null,"x":1}],"structuredContent":{"result":5.0},"isError":false,"y":[]}"#;
+        let typed = plain(text, 1 << 20).expect("a plain result");
+        let parsed = parse_json(text.as_bytes(), 1 << 20, true).map_err(problem).unwrap();
+        assert_eq!(Ok(typed), crate::validate::plain::plain_result(parsed));
+        // An escaped key is the key it spells.
+        assert!(plain(r#"{"cont\u0065nt":[{"t\u0079pe":"text","text":"a"}]}"#, 1 << 20).is_some());
+        for refused in [
+            // A key twice (JSON's last one would win).
+            r#"{"content":[],"content":[]}"#,
+            r#"{"content":[{"type":"text","text":"a","text":"b"}]}"#,
+            r#"{"content":[],"x":1,"x":2}"#,
+            // Not the plain shape.
+            r#"{"content":[{"type":"image","data":"","mimeType":"image/png"}]}"#,
+            r#"{"content":[{"type":"text","text":"a","annotations":{"priority":0.5}}]}"#,
+            r#"{"content":[],"isError":1}"#,
+            r#"{"isError":true}"#,
+            // Not JSON, or more than JSON.
+            r#"{"content":[]"#,
+            r#"{"content":[]} {}"#,
+        ] {
+            assert_eq!(plain(refused, 1 << 20), None, "{refused}");
+        }
+        assert_eq!(parse_plain_result(&[b'"', 0xff, b'"'], 1 << 20), None);
+        // The bounds: what parse_json refuses, this does not take.
+        let items = |n: usize| json!({ "content": vec![json!({"type": "text", "text": ""}); n] }).to_string();
+        assert!(plain(&items(MAX_CONTENT_ITEMS), usize::MAX).is_some());
+        assert_eq!(plain(&items(MAX_CONTENT_ITEMS + 1), usize::MAX), None);
+        let heavy = items(1000);
+        assert!(parse_json(heavy.as_bytes(), 64 << 10, true).is_err());
+        assert_eq!(plain(&heavy, 64 << 10), None);
+        // The same weights: the least weight parse_json takes, this takes.
+        let (mut refused, mut taken) = (0, 1 << 20);
+        while taken - refused > 1 {
+            let max = (refused + taken) / 2;
+            if parse_json(heavy.as_bytes(), max, true).is_ok() { taken = max } else { refused = max }
+        }
+        let least = taken;
+        assert!(plain(&heavy, least).is_some() && plain(&heavy, least - 1).is_none());
     }
 
     #[test]

@@ -260,5 +260,14 @@ mod tests {
                 Err(back) => prop_assert_eq!(back, raw),
             }
         }
+
+        /// A call's output read straight into the type is what the plain
+        /// path makes of it read as JSON, and nothing else is taken.
+        #[test]
+        fn the_typed_read_agrees_with_the_plain_path(raw in result(), pretty in any::<bool>()) {
+            let text = if pretty { serde_json::to_string_pretty(&raw) } else { serde_json::to_string(&raw) };
+            let typed = crate::runtime::output::parse_plain_result(text.unwrap().as_bytes(), usize::MAX);
+            prop_assert_eq!(typed, plain_result(raw.clone()).ok(), "{}", raw);
+        }
     }
 }
