@@ -64,6 +64,8 @@ pub use toolhost_protocol::{
     self as protocol, CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolAnnotations,
 };
 
+#[doc(hidden)]
+pub mod call;
 pub mod client;
 pub mod http;
 pub mod offers;
@@ -84,10 +86,11 @@ pub struct ToolDef {
     pub name: &'static str,
     /// Builds the tool's description (schemas included).
     pub definition: fn() -> Tool,
-    /// Runs the tool on the request's arguments: the JSON text of an object
-    /// (`{}` when the request has none), parsed once, straight into the
-    /// tool's argument type.
-    pub handler: fn(&str) -> CallToolResult,
+    /// Runs the tool on the request's arguments (an object, `{}` when the
+    /// request has none), parsed once, straight into the tool's argument
+    /// type. `None`: the call must be read the checked way
+    /// ([`call::Arguments::parse`]); the tool has not run.
+    pub handler: fn(call::Arguments<'_>) -> Option<call::Output>,
 }
 
 impl std::fmt::Debug for ToolDef {
@@ -125,6 +128,16 @@ pub trait ToolOutput {
 
     /// The result sent to the host.
     fn into_call_result(self) -> CallToolResult;
+
+    /// The result as the `call` export writes it. Not a stable API:
+    /// implement [`into_call_result`](Self::into_call_result) instead.
+    #[doc(hidden)]
+    fn into_output(self) -> call::Output
+    where
+        Self: Sized,
+    {
+        self.into_call_result().into()
+    }
 }
 
 impl ToolOutput for CallToolResult {
@@ -174,6 +187,13 @@ impl<T: ToolOutput, E: Display> ToolOutput for Result<T, E> {
             Err(error) => CallToolResult::error(error.to_string()),
         }
     }
+
+    fn into_output(self) -> call::Output {
+        match self {
+            Ok(output) => output.into_output(),
+            Err(error) => CallToolResult::error(error.to_string()).into(),
+        }
+    }
 }
 
 /// Structured output: `T` is sent as `structuredContent` and its JSON
@@ -208,12 +228,15 @@ impl<T: Serialize + JsonSchema> ToolOutput for Structured<T> {
     }
 
     fn into_call_result(self) -> CallToolResult {
-        match serde_json::to_value(&self.value) {
-            Ok(value) => {
-                let text = self.text.unwrap_or_else(|| value.to_string());
-                CallToolResult { structured_content: Some(value), ..CallToolResult::text(text) }
-            }
-            Err(error) => CallToolResult::error(format!("the tool's output cannot be serialized: {error}")),
+        self.into_output().into_call_result()
+    }
+
+    /// Serialised straight from `T` (no `Value` built), its keys in the
+    /// order `T` writes them.
+    fn into_output(self) -> call::Output {
+        match serde_json::to_string(&self.value) {
+            Ok(json) => call::Output::structured(self.text, json),
+            Err(error) => CallToolResult::error(format!("the tool's output cannot be serialized: {error}")).into(),
         }
     }
 }
@@ -349,6 +372,8 @@ pub mod __private {
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     use toolhost_protocol::ListToolsResult;
 
+    pub use crate::call::{Arguments, Output};
+
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub use extism_pdk;
     #[cfg(all(target_os = "wasi", target_env = "p2"))]
@@ -415,26 +440,23 @@ pub mod __private {
         definition(attrs, input, R::output_schema())
     }
 
-    /// Deserialize the arguments (the JSON text of an object), or the tool
-    /// error that says why not.
-    pub fn parse_args<A: DeserializeOwned>(tool: &str, arguments: &str) -> Result<A, CallToolResult> {
-        serde_json::from_str(arguments)
-            .map_err(|error| CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}")))
+    /// Deserialize the arguments, or the tool error that says why not
+    /// (`Err(None)`: read the call the checked way).
+    pub fn parse_args<A: DeserializeOwned>(tool: &str, arguments: Arguments<'_>) -> Result<A, Option<CallToolResult>> {
+        arguments.parse(tool)
     }
 
     /// Refuse arguments to a tool that takes none.
-    pub fn no_args(tool: &str, arguments: &str) -> Result<(), CallToolResult> {
-        match serde_json::from_str::<JsonObject>(arguments) {
-            Err(error) => Err(CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}"))),
-            Ok(map) if !map.is_empty() => {
-                let names: Vec<&str> = map.keys().map(String::as_str).collect();
-                Err(CallToolResult::error(format!(
-                    "invalid arguments for tool `{tool}`: it takes no arguments, got {}",
-                    names.join(", ")
-                )))
-            }
-            _ => Ok(()),
+    pub fn no_args(tool: &str, arguments: Arguments<'_>) -> Result<(), Option<CallToolResult>> {
+        let map: JsonObject = arguments.parse(tool)?;
+        if map.is_empty() {
+            return Ok(());
         }
+        let names: Vec<&str> = map.keys().map(String::as_str).collect();
+        Err(Some(CallToolResult::error(format!(
+            "invalid arguments for tool `{tool}`: it takes no arguments, got {}",
+            names.join(", ")
+        ))))
     }
 
     /// The description of a prompt taking `A` (its properties are the
@@ -522,32 +544,53 @@ pub mod __private {
         output_json(&result)
     }
 
-    /// The `call` export: the request parsed once, its arguments left as
-    /// text for the tool's own type to parse (no `Value` in between).
+    /// The `call` export: a request in toolhost's layout read by hand, its
+    /// arguments parsed once, straight into the tool's type
+    /// ([`crate::call`]); any other request read whole first, its
+    /// arguments then parsed from their text. No `Value` in between.
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn call(tools: &[ToolDef]) -> i32 {
         let input = extism_pdk::input_bytes();
-        let request: RawCallRequest<'_> = match serde_json::from_slice(&input) {
-            Ok(request) => request,
-            Err(error) => return fail(&format!("the call input is not a CallToolRequest: {error}")),
+        let fast = crate::call::request_parts(&input)
+            .and_then(|(name, arguments)| (tools.iter().find(|t| t.name == name)?.handler)(arguments));
+        let output = match fast {
+            Some(output) => Ok(output),
+            None => checked_call(tools, &input),
         };
+        super::CALL_META.with_borrow_mut(|meta| *meta = None);
+        match output {
+            // Written by hand (the texts' escaping a word at a time), as
+            // serde would write it.
+            Ok(output) => output_bytes(output.to_json()),
+            Err(message) => fail(&message),
+        }
+    }
+
+    /// A call read the checked way: the request parsed whole (any layout),
+    /// its arguments then parsed from their text.
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    fn checked_call(tools: &[ToolDef], input: &[u8]) -> Result<Output, String> {
+        let request: RawCallRequest<'_> = serde_json::from_slice(input)
+            .map_err(|error| format!("the call input is not a CallToolRequest: {error}"))?;
         let RawCallParams { name, arguments, meta } = request.params;
-        let arguments = match super::arguments_text(arguments) {
-            Ok(arguments) => arguments,
-            Err(problem) => return fail(&format!("the call input is not a CallToolRequest: {problem}")),
-        };
+        let arguments = super::arguments_text(arguments)
+            .map_err(|problem| format!("the call input is not a CallToolRequest: {problem}"))?;
         super::CALL_META.with_borrow_mut(|slot| *slot = meta);
-        let result = match tools.iter().find(|t| t.name == name) {
-            Some(tool) => (tool.handler)(arguments),
+        Ok(match tools.iter().find(|t| t.name == name) {
+            Some(tool) => (tool.handler)(Arguments::checked(arguments)).unwrap_or_else(|| unread(&name)),
             None => {
                 let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
                 CallToolResult::error(format!("unknown tool `{name}`; this plugin's tools are: {}", names.join(", ")))
+                    .into()
             }
-        };
-        super::CALL_META.with_borrow_mut(|meta| *meta = None);
-        // Written by hand (the texts' escaping a word at a time), as serde
-        // would write it.
-        output_bytes(toolhost_protocol::json::call_result_to_vec(&result))
+        })
+    }
+
+    /// What a handler that would not read checked arguments returns (no
+    /// handler `#[tool]` writes does that).
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    fn unread(tool: &str) -> Output {
+        CallToolResult::error(format!("the SDK could not read the arguments of tool `{tool}`")).into()
     }
 
     /// A `CallToolRequest` as the `call` export reads it: the name borrowed
@@ -743,17 +786,27 @@ pub mod __component {
         wit::Content { kind, annotations: ann.map(annotations), meta }
     }
 
-    fn result(result: CallToolResult) -> wit::CallToolResult {
+    fn result(output: crate::call::Output) -> wit::CallToolResult {
+        let (result, structured) = output.into_parts();
         wit::CallToolResult {
             content: result.content.into_iter().map(content).collect(),
             is_error: result.is_error.unwrap_or(false),
-            structured_content: result.structured_content.as_ref().map(json_text),
+            structured_content: structured.or_else(|| result.structured_content.as_ref().map(json_text)),
             meta: result.meta.as_ref().map(json_text),
         }
     }
 
     /// The `call` export: the same dispatch as the Extism flavour's.
+    /// Arguments that start with `{` are parsed straight into the tool's
+    /// type; anything else, or a parse that fails, is read the checked way.
     pub fn call(tools: &[ToolDef], name: String, arguments: String) -> Result<wit::CallToolResult, wit::CallError> {
+        let text = arguments.trim_start();
+        if text.starts_with('{')
+            && let Some(tool) = tools.iter().find(|t| t.name == name)
+            && let Some(output) = (tool.handler)(crate::call::Arguments::unchecked(text))
+        {
+            return Ok(result(output));
+        }
         // Checked as JSON without building it; the tool's type parses it.
         let raw = match serde_json::from_str::<&serde_json::value::RawValue>(&arguments) {
             Ok(raw) => raw,
@@ -764,7 +817,9 @@ pub mod __component {
             Err(problem) => return Err(wit::CallError::InvalidArguments(problem.to_owned())),
         };
         match tools.iter().find(|t| t.name == name) {
-            Some(tool) => Ok(result((tool.handler)(arguments))),
+            Some(tool) => Ok(result((tool.handler)(crate::call::Arguments::checked(arguments)).unwrap_or_else(|| {
+                CallToolResult::error(format!("the SDK could not read the arguments of tool `{name}`")).into()
+            }))),
             None => Err(wit::CallError::UnknownTool(name)),
         }
     }

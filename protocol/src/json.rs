@@ -170,6 +170,24 @@ fn write_content(out: &mut Vec<u8>, item: &Content) {
 
 /// A call's result as JSON: what `serde_json::to_vec` makes of it.
 pub fn call_result_to_vec(result: &CallToolResult) -> Vec<u8> {
+    write_call_result(result, result.structured_content.as_ref().map(Structured::Value))
+}
+
+/// A call's result as JSON, its `structuredContent` the JSON text
+/// `structured` (serialised straight from the tool's type, never built as
+/// a `Value`) in place of the result's own: what `serde_json::to_vec` makes
+/// of the result with that value in it, up to the order of its keys.
+pub fn call_result_with_structured_to_vec(result: &CallToolResult, structured: &str) -> Vec<u8> {
+    write_call_result(result, Some(Structured::Text(structured)))
+}
+
+/// A result's `structuredContent`, as a value or as JSON text.
+enum Structured<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+fn write_call_result(result: &CallToolResult, structured: Option<Structured<'_>>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(br#"{"content":["#);
     for (i, item) in result.content.iter().enumerate() {
@@ -182,8 +200,13 @@ pub fn call_result_to_vec(result: &CallToolResult) -> Vec<u8> {
     if let Some(is_error) = result.is_error {
         write_member(&mut out, "isError", &Value::Bool(is_error));
     }
-    if let Some(structured) = &result.structured_content {
-        write_member(&mut out, "structuredContent", structured);
+    match structured {
+        Some(Structured::Value(structured)) => write_member(&mut out, "structuredContent", structured),
+        Some(Structured::Text(structured)) => {
+            out.extend_from_slice(br#","structuredContent":"#);
+            out.extend_from_slice(structured.as_bytes());
+        }
+        None => {}
     }
     if let Some(meta) = &result.meta {
         out.extend_from_slice(br#","_meta":"#);
@@ -312,6 +335,14 @@ mod tests {
                 serde_json::to_string(result).unwrap(),
                 "{result:?}"
             );
+            // The same with `structuredContent` given as JSON text: the
+            // result's own is not written, the text is.
+            let text = r#"{"z":[1,{"a":"\u0000"}],"a":null}"#;
+            let with_text =
+                CallToolResult { structured_content: serde_json::from_str(text).unwrap(), ..result.clone() };
+            let written = call_result_with_structured_to_vec(result, text);
+            assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), serde_json::to_value(&with_text).unwrap());
+            assert!(String::from_utf8(written).unwrap().contains(&format!(r#","structuredContent":{text}"#)));
         }
     }
 }

@@ -238,10 +238,10 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
         0 => (
             quote!(#private::definition_without_args::<#output>(&__TOOLHOST_ATTRS)),
             quote! {
-                if let ::core::result::Result::Err(result) = #private::no_args(__TOOLHOST_ATTRS.name, arguments) {
-                    return result;
+                if let ::core::result::Result::Err(refused) = #private::no_args(__TOOLHOST_ATTRS.name, arguments) {
+                    return refused.map(#private::Output::from);
                 }
-                #sdk::ToolOutput::into_call_result(#ident())
+                ::core::option::Option::Some(#sdk::ToolOutput::into_output(#ident()))
             },
         ),
         1 => {
@@ -256,9 +256,9 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
                 quote! {
                     let args: #ty = match #private::parse_args(__TOOLHOST_ATTRS.name, arguments) {
                         ::core::result::Result::Ok(args) => args,
-                        ::core::result::Result::Err(result) => return result,
+                        ::core::result::Result::Err(refused) => return refused.map(#private::Output::from),
                     };
-                    #sdk::ToolOutput::into_call_result(#ident(args))
+                    ::core::option::Option::Some(#sdk::ToolOutput::into_output(#ident(args)))
                 },
             )
         }
@@ -287,8 +287,8 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
             #definition
         }
         fn __toolhost_handler(
-            arguments: &str,
-        ) -> #sdk::CallToolResult {
+            arguments: #private::Arguments<'_>,
+        ) -> ::core::option::Option<#private::Output> {
             #handler_body
         }
         #sdk::ToolDef {
