@@ -655,13 +655,15 @@ impl Runtime {
     }
 
     /// A call begins: refused once the runtime is shutting down.
-    pub(crate) fn enter(&self, plugin: &str) -> Result<CallGuard, Error> {
+    pub(crate) fn enter(&self, plugin: &str) -> Result<CallGuard<'_>, Error> {
         let inner = &self.inner;
         if inner.closed.load(Ordering::SeqCst) {
             return Err(Error::ShutDown { plugin: plugin.to_owned() });
         }
         inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        let guard = CallGuard { runtime: Arc::clone(inner) };
+        // Borrowed, not a clone of the `Arc`: its count is a cache line
+        // that callers on every core would write twice per call.
+        let guard = CallGuard { runtime: inner };
         // A shutdown that began meanwhile may have counted us already: it
         // waits for the guard, which is dropped at once.
         if inner.closed.load(Ordering::SeqCst) {
@@ -780,13 +782,19 @@ impl Drop for BackgroundCompile {
 }
 
 /// A call in flight: counted until dropped.
-pub(crate) struct CallGuard {
-    runtime: Arc<RuntimeInner>,
+pub(crate) struct CallGuard<'a> {
+    runtime: &'a RuntimeInner,
 }
 
-impl Drop for CallGuard {
+impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
-        if self.runtime.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        // Only a shutdown waits for the count to reach zero, and it marks
+        // the runtime closed before it looks at the count: the last call
+        // out wakes it only then (every call of a lone caller is the last
+        // one out, and `notify_waiters` takes a lock). All four accesses
+        // are sequentially consistent, so either this drop sees `closed`
+        // or the shutdown, looking later, sees the count at zero.
+        if self.runtime.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 && self.runtime.closed.load(Ordering::SeqCst) {
             self.runtime.idle.notify_waiters();
         }
     }
