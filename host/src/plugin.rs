@@ -1954,7 +1954,8 @@ impl Drop for Running<'_> {
 /// ([`toolhost_protocol::json`]).
 fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) -> Vec<u8> {
     use toolhost_protocol::json;
-    let mut out = Vec::with_capacity(64);
+    // Room for a small call's request at once (the frame is 50 bytes).
+    let mut out = Vec::with_capacity(128 + name.len());
     out.extend_from_slice(br#"{"method":"tools/call","params":{"name":"#);
     json::write_str(&mut out, name);
     out.extend_from_slice(br#","arguments":"#);

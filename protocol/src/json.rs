@@ -188,7 +188,21 @@ enum Structured<'a> {
 }
 
 fn write_call_result(result: &CallToolResult, structured: Option<Structured<'_>>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
+    // Room for the usual result at once (a text item and structured text),
+    // so that a small one is not copied as it grows.
+    let texts: usize = result
+        .content
+        .iter()
+        .map(|item| match item {
+            Content::Text(text) => text.text.len() + 32,
+            _ => 64,
+        })
+        .sum();
+    let structured_text = match &structured {
+        Some(Structured::Text(text)) => text.len() + 24,
+        _ => 0,
+    };
+    let mut out = Vec::with_capacity(64 + texts + structured_text);
     out.extend_from_slice(br#"{"content":["#);
     for (i, item) in result.content.iter().enumerate() {
         if i > 0 {
