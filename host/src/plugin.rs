@@ -1797,7 +1797,7 @@ impl Inner {
 
     /// The `outputSchema` of the tool at `index`, compiled, if it has one.
     fn output_schema(&self, index: Option<usize>) -> Option<&validate::Schema> {
-        index.and_then(|i| self.checked[i].output.as_ref())
+        index.and_then(|i| self.checked[i].output.as_deref())
     }
 
     /// Check what the tool `tool`, at `index` (`None`: not one the plugin

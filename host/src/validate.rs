@@ -16,7 +16,8 @@ pub(crate) mod cost;
 pub(crate) mod plain;
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::Value;
@@ -75,8 +76,9 @@ pub(crate) struct CheckedTool {
     pub tool: Tool,
     pub id: String,
     pub requirements: crate::secrets::Requirements,
-    pub input: Schema,
-    pub output: Option<Schema>,
+    /// Shared by the tools whose schema is the same (compiled once).
+    pub input: Arc<Schema>,
+    pub output: Option<Arc<Schema>>,
 }
 
 /// A compiled schema and its worst-case cost: subschema evaluations per
@@ -339,8 +341,11 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         }
     }
 
-    // 3. Each tool that follows the protocol: schemas, metadata.
+    // 3. Each tool that follows the protocol: schemas, metadata. Tools
+    // often share a schema (`{"type": "object"}`, one argument type for
+    // several tools): each distinct one is compiled once.
     let mut tools = Vec::new();
+    let mut compiled = Compiled::default();
     for (index, raw_tool) in raw_tools.iter().enumerate() {
         if bad_tools[index] {
             continue;
@@ -359,11 +364,13 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
                 continue;
             }
         };
-        let input = compile_schema(&tool.input_schema, options.enforce_formats)
+        let input = compiled
+            .get(&tool.input_schema, options.enforce_formats)
             .map_err(|e| problem(at(&format!("/inputSchema{}", e.pointer)), e.rule, e.message))
             .ok();
         let output = match &tool.output_schema {
-            Some(schema) => compile_schema(schema, options.enforce_formats)
+            Some(schema) => compiled
+                .get(schema, options.enforce_formats)
                 .map(Some)
                 .map_err(|e| problem(at(&format!("/outputSchema{}", e.pointer)), e.rule, e.message))
                 .ok(),
@@ -393,6 +400,67 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
         }
     }
     CheckedDescribe { tools, problems, fatal: false }
+}
+
+/// The schemas of one `describe` compiled so far, by a fingerprint of
+/// their JSON (then compared whole), with what came of each. The
+/// fingerprint's hash is keyed at random, so a plugin cannot choose
+/// schemas that all land together and make each lookup compare them all.
+#[derive(Default)]
+struct Compiled {
+    keys: std::hash::RandomState,
+    by_fingerprint: HashMap<u64, Vec<(JsonObject, Result<Arc<Schema>, SchemaProblem>)>>,
+}
+
+impl Compiled {
+    /// `schema` compiled ([`compile_schema`]), or its problem: once per
+    /// distinct schema.
+    fn get(&mut self, schema: &JsonObject, enforce_formats: bool) -> Result<Arc<Schema>, SchemaProblem> {
+        let mut hasher = std::hash::BuildHasher::build_hasher(&self.keys);
+        fingerprint_object(schema, &mut hasher, 0);
+        let same = self.by_fingerprint.entry(hasher.finish()).or_default();
+        if let Some((_, compiled)) = same.iter().find(|(seen, _)| seen == schema) {
+            return compiled.clone();
+        }
+        let compiled = compile_schema(schema, enforce_formats).map(Arc::new);
+        same.push((schema.clone(), compiled.clone()));
+        compiled
+    }
+}
+
+/// Deepest a fingerprint looks (below, values are told apart when compared).
+const FINGERPRINT_DEPTH: usize = 16;
+
+/// Feed `object` to `hasher`: equal objects feed the same.
+fn fingerprint_object(object: &JsonObject, hasher: &mut impl Hasher, depth: usize) {
+    object.len().hash(hasher);
+    for (key, value) in object {
+        key.hash(hasher);
+        fingerprint(value, hasher, depth + 1);
+    }
+}
+
+fn fingerprint(value: &Value, hasher: &mut impl Hasher, depth: usize) {
+    if depth > FINGERPRINT_DEPTH {
+        return;
+    }
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        // serde_json's numbers are equal when their kind and value are.
+        Value::Number(n) => (2u8, n.as_u64(), n.as_i64(), n.as_f64().map(f64::to_bits)).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                fingerprint(item, hasher, depth + 1);
+            }
+        }
+        Value::Object(object) => {
+            5u8.hash(hasher);
+            fingerprint_object(object, hasher, depth);
+        }
+    }
 }
 
 /// The tool index of a pointer under `/tools/N`.
@@ -765,6 +833,39 @@ mod tests {
         assert!(violations.iter().any(|v| v.instance_path == "/content/0/text"), "{violations:?}");
         // And after it, the same.
         assert_eq!(check_describe(&raw, &ValidationOptions::default()).tools.len(), 1);
+    }
+
+    #[test]
+    fn tools_that_share_a_schema_share_its_compiled_validator_and_each_hears_of_its_problems() {
+        let object = json!({"type": "object", "properties": {"a": {"type": "number"}}});
+        let bad = json!({"type": "object", "properties": {"a": {"type": 7}}});
+        let raw = json!({"tools": [
+            {"name": "one", "inputSchema": object, "outputSchema": object},
+            {"name": "two", "inputSchema": object},
+            {"name": "three", "inputSchema": {"type": "object", "properties": {"a": {"type": "number", "minimum": 1}}}},
+            {"name": "four", "inputSchema": bad},
+            {"name": "five", "inputSchema": bad},
+            // Equal as JSON numbers are not (1 and 1.0): not shared.
+            {"name": "six", "inputSchema": {"type": "object", "maxProperties": 1}},
+            {"name": "seven", "inputSchema": {"type": "object", "maxProperties": 1.0}},
+        ]});
+        let checked = check_describe(&raw, &ValidationOptions::default());
+        let tools = &checked.tools;
+        let names: Vec<&str> = tools.iter().map(|t| t.tool.name.as_str()).collect();
+        assert_eq!(names, ["one", "two", "three", "six", "seven"]);
+        assert!(Arc::ptr_eq(&tools[0].input, &tools[1].input));
+        assert!(Arc::ptr_eq(&tools[0].input, tools[0].output.as_ref().unwrap()));
+        assert!(!Arc::ptr_eq(&tools[0].input, &tools[2].input));
+        assert!(!Arc::ptr_eq(&tools[3].input, &tools[4].input));
+        // Each sharing tool hears of the problem at its own place.
+        let pointers: Vec<&str> = checked.problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers.len(), 2, "{:?}", checked.problems);
+        assert!(pointers[0].starts_with("/tools/3/inputSchema") && pointers[1].starts_with("/tools/4/inputSchema"));
+        assert_eq!(checked.problems[0].message, checked.problems[1].message);
+        // The shared validator is the schema's own.
+        assert!(tools[1].input.validator.is_valid(&json!({"a": 1})));
+        assert!(!tools[1].input.validator.is_valid(&json!({"a": "x"})));
+        assert!(!tools[2].input.validator.is_valid(&json!({"a": 0})));
     }
 
     #[test]
