@@ -409,13 +409,16 @@ pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> Checke
 #[derive(Default)]
 struct Compiled {
     keys: std::hash::RandomState,
-    by_fingerprint: HashMap<u64, Vec<(JsonObject, Result<Arc<Schema>, SchemaProblem>)>>,
+    by_fingerprint: HashMap<u64, Vec<(JsonObject, CompiledSchema)>>,
 }
+
+/// A schema compiled, or why it was refused.
+type CompiledSchema = Result<Arc<Schema>, SchemaProblem>;
 
 impl Compiled {
     /// `schema` compiled ([`compile_schema`]), or its problem: once per
     /// distinct schema.
-    fn get(&mut self, schema: &JsonObject, enforce_formats: bool) -> Result<Arc<Schema>, SchemaProblem> {
+    fn get(&mut self, schema: &JsonObject, enforce_formats: bool) -> CompiledSchema {
         let mut hasher = std::hash::BuildHasher::build_hasher(&self.keys);
         fingerprint_object(schema, &mut hasher, 0);
         let same = self.by_fingerprint.entry(hasher.finish()).or_default();
