@@ -73,6 +73,15 @@ impl<'a> Arguments<'a> {
     }
 }
 
+/// Run `tool` on arguments checked to be JSON (the checked way of either
+/// flavour). Its handler reads them whatever they are; one that would
+/// not (no handler `#[tool]` writes) gets a tool error saying so.
+pub(crate) fn run_checked(tool: &crate::ToolDef, arguments: &str) -> Output {
+    (tool.handler)(Arguments::checked(arguments)).unwrap_or_else(|| {
+        CallToolResult::error(format!("the SDK could not read the arguments of tool `{}`", tool.name)).into()
+    })
+}
+
 /// The tool error for arguments that do not parse into the tool's type.
 fn invalid(tool: &str, error: &serde_json::Error) -> CallToolResult {
     CallToolResult::error(format!("invalid arguments for tool `{tool}`: {error}"))

@@ -577,20 +577,13 @@ pub mod __private {
             .map_err(|problem| format!("the call input is not a CallToolRequest: {problem}"))?;
         super::CALL_META.with_borrow_mut(|slot| *slot = meta);
         Ok(match tools.iter().find(|t| t.name == name) {
-            Some(tool) => (tool.handler)(Arguments::checked(arguments)).unwrap_or_else(|| unread(&name)),
+            Some(tool) => crate::call::run_checked(tool, arguments),
             None => {
                 let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
                 CallToolResult::error(format!("unknown tool `{name}`; this plugin's tools are: {}", names.join(", ")))
                     .into()
             }
         })
-    }
-
-    /// What a handler that would not read checked arguments returns (no
-    /// handler `#[tool]` writes does that).
-    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-    fn unread(tool: &str) -> Output {
-        CallToolResult::error(format!("the SDK could not read the arguments of tool `{tool}`")).into()
     }
 
     /// A `CallToolRequest` as the `call` export reads it: the name borrowed
@@ -662,7 +655,7 @@ pub mod __component {
     }
 
     use self::bindings::toolhost::plugin::types as wit;
-    use super::{CallToolResult, Content, JsonObject, ResourceContents, Tool, ToolDef};
+    use super::{Content, JsonObject, ResourceContents, Tool, ToolDef};
     use base64::Engine as _;
     use serde_json::Value;
     use toolhost_protocol::{Annotations, Role};
@@ -817,9 +810,7 @@ pub mod __component {
             Err(problem) => return Err(wit::CallError::InvalidArguments(problem.to_owned())),
         };
         match tools.iter().find(|t| t.name == name) {
-            Some(tool) => Ok(result((tool.handler)(crate::call::Arguments::checked(arguments)).unwrap_or_else(|| {
-                CallToolResult::error(format!("the SDK could not read the arguments of tool `{name}`")).into()
-            }))),
+            Some(tool) => Ok(result(crate::call::run_checked(tool, arguments))),
             None => Err(wit::CallError::UnknownTool(name)),
         }
     }
