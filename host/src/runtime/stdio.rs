@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -22,27 +23,45 @@ const KEEP: usize = 4096;
 /// The tail of a guest's output stream. Clones share the buffer.
 #[derive(Clone, Default)]
 pub(crate) struct Tail {
-    buffer: Arc<Mutex<VecDeque<u8>>>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    buffer: Mutex<VecDeque<u8>>,
+    /// Whether anything was written since the last [`Tail::clear`]: most
+    /// calls print nothing, and then clearing takes no lock (it is done
+    /// before every call, for both streams). Set and cleared under the
+    /// lock; read without it by `clear`, which runs between calls, when
+    /// the instance has been handed over (with the synchronisation that
+    /// implies) from the thread that ran the last call.
+    written: AtomicBool,
 }
 
 impl Tail {
     fn push(&self, bytes: &[u8]) {
-        let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buffer = self.shared.buffer.lock().unwrap_or_else(|p| p.into_inner());
         let bytes = &bytes[bytes.len().saturating_sub(KEEP)..];
         let overflow = (buffer.len() + bytes.len()).saturating_sub(KEEP);
         buffer.drain(..overflow);
         buffer.extend(bytes);
+        self.shared.written.store(true, Ordering::Relaxed);
     }
 
     /// Forget what was written (before each call).
     pub(crate) fn clear(&self) {
-        self.buffer.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        if !self.shared.written.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut buffer = self.shared.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        buffer.clear();
+        self.shared.written.store(false, Ordering::Relaxed);
     }
 
     /// The last lines written, trimmed, for an error message; `None` if
     /// nothing was written.
     pub(crate) fn last_words(&self) -> Option<String> {
-        let buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        let buffer = self.shared.buffer.lock().unwrap_or_else(|p| p.into_inner());
         let bytes: Vec<u8> = buffer.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
@@ -125,10 +144,16 @@ mod tests {
         assert_eq!(tail.last_words(), None);
         tail.push(&vec![b'x'; 10_000]);
         tail.push(b"\npanicked at src/lib.rs:3:5:\nboom\n");
-        assert_eq!(tail.buffer.lock().unwrap().len(), KEEP);
+        assert_eq!(tail.shared.buffer.lock().unwrap().len(), KEEP);
         let words = tail.last_words().unwrap();
         assert!(words.ends_with("panicked at src/lib.rs:3:5: | boom"), "{words}");
         assert!(words.starts_with('…'));
+        tail.clear();
+        assert_eq!(tail.last_words(), None);
+        // What a clone writes (the guest's stream) the next clear forgets.
+        tail.clone().push(b"again\n");
+        assert_eq!(tail.last_words().as_deref(), Some("again"));
+        tail.clear();
         tail.clear();
         assert_eq!(tail.last_words(), None);
     }
