@@ -16,7 +16,6 @@ pub(crate) mod cost;
 pub(crate) mod plain;
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use jsonschema::{Draft, ValidationError, Validator};
@@ -419,50 +418,16 @@ impl Compiled {
     /// `schema` compiled ([`compile_schema`]), or its problem: once per
     /// distinct schema.
     fn get(&mut self, schema: &JsonObject, enforce_formats: bool) -> CompiledSchema {
-        let mut hasher = std::hash::BuildHasher::build_hasher(&self.keys);
-        fingerprint_object(schema, &mut hasher, 0);
-        let same = self.by_fingerprint.entry(hasher.finish()).or_default();
+        // serde_json's own `Hash`, which agrees with its `==` (`1` and
+        // `1.0` differ, `0.0` and `-0.0` do not).
+        let fingerprint = std::hash::BuildHasher::hash_one(&self.keys, schema);
+        let same = self.by_fingerprint.entry(fingerprint).or_default();
         if let Some((_, compiled)) = same.iter().find(|(seen, _)| seen == schema) {
             return compiled.clone();
         }
         let compiled = compile_schema(schema, enforce_formats).map(Arc::new);
         same.push((schema.clone(), compiled.clone()));
         compiled
-    }
-}
-
-/// Deepest a fingerprint looks (below, values are told apart when compared).
-const FINGERPRINT_DEPTH: usize = 16;
-
-/// Feed `object` to `hasher`: equal objects feed the same.
-fn fingerprint_object(object: &JsonObject, hasher: &mut impl Hasher, depth: usize) {
-    object.len().hash(hasher);
-    for (key, value) in object {
-        key.hash(hasher);
-        fingerprint(value, hasher, depth + 1);
-    }
-}
-
-fn fingerprint(value: &Value, hasher: &mut impl Hasher, depth: usize) {
-    if depth > FINGERPRINT_DEPTH {
-        return;
-    }
-    match value {
-        Value::Null => 0u8.hash(hasher),
-        Value::Bool(b) => (1u8, b).hash(hasher),
-        // serde_json's numbers are equal when their kind and value are.
-        Value::Number(n) => (2u8, n.as_u64(), n.as_i64(), n.as_f64().map(f64::to_bits)).hash(hasher),
-        Value::String(s) => (3u8, s).hash(hasher),
-        Value::Array(items) => {
-            (4u8, items.len()).hash(hasher);
-            for item in items {
-                fingerprint(item, hasher, depth + 1);
-            }
-        }
-        Value::Object(object) => {
-            5u8.hash(hasher);
-            fingerprint_object(object, hasher, depth);
-        }
     }
 }
 
@@ -851,15 +816,19 @@ mod tests {
             // Equal as JSON numbers are not (1 and 1.0): not shared.
             {"name": "six", "inputSchema": {"type": "object", "maxProperties": 1}},
             {"name": "seven", "inputSchema": {"type": "object", "maxProperties": 1.0}},
+            // Equal as JSON numbers are (0.0 and -0.0): shared.
+            {"name": "eight", "inputSchema": {"type": "object", "minProperties": 0.0}},
+            {"name": "nine", "inputSchema": {"type": "object", "minProperties": -0.0}},
         ]});
         let checked = check_describe(&raw, &ValidationOptions::default());
         let tools = &checked.tools;
         let names: Vec<&str> = tools.iter().map(|t| t.tool.name.as_str()).collect();
-        assert_eq!(names, ["one", "two", "three", "six", "seven"]);
+        assert_eq!(names, ["one", "two", "three", "six", "seven", "eight", "nine"]);
         assert!(Arc::ptr_eq(&tools[0].input, &tools[1].input));
         assert!(Arc::ptr_eq(&tools[0].input, tools[0].output.as_ref().unwrap()));
         assert!(!Arc::ptr_eq(&tools[0].input, &tools[2].input));
         assert!(!Arc::ptr_eq(&tools[3].input, &tools[4].input));
+        assert!(Arc::ptr_eq(&tools[5].input, &tools[6].input));
         // Each sharing tool hears of the problem at its own place.
         let pointers: Vec<&str> = checked.problems.iter().map(|p| p.pointer.as_str()).collect();
         assert_eq!(pointers.len(), 2, "{:?}", checked.problems);
