@@ -60,6 +60,8 @@ mod model;
 mod plugin;
 mod pool;
 mod registry;
+#[cfg(any(feature = "http", feature = "https"))]
+mod resolve;
 mod runtime;
 mod sandbox;
 mod secrets;
@@ -93,7 +95,10 @@ pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
 pub use runtime::{CACHE_DIR_ENV, Compilers, PluginKind, Runtime, RuntimeBuilder, ShutdownReport, Tier};
-pub use sandbox::{Access, Limits, PathGrant, Policy, check_host_pattern, host_matches, parse_duration, parse_size};
+pub use sandbox::{
+    Access, AddressRefused, Limits, PathGrant, Policy, address_allowed, check_host_pattern, host_matches, is_public,
+    parse_duration, parse_size,
+};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,

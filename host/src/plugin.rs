@@ -234,7 +234,8 @@ impl PluginBuilder {
     }
 
     /// Let the plugin send HTTP requests to hosts matching this pattern
-    /// (`api.example.com`, `*.example.com`).
+    /// (`api.example.com`, `*.example.com`), at the public addresses they
+    /// resolve to ([`Policy::allowed_hosts`](crate::Policy::allowed_hosts)).
     pub fn with_allowed_host(mut self, pattern: impl Into<String>) -> Self {
         self.policy.allowed_hosts.push(pattern.into());
         self

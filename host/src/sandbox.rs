@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -29,7 +30,9 @@ pub struct Policy {
     /// Host names the plugin may send HTTP requests to: exact
     /// (`api.example.com`) or with wildcards (`*.example.com`), on any port,
     /// or on one port only (`127.0.0.1:8080`, `*.example.com:443`). Requests
-    /// to any other host (or port) are refused by the host.
+    /// to any other host (or port) are refused by the host. A name reaches
+    /// the public addresses it resolves to, and an internal one only if a
+    /// pattern names that address too ([`address_allowed`]).
     pub allowed_hosts: Vec<String>,
     /// Key/value pairs the plugin reads through Extism's config mechanism.
     pub config: BTreeMap<String, String>,
@@ -338,6 +341,120 @@ pub fn host_matches(patterns: &[String], host: &str, port: Option<u16>) -> bool 
     })
 }
 
+/// May a connection go to `ip` on `port`, for a request whose host name a
+/// grant in `patterns` matched? A public address may: a grant of a name
+/// reaches what that name resolves to on the internet. Any other address
+/// (loopback, private networks, link-local, carrier-grade NAT, multicast,
+/// reserved and documentation ranges; see [`is_public`]) only if a grant
+/// names it too: by its text (`127.0.0.1`, `10.0.*`, `[::1]`, `*`), and
+/// `localhost` names the loopback addresses. A port in the grant must be
+/// the connection's; `port` is `None` where the resolver is not told the
+/// port (the name's own grant has checked it).
+///
+/// This is what keeps a name's owner from turning a grant of the name
+/// into a way in (DNS rebinding): a plugin granted `api.vendor.example`,
+/// whose vendor points that name at `127.0.0.1` or `169.254.169.254`,
+/// still reaches only public addresses through it.
+pub fn address_allowed(patterns: &[String], ip: IpAddr, port: Option<u16>) -> bool {
+    is_public(ip) || address_granted(patterns, ip, port)
+}
+
+/// Does a grant name `ip` (on `port`) itself? See [`address_allowed`].
+fn address_granted(patterns: &[String], ip: IpAddr, port: Option<u16>) -> bool {
+    let ip = ip.to_canonical();
+    let texts = match ip {
+        IpAddr::V4(v4) => [v4.to_string(), String::new()],
+        IpAddr::V6(v6) => [format!("[{v6}]"), v6.to_string()],
+    };
+    patterns.iter().any(|pattern| {
+        let (host, wanted) = split_host_port(pattern);
+        let port_matches = match (wanted, port) {
+            (Some(wanted), Some(port)) => wanted.parse::<u16>() == Ok(port),
+            _ => true,
+        };
+        let host = host.to_ascii_lowercase();
+        port_matches
+            && (texts.iter().any(|text| !text.is_empty() && wildcard(&host, text))
+                || (host == "localhost" && ip.is_loopback()))
+    })
+}
+
+/// A host that resolved only to addresses no grant lets a connection
+/// reach ([`address_allowed`]): what an HTTP client's resolver returns
+/// then, and how the refusal reads.
+#[derive(Debug)]
+pub struct AddressRefused {
+    /// The host name, as the URL has it.
+    pub host: String,
+    /// What it resolved to.
+    pub addresses: Vec<IpAddr>,
+}
+
+impl fmt::Display for AddressRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let addresses: Vec<String> = self.addresses.iter().map(ToString::to_string).collect();
+        let (which, it) = if addresses.len() == 1 {
+            ("which is not a public address", "it")
+        } else {
+            ("none of them a public address", "them")
+        };
+        write!(
+            f,
+            "`{}` resolves to {} ({which}), and no allowed-host grant names {it} \
+             (a grant of a name reaches public addresses only; grant an address itself, like `{}`, to reach it)",
+            self.host,
+            addresses.join(", "),
+            addresses.first().map_or("", String::as_str),
+        )
+    }
+}
+
+impl std::error::Error for AddressRefused {}
+
+/// Is `ip` an address of the public internet? Written out here because the
+/// standard library's `IpAddr::is_global` is not stable: for IPv4, not
+/// `0.0.0.0/8`, private (`10/8`, `172.16/12`, `192.168/16`), carrier-grade
+/// NAT (`100.64/10`), loopback, link-local, `192.0.0/24`, documentation,
+/// benchmarking (`198.18/15`), multicast, reserved (`240/4`) or broadcast;
+/// for IPv6, inside global unicast (`2000::/3`) and not documentation
+/// (`2001:db8::/32`, `3fff::/20`) or the IETF's special block
+/// (`2001::/23`, Teredo among them). An IPv4 address written as IPv6
+/// (mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) is
+/// judged as the IPv4 address it carries.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            let embedded = |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                return is_public_v4(embedded(s[6], s[7]));
+            }
+            if s[0] == 0x2002 {
+                return is_public_v4(embedded(s[1], s[2]));
+            }
+            let global_unicast = s[0] & 0xe000 == 0x2000;
+            let documentation = (s[0] == 0x2001 && s[1] == 0x0db8) || (s[0] == 0x3fff && s[1] < 0x1000);
+            let ietf_special = s[0] == 0x2001 && s[1] < 0x0200;
+            global_unicast && !documentation && !ietf_special
+        }
+    }
+}
+
+fn is_public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(a == 0
+        || ip.is_private()
+        || (a == 100 && (64..128).contains(&b))
+        || ip.is_loopback()
+        || ip.is_link_local()
+        || (a == 192 && b == 0 && c == 0)
+        || ip.is_documentation()
+        || (a == 198 && (b == 18 || b == 19))
+        || ip.is_multicast()
+        || a >= 240)
+}
+
 /// `*` matches any run of characters. Greedy with one backtrack point (the
 /// last `*`), so the time is at most pattern length × text length, whatever
 /// the pattern (a host name is the plugin's to choose).
@@ -522,6 +639,83 @@ mod tests {
         assert!(":/x".parse::<PathGrant>().is_err());
         assert!("/nonexistent-dir-for-toolhost".parse::<PathGrant>().unwrap().check().is_err());
         assert!("/tmp:relative".parse::<PathGrant>().unwrap().check().is_err());
+    }
+
+    #[test]
+    fn public_addresses_are_those_of_the_internet() {
+        let public = ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"];
+        for text in public {
+            assert!(is_public(text.parse().unwrap()), "{text} is public");
+        }
+        let not_public = [
+            "0.0.0.0",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "100.64.0.1",
+            "127.0.0.1",
+            "127.8.9.10",
+            "169.254.169.254",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.18.0.1",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a00:1",
+            "2002:7f00:1::",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "ff02::1",
+            "2001:db8::1",
+            "3fff::1",
+            "2001::1",
+        ];
+        for text in not_public {
+            assert!(!is_public(text.parse().unwrap()), "{text} is not public");
+        }
+        assert!(is_public("2002:808:808::".parse().unwrap()), "6to4 of a public address");
+        assert!(is_public("172.32.0.1".parse().unwrap()) && is_public("100.128.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn other_addresses_are_reached_only_when_a_grant_names_them() {
+        let grants = |patterns: &[&str]| patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        // A grant of a name alone: public addresses only.
+        let name = grants(&["api.example.com"]);
+        assert!(address_allowed(&name, ip("93.184.216.34"), Some(443)));
+        for internal in ["127.0.0.1", "10.0.0.5", "169.254.169.254", "::1", "::ffff:10.0.0.5"] {
+            assert!(!address_allowed(&name, ip(internal), Some(443)), "{internal}");
+        }
+        // Named by its text, with or without a port, by a wildcard.
+        assert!(address_allowed(&grants(&["10.0.0.5"]), ip("10.0.0.5"), Some(80)));
+        assert!(address_allowed(&grants(&["10.0.*"]), ip("10.0.7.5"), Some(80)));
+        assert!(address_allowed(&grants(&["10.0.0.5"]), ip("::ffff:10.0.0.5"), Some(80)));
+        assert!(address_allowed(&grants(&["127.0.0.1:8080"]), ip("127.0.0.1"), Some(8080)));
+        assert!(!address_allowed(&grants(&["127.0.0.1:8080"]), ip("127.0.0.1"), Some(8081)));
+        assert!(address_allowed(&grants(&["[::1]"]), ip("::1"), Some(80)));
+        assert!(address_allowed(&grants(&["[::1]:8080"]), ip("::1"), Some(8080)));
+        assert!(address_allowed(&grants(&["::1"]), ip("::1"), Some(80)));
+        assert!(address_allowed(&grants(&["*"]), ip("169.254.169.254"), Some(80)));
+        // A port not known: a grant's port is not compared.
+        assert!(address_allowed(&grants(&["127.0.0.1:8080"]), ip("127.0.0.1"), None));
+        assert!(address_allowed(&grants(&["localhost:8080"]), ip("::1"), None));
+        assert!(!address_allowed(&grants(&["example.com:8080"]), ip("127.0.0.1"), None));
+        // `localhost` names the loopback addresses, and nothing else.
+        assert!(address_allowed(&grants(&["localhost"]), ip("127.0.0.1"), Some(80)));
+        assert!(address_allowed(&grants(&["LocalHost:3000"]), ip("::1"), Some(3000)));
+        assert!(!address_allowed(&grants(&["localhost:3000"]), ip("::1"), Some(3001)));
+        assert!(!address_allowed(&grants(&["localhost"]), ip("10.0.0.5"), Some(80)));
+        // A wildcard that matches the name `localhost` does not name an
+        // address.
+        assert!(!address_allowed(&grants(&["*host"]), ip("127.0.0.1"), Some(80)));
     }
 
     #[test]

@@ -416,15 +416,25 @@ mod https {
         }
         // Redirects are followed here, not by ureq: each one's host is
         // checked against the runtime's download hosts first.
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .https_only(true)
             .max_redirects(0)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(DOWNLOAD_TIMEOUT))
             .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls.build())
-            .build()
-            .into();
+            .build();
+        // Limited to some hosts, a download reaches only the addresses
+        // they may (`address_allowed`): a listed name whose owner points it
+        // at an internal address does not get the download there.
+        let agent = match hosts {
+            Some(hosts) => ureq::Agent::with_parts(
+                config,
+                ureq::unversioned::transport::DefaultConnector::new(),
+                crate::resolve::GrantedAddresses::new(hosts.to_vec()),
+            ),
+            None => config.into(),
+        };
         let started = std::time::Instant::now();
         let mut url = url::Url::parse(&plugin.url).map_err(|e| fail(format!("not a URL: {e}")))?;
         let mut redirects = 0;
@@ -432,13 +442,13 @@ mod https {
             let Some(left) = DOWNLOAD_TIMEOUT.checked_sub(started.elapsed()) else {
                 return Err(fail(format!("download failed: not done in {}s", DOWNLOAD_TIMEOUT.as_secs())));
             };
-            let response = agent
-                .get(url.as_str())
-                .config()
-                .timeout_global(Some(left))
-                .build()
-                .call()
-                .map_err(|e| fail(format!("download failed: {e}")))?;
+            let response =
+                agent.get(url.as_str()).config().timeout_global(Some(left)).build().call().map_err(|e| match e {
+                    ureq::Error::Other(refused) if refused.is::<crate::AddressRefused>() => {
+                        fail(format!("download refused: {refused}"))
+                    }
+                    e => fail(format!("download failed: {e}")),
+                })?;
             if !response.status().is_redirection() {
                 break response;
             }

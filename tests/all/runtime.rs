@@ -610,6 +610,33 @@ async fn redirects_are_followed_only_to_granted_hosts() {
     drop(server); // it waits for a second request that never comes
 }
 
+/// A grant of a name reaches the public addresses it resolves to, and no
+/// other unless a grant names that address too: a name's owner cannot
+/// point it at the host's own services (DNS rebinding). `*host` matches the
+/// name `localhost` without naming an address; `localhost` resolves to
+/// loopback addresses, which are not public.
+#[tokio::test]
+async fn a_granted_name_does_not_reach_an_address_that_is_not_granted() {
+    let hello = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".to_owned();
+    let by_name = Policy::default().allow_host("*host");
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(by_name).build().await.expect("load");
+    let (port, server) = serve_http(vec![hello.clone()]);
+    let error = plugin.call_tool("http", json!({"url": format!("http://localhost:{port}/")})).await.unwrap_err();
+    assert!(error.is_denied(), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("`localhost` resolves to") && message.contains("127.0.0.1"), "{message}");
+    assert!(message.contains("not a public address") || message.contains("none of them a public address"), "{message}");
+    drop(server); // nothing was sent: it waits for a request that never comes
+
+    // The address granted as well: reached (by the name, at that address).
+    let both = Policy::default().allow_host("*host").allow_host("127.0.0.1");
+    let plugin = Plugin::builder_from_file(fixture("hostile")).with_policy(both).build().await.expect("load");
+    let (port, server) = serve_http(vec![hello]);
+    let result = plugin.call_tool("http", json!({"url": format!("http://localhost:{port}/")})).await.expect("http");
+    assert_eq!(result.texts().next(), Some("hello"));
+    assert_eq!(server.join().unwrap(), 1);
+}
+
 #[tokio::test]
 async fn credentials_are_not_sent_on_to_another_origin() {
     let redirect =

@@ -25,6 +25,11 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// A toolsets file whose `serve` section runs the service on `store`,
 /// letting tenants reach `upstream` (host:port).
 fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::path::PathBuf {
+    service_config_reaching(dir, store, &[upstream])
+}
+
+/// [`service_config`], letting tenants reach the hosts of these patterns.
+fn service_config_reaching(dir: &std::path::Path, store: &str, hosts: &[&str]) -> std::path::PathBuf {
     let document = json!({
         "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
         "toolsets": [],
@@ -38,7 +43,7 @@ fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::pa
                  "claims": {"workspace_id": "acme", "account_id": "acct-1"}},
                 {"key": "${env:GLOBEX_KEY}", "subject": "bob", "claims": {"workspace_id": "globex"}},
             ]},
-            "service": {"store": store, "allowedHosts": [upstream], "pollMillis": 200},
+            "service": {"store": store, "allowedHosts": hosts, "pollMillis": 200},
         },
     });
     let path = dir.join("service.json");
@@ -625,6 +630,52 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
     assert!(requests[0].to_ascii_lowercase().contains("x-tenant: acme"), "{}", requests[0]);
     assert!(requests[1].starts_with("POST /api/report HTTP/1.1\r\n"), "{}", requests[1]);
     assert!(requests[1].contains(r#"{"text": "sunny \"all\" day", "by": "toolhost"}"#), "{}", requests[1]);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// A tenant's tool sets reach an allowed host name only at public
+/// addresses, or at addresses `allowedHosts` names too: `*host:PORT` allows
+/// the name `localhost` on that port, but not the loopback address it
+/// resolves to, so neither an `http` tool's request nor an `mcp` tool set's
+/// connection is made (a name a tenant's server's owner points at the
+/// service's own network: DNS rebinding). Each says why.
+#[test]
+fn a_tenants_allowed_name_does_not_reach_an_address_that_is_not_allowed() {
+    let dir = scratch("rebinding");
+    let (port, _recorded) = toolhost_tests::serve_http_recording_for(
+        vec!["HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_owned()],
+        std::time::Duration::from_secs(300),
+    );
+    let store = format!("sqlite://{}", dir.join("tools.db").display());
+    let config = service_config_reaching(&dir, &store, &[&format!("*host:{port}")]);
+    let (_service, base) = spawn_service(&config);
+    let sets = format!("{base}/v1/tool_sets");
+
+    let tool_set = json!({"metadata": {"name": "weather"}, "spec": {"adapter": {"http": {
+        "baseUrl": format!("http://localhost:{port}/api")}}}});
+    let reply = rest("POST", &sets, Some(ACME), Some(&tool_set), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let forecast = json!({"metadata": {"name": "forecast"}, "spec": {
+        "description": "The forecast", "parameters": {"type": "object"},
+        "config": {"http": {"requestMethod": "GET", "path": "/forecast"}}}});
+    assert_eq!(rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&forecast), &[]).status, 201);
+    let mcp = format!("{base}/mcp");
+    let session = open_session(&mcp, Some(ACME));
+    let answer = post(&mcp, Some(ACME), Some(&session), &call("weather__forecast", json!({})));
+    let text = answer.body.to_string();
+    assert!(text.contains("`localhost` resolves to") && text.contains("127.0.0.1"), "{text}");
+
+    let reply = rest(
+        "POST",
+        &sets,
+        Some(ACME),
+        Some(&mcp_tool_set("calc", &format!("http://localhost:{port}/mcp"), None)),
+        &[],
+    );
+    let text = reply.body.to_string();
+    assert!(text.contains("`localhost` resolves to") && text.contains("127.0.0.1"), "{} {text}", reply.status);
+    assert!(!mcp_tools(&mcp, ACME).iter().any(|name| name.starts_with("calc__")));
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -66,7 +66,9 @@ pub(crate) struct PluginOptions {
     pub(crate) allow_path: Vec<PathGrant>,
     /// Let the plugin make HTTP requests to hosts matching PATTERN
     /// (`api.example.com`, `*.example.com`: any port; `127.0.0.1:8080`:
-    /// that port only; repeatable). Others are refused.
+    /// that port only; repeatable). Others are refused. A name reaches its
+    /// public addresses; an internal one (loopback, private) only if a
+    /// pattern names the address too (`127.0.0.1`; `localhost`: loopback).
     #[arg(long = "allow-host", value_name = "PATTERN", value_parser = parse_host_pattern)]
     pub(crate) allow_host: Vec<String>,
     /// Wall-clock limit per call, like `500ms` or `10s` [default: 30s].

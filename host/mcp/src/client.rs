@@ -71,12 +71,27 @@ pub struct McpConnector {
     /// toolset loaded again (its configuration changed, or its server said
     /// its tools did) lists them on the same session.
     sessions: Arc<std::sync::Mutex<HashMap<String, Weak<Connection>>>>,
+    /// Where its HTTP connections may go, if it is limited: the addresses
+    /// these host patterns let a connection reach.
+    reach: Option<crate::GrantedAddresses>,
 }
 
 impl McpConnector {
     /// The connector.
     pub fn new() -> Self {
         McpConnector::default()
+    }
+
+    /// A connector whose HTTP connections go only to addresses these host
+    /// patterns let a connection reach ([`toolhost::address_allowed`]):
+    /// public ones, and others only where a pattern names the address.
+    /// For servers named by someone other than the operator (a tenant),
+    /// whose URLs the caller has checked against the same patterns: an
+    /// allowed name that resolves to an internal address does not reach
+    /// it.
+    pub fn reaching(mut self, hosts: impl Into<Arc<[String]>>) -> Self {
+        self.reach = Some(crate::GrantedAddresses::new(hosts));
+        self
     }
 
     /// The session for a toolset: its current one if the server is the
@@ -89,8 +104,12 @@ impl McpConnector {
             return existing;
         }
         sessions.retain(|_, session| session.strong_count() > 0);
-        let connection =
-            Arc::new(Connection { target, state: Mutex::new(State::default()), changes: Arc::new(Changes::default()) });
+        let connection = Arc::new(Connection {
+            target,
+            reach: self.reach.clone(),
+            state: Mutex::new(State::default()),
+            changes: Arc::new(Changes::default()),
+        });
         sessions.insert(id.to_owned(), Arc::downgrade(&connection));
         connection
     }
@@ -280,8 +299,15 @@ impl Target {
     }
 
     /// Connect and initialize.
-    async fn connect(&self, listener: Listener) -> Result<RunningService<RoleClient, Listener>, String> {
+    async fn connect(
+        &self,
+        listener: Listener,
+        reach: Option<crate::GrantedAddresses>,
+    ) -> Result<RunningService<RoleClient, Listener>, String> {
         let what = self.describe();
+        // (Its own, so that a refusal it reports is this connection's.)
+        let reach = reach.map(|reach| reach.fresh());
+        let refused = || reach.as_ref().and_then(crate::GrantedAddresses::refused);
         let started = match self {
             Target::Command { program, args, env } => {
                 let mut command = tokio::process::Command::new(program);
@@ -311,19 +337,23 @@ impl Target {
                         .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
                     config.custom_headers.insert(name, value);
                 }
-                let transport = StreamableHttpClientTransport::with_client(Paced::new(), config);
+                let transport = StreamableHttpClientTransport::with_client(Paced::new(reach.clone()), config);
                 tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
             }
         };
-        started
-            .map_err(|_| format!("{what} did not initialize within {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| format!("{what} did not initialize: {}", clip(&e.to_string())))
+        let started = started.map_err(|_| format!("{what} did not initialize within {CONNECT_TIMEOUT:?}"))?;
+        started.map_err(|e| match refused() {
+            Some(refusal) => format!("{what} was not connected to: {refusal}"),
+            None => format!("{what} did not initialize: {}", clip(&e.to_string())),
+        })
     }
 }
 
 /// The session with a server, made again after it fails.
 struct Connection {
     target: Target,
+    /// The connector's limit on where HTTP connections go.
+    reach: Option<crate::GrantedAddresses>,
     state: Mutex<State>,
     /// Told when the server's tools may have changed.
     changes: Arc<Changes>,
@@ -361,7 +391,7 @@ impl Connection {
             }
         }
         let again = state.failed_at.is_some();
-        match self.target.connect(Listener { changes: Arc::clone(&self.changes) }).await {
+        match self.target.connect(Listener { changes: Arc::clone(&self.changes) }, self.reach.clone()).await {
             Ok(service) => {
                 let peer = service.peer().clone();
                 *state = State { service: Some(service), failures: 0, failed_at: None };
@@ -447,7 +477,7 @@ const MIN_RECONNECT_MS: u64 = 1000;
 struct Paced(reqwest::Client);
 
 impl Paced {
-    fn new() -> Paced {
+    fn new(reach: Option<crate::GrantedAddresses>) -> Paced {
         let policy = reqwest::redirect::Policy::custom(|attempt| {
             let status = attempt.status().as_u16();
             let first = attempt.previous().first();
@@ -462,7 +492,11 @@ impl Paced {
                 attempt.follow()
             }
         });
-        let client = reqwest::Client::builder().pool_max_idle_per_host(0).redirect(policy).build();
+        let mut builder = reqwest::Client::builder().pool_max_idle_per_host(0).redirect(policy);
+        if let Some(reach) = reach {
+            builder = builder.dns_resolver(reach);
+        }
+        let client = builder.build();
         // (Building fails only without a TLS provider, and ring's is installed.)
         Paced(client.unwrap_or_default())
     }

@@ -46,6 +46,8 @@ pub mod limits;
 mod metrics;
 #[cfg(feature = "production")]
 mod production;
+#[cfg(feature = "client")]
+mod reach;
 mod server;
 #[cfg(feature = "production")]
 mod settings;
@@ -62,6 +64,8 @@ pub use http::{HttpLimits, HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
 #[cfg(feature = "production")]
 pub use metrics::Metrics;
+#[cfg(feature = "client")]
+pub use reach::GrantedAddresses;
 #[cfg(feature = "production")]
 pub use server::Tenants;
 pub use server::{Approvals, McpServer, ToolSource};

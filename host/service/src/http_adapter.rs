@@ -41,7 +41,14 @@ pub(crate) struct HttpConnector {
 impl HttpConnector {
     pub(crate) fn new(settings: Arc<ServiceSettings>) -> HttpConnector {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(TIMEOUT).build();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(TIMEOUT)
+            // Only to addresses `allowedHosts` lets it reach: an allowed name
+            // pointed at an internal address does not get a tenant's request
+            // there (DNS rebinding).
+            .dns_resolver(toolhost_mcp::GrantedAddresses::new(settings.allowed_hosts.clone()))
+            .build();
         if let Err(error) = &client {
             tracing::error!("the http adapter has no HTTP client, its tools will fail: {error}");
         }

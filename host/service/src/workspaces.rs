@@ -161,7 +161,10 @@ impl Workspaces {
         let registry = registries.entry(workspace.to_owned()).or_insert_with(|| {
             let registry = Arc::new(
                 Registry::with_runtime(self.runtime.clone(), Arc::new(toolhost::NoSecrets))
-                    .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new()))
+                    .with_connector(
+                        "mcp",
+                        Arc::new(toolhost_mcp::McpConnector::new().reaching(self.settings.allowed_hosts.clone())),
+                    )
                     .with_connector("http", Arc::clone(&self.http) as Arc<dyn toolhost::ToolsetConnector>),
             );
             // When the registry changes by itself (an MCP server's tools

@@ -277,13 +277,14 @@ fn send(
         if remaining().is_some_and(|r| r.is_zero()) {
             return Err(wasmtime::Error::new(Stop::Timeout));
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .max_redirects_will_error(false)
             .timeout_global(remaining().map(|r| r.max(Duration::from_millis(1))))
-            .build()
-            .into();
+            .build();
+        let resolver = crate::resolve::GrantedAddresses::new(allowed.to_vec());
+        let agent = ureq::Agent::with_parts(config, ureq::unversioned::transport::DefaultConnector::new(), resolver);
         let mut builder = ureq::http::Request::builder().method(method.as_str()).uri(url.as_str());
         for (name, value) in &headers {
             builder = builder.header(name, value);
@@ -297,6 +298,11 @@ fn send(
             Ok(response) => response,
             Err(ureq::Error::Timeout(_)) if remaining().is_some_and(|r| r.is_zero()) => {
                 return Err(wasmtime::Error::new(Stop::Timeout));
+            }
+            Err(ureq::Error::Other(refused)) if refused.is::<crate::AddressRefused>() => {
+                return Err(wasmtime::Error::new(Stop::Denied(format!(
+                    "HTTP request to {url} is not allowed: {refused}"
+                ))));
             }
             Err(e) => return Err(host_error(format!("HTTP request to {url} failed: {e}"))),
         };
