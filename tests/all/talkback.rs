@@ -142,6 +142,32 @@ both_flavours!(
     sdk_plugins_offer_prompts_and_resources
 );
 
+/// Every kind of content item reaches the caller the same from both
+/// flavours: a component's WIT items (bytes, records) become the protocol's
+/// JSON items as a module's JSON is read.
+#[tokio::test]
+async fn both_flavours_return_every_kind_of_content_alike() {
+    let module = Plugin::load(Flavour::Extism.fixture("conformance")).await.expect("module");
+    let component = Plugin::load(Flavour::Component.fixture("conformance")).await.expect("component");
+    assert_eq!(component.kind(), PluginKind::Component);
+    for tool in [
+        "test_simple_text",
+        "test_image_content",
+        "test_audio_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+    ] {
+        let from_module = serde_json::to_value(module.call_tool(tool, json!({})).await.expect(tool)).unwrap();
+        let from_component = serde_json::to_value(component.call_tool(tool, json!({})).await.expect(tool)).unwrap();
+        assert_eq!(from_component, from_module, "{tool}");
+        assert!(from_module["content"].as_array().is_some_and(|c| !c.is_empty()), "{tool}: {from_module}");
+    }
+    let mixed =
+        serde_json::to_value(component.call_tool("test_multiple_content_types", json!({})).await.unwrap()).unwrap();
+    let kinds: Vec<&str> = mixed["content"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert!(kinds.len() >= 3 && kinds.contains(&"text") && kinds.contains(&"image"), "{mixed}");
+}
+
 #[tokio::test]
 async fn a_component_built_against_the_0_1_0_wit_still_loads() {
     let path = fixture("component-0-1-0").with_file_name("component-0-1-0.component.wasm");

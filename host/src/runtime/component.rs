@@ -543,6 +543,25 @@ fn annotations(a: Annotations) -> protocol::Annotations {
     }
 }
 
+/// Push the protocol's form of content item `index` onto `out`. (Pushed
+/// here, not returned: the protocol's `Content` is ~300 bytes, and a result
+/// of one moved it through the `Result` and the collecting iterator, 3 %
+/// of a small call's time in `memmove`.)
+fn push_content(out: &mut Vec<protocol::Content>, index: usize, item: Content) -> Result<(), RunError> {
+    match item {
+        Content { kind: ContentKind::Text(text), annotations: None, meta: None } => {
+            out.push(protocol::Content::Text(protocol::TextContent {
+                text,
+                annotations: None,
+                meta: None,
+                extra: JsonObject::new(),
+            }));
+        }
+        item => out.push(content(index, item)?),
+    }
+    Ok(())
+}
+
 fn content(index: usize, item: Content) -> Result<protocol::Content, RunError> {
     let meta = item.meta.map(|m| object_field(&format!("/content/{index}/_meta"), &m)).transpose()?;
     let ann = item.annotations.map(annotations);
@@ -596,7 +615,10 @@ fn content(index: usize, item: Content) -> Result<protocol::Content, RunError> {
 /// construction, so only its JSON text fields are parsed here (and what
 /// types cannot say is checked by `validate::check_typed_result`).
 fn typed_result(result: CallToolResult) -> Result<protocol::CallToolResult, RunError> {
-    let content = result.content.into_iter().enumerate().map(|(i, item)| content(i, item)).collect::<Result<_, _>>()?;
+    let mut content = Vec::with_capacity(result.content.len());
+    for (index, item) in result.content.into_iter().enumerate() {
+        push_content(&mut content, index, item)?;
+    }
     Ok(protocol::CallToolResult {
         content,
         is_error: result.is_error.then_some(true),
