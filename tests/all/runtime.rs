@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost::{CacheStatus, CallToolResult, ModuleCache, Plugin, Policy, Tier};
-use toolhost_tests::{example, fixture, serve_http, serve_http_recording};
+use toolhost_tests::{Flavour, example, fixture, serve_http, serve_http_recording};
 
 /// The plugin's raw output for an export, on Extism itself.
 fn on_extism(path: &std::path::Path, export: &str, input: &[u8]) -> Value {
@@ -319,6 +319,28 @@ async fn a_dropped_call_frees_its_instance_for_the_next() {
     let result = plugin.call_tool("counter", json!({})).await.expect("counter");
     assert_eq!(result.texts().next(), Some("1"), "a fresh instance, not the abandoned one");
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// On a multi-threaded runtime a load looks a cache hit up on its own
+/// thread (`block_in_place`) rather than a blocking one: the same module,
+/// for both flavours, and loads joined in one task each get theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_hit_on_a_multi_threaded_runtime_loads_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ModuleCache::at(dir.path());
+    for path in [example("calculator"), Flavour::Component.example("calculator")] {
+        let load = || Plugin::builder_from_file(&path).with_module_cache(cache.clone()).build();
+        let first = load().await.expect("first load");
+        assert_eq!(first.compile_info().cache, CacheStatus::Miss, "{}", path.display());
+        assert_eq!(first.settled_tier().await, Tier::Optimized);
+        let (second, third) = tokio::join!(load(), load());
+        for plugin in [second.expect("second load"), third.expect("third load")] {
+            assert_eq!(plugin.compile_info().cache, CacheStatus::Hit, "{}", path.display());
+            assert_eq!(plugin.compile_info().tier, Tier::Optimized);
+            let result = plugin.call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
+            assert_eq!(result.texts().next(), Some("5"));
+        }
+    }
 }
 
 #[tokio::test]
