@@ -409,7 +409,7 @@ impl PluginBuilder {
         #[cfg(not(feature = "cache"))]
         let kernel_cache = NoCache;
         let compilers = self.runtime.compilers();
-        // A warm load's lookup is looked up on this thread: see `cached`.
+        // A warm load finds its module on this thread: see `cached`.
         let hit = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             let (runtime, kernel_cache) = (&self.runtime, &kernel_cache);
             tokio::task::block_in_place(|| {
