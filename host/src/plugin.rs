@@ -880,23 +880,44 @@ fn cached(source: &Source, cache: &Cache, engine: &wasmtime::Engine, compilers: 
     if compilers != Compilers::Tiered {
         return None;
     }
-    let read;
-    let wasm: &[u8] = match source {
-        Source::File(path) => {
-            read = std::fs::read(path).ok()?;
-            &read
-        }
-        Source::Bytes(bytes) => bytes,
-        Source::Builtin(_) => return None,
-    };
-    let flavour = PluginKind::of(wasm);
-    if (cfg!(not(feature = "component")) && flavour == PluginKind::Component)
-        || (flavour == PluginKind::Extism && imports_tool_list_changes(wasm))
-    {
+    let wasm = wasm_of(source).ok()?;
+    let flavour = flavour_of("", &wasm).ok()?;
+    if !takes_hit_at_once(compilers, flavour, &wasm) {
         return None;
     }
-    let (compiled, info) = cache.find(engine, wasm, flavour).ok()?;
+    let (compiled, info) = cache.find(engine, &wasm, flavour).ok()?;
     Some(Found { compiled, info, wasm: None, flavour })
+}
+
+/// A plugin's Wasm: read from its file, or as it was given.
+fn wasm_of(source: &Source) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
+    match source {
+        Source::File(path) => {
+            std::fs::read(path).map(Into::into).map_err(|source| Error::Read { path: path.clone(), source })
+        }
+        Source::Bytes(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
+        Source::Builtin(_) => Err(Error::Host("a built-in toolset has no Wasm to compile".to_owned())),
+    }
+}
+
+/// Which flavour of plugin `wasm` is, if this build can run it.
+fn flavour_of(name: &str, wasm: &[u8]) -> Result<PluginKind, Error> {
+    let flavour = PluginKind::of(wasm);
+    if cfg!(not(feature = "component")) && flavour == PluginKind::Component {
+        return Err(Error::Load {
+            plugin: name.to_owned(),
+            message: "it is a Wasm component, and this toolhost was built without its `component` feature".to_owned(),
+            source: None,
+        });
+    }
+    Ok(flavour)
+}
+
+/// Whether a load takes its cache entry as it is, before anything is
+/// compiled: with the tiered compilers, unless it is an Extism plugin that
+/// changes its tool list ([`imports_tool_list_changes`]).
+fn takes_hit_at_once(compilers: Compilers, flavour: PluginKind, wasm: &[u8]) -> bool {
+    compilers == Compilers::Tiered && !(flavour == PluginKind::Extism && imports_tool_list_changes(wasm))
 }
 
 /// Read and compile (or load from the cache) a plugin: an Extism module or
@@ -917,25 +938,9 @@ fn compile<'e>(
     (compilers, baseline): (Compilers, &dyn Fn() -> Option<&'e wasmtime::Engine>),
     baseline_kernel: &(dyn Fn() + Sync),
 ) -> Result<Found, Error> {
-    let read;
-    let wasm: &[u8] = match source {
-        Source::File(path) => {
-            read = std::fs::read(path).map_err(|source| Error::Read { path: path.clone(), source })?;
-            &read
-        }
-        Source::Bytes(bytes) => bytes,
-        Source::Builtin(_) => {
-            return Err(Error::Host("a built-in toolset has no Wasm to compile".to_owned()));
-        }
-    };
-    let flavour = PluginKind::of(wasm);
-    if cfg!(not(feature = "component")) && flavour == PluginKind::Component {
-        return Err(Error::Load {
-            plugin: name.to_owned(),
-            message: "it is a Wasm component, and this toolhost was built without its `component` feature".to_owned(),
-            source: None,
-        });
-    }
+    let wasm = wasm_of(source)?;
+    let wasm: &[u8] = &wasm;
+    let flavour = flavour_of(name, wasm)?;
     let optimized = |(compiled, info)| Found { compiled, info, wasm: None, flavour };
     if compilers == Compilers::Baseline
         && let Some(baseline) = baseline()
@@ -952,8 +957,7 @@ fn compile<'e>(
                 );
             }
         }
-    } else if compilers == Compilers::Tiered
-        && !(flavour == PluginKind::Extism && imports_tool_list_changes(wasm))
+    } else if takes_hit_at_once(compilers, flavour, wasm)
         // A hit is the load's at once; a miss goes to the baseline
         // compiler, if it runs here (else Cranelift compiles, below).
         && let status = match cache.find(engine, wasm, flavour) {

@@ -331,14 +331,20 @@ pub(crate) fn split_host_port(pattern: &str) -> (&str, Option<&str>) {
 /// `[::1]:8080`) matches that port only, one without matches any port.
 pub fn host_matches(patterns: &[String], host: &str, port: Option<u16>) -> bool {
     let host = host.to_ascii_lowercase();
-    patterns.iter().any(|pattern| {
-        let (host_pattern, port_pattern) = split_host_port(pattern);
-        let port_matches = match port_pattern {
-            None => true,
-            Some(wanted) => port.is_some_and(|port| wanted.parse::<u16>() == Ok(port)),
-        };
-        port_matches && wildcard(&host_pattern.to_ascii_lowercase(), &host)
-    })
+    patterns.iter().any(|pattern| grant_admits(pattern, port, false, |host_pattern| wildcard(host_pattern, &host)))
+}
+
+/// Does `pattern` admit a connection to `port` (a port not known is
+/// admitted by a pattern with a port only if `unknown_admitted`), and does
+/// `names` accept its host part (lowercased)?
+fn grant_admits(pattern: &str, port: Option<u16>, unknown_admitted: bool, names: impl Fn(&str) -> bool) -> bool {
+    let (host_pattern, port_pattern) = split_host_port(pattern);
+    let port_matches = match (port_pattern, port) {
+        (None, _) => true,
+        (Some(wanted), Some(port)) => wanted.parse::<u16>() == Ok(port),
+        (Some(_), None) => unknown_admitted,
+    };
+    port_matches && names(&host_pattern.to_ascii_lowercase())
 }
 
 /// May a connection go to `ip` on `port`, for a request whose host name a
@@ -362,20 +368,15 @@ pub fn address_allowed(patterns: &[String], ip: IpAddr, port: Option<u16>) -> bo
 /// Does a grant name `ip` (on `port`) itself? See [`address_allowed`].
 fn address_granted(patterns: &[String], ip: IpAddr, port: Option<u16>) -> bool {
     let ip = ip.to_canonical();
+    // As a URL writes it (`[::1]`), and as a grant may (`::1`).
     let texts = match ip {
-        IpAddr::V4(v4) => [v4.to_string(), String::new()],
-        IpAddr::V6(v6) => [format!("[{v6}]"), v6.to_string()],
+        IpAddr::V4(v4) => vec![v4.to_string()],
+        IpAddr::V6(v6) => vec![format!("[{v6}]"), v6.to_string()],
     };
     patterns.iter().any(|pattern| {
-        let (host, wanted) = split_host_port(pattern);
-        let port_matches = match (wanted, port) {
-            (Some(wanted), Some(port)) => wanted.parse::<u16>() == Ok(port),
-            _ => true,
-        };
-        let host = host.to_ascii_lowercase();
-        port_matches
-            && (texts.iter().any(|text| !text.is_empty() && wildcard(&host, text))
-                || (host == "localhost" && ip.is_loopback()))
+        grant_admits(pattern, port, true, |host| {
+            texts.iter().any(|text| wildcard(host, text)) || (host == "localhost" && ip.is_loopback())
+        })
     })
 }
 
