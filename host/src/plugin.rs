@@ -2,13 +2,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use serde_json::Value;
 use toolhost_protocol::{CallToolRequest, CallToolResult, JsonObject, ListToolsResult, Tool};
 
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::approval::{self, Approver};
 use crate::context::{CallContext, USER_ID_META_KEY};
@@ -1422,27 +1424,25 @@ impl Plugin {
             observer: inner.runtime.observer().map(|o| &**o),
             meter: &meter,
         };
-        crate::telemetry::traced_call(&trace, async {
+        // Boxed: a future passed by value into an `async fn` is held twice
+        // in it (as the argument, and as what it awaits), and `traced_call`
+        // is such a layer. Unboxed, the call's state was 7.4 KB, copied
+        // into place on every call; boxed, the layers around it move a
+        // pointer.
+        let work = Box::pin(async {
             let _counted = inner.runtime.enter(&inner.name)?;
-            // Boxed: a future passed by value into an `async fn` is held
-            // twice in it (as the argument, and as what it awaits), and
-            // `cancellable` and `traced_call` are two such layers. Unboxed,
-            // the call's state was 7.4 KB, copied into place on every call;
-            // boxed, 1.2 KB.
-            let work = Box::pin(async {
-                let index = self.index_of(name)?;
-                let arguments = match arguments {
-                    Arguments::Check(arguments) => self.checked_arguments(index, name, arguments).await?,
-                    Arguments::Unchecked(arguments) => arguments,
-                };
-                if let Some(denied) = asking.ask(self, name, &arguments).await {
-                    return Ok(denied);
-                }
-                self.run_call(index, name, arguments, context, metered).await
-            });
-            cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name).await
-        })
-        .await
+            let index = self.index_of(name)?;
+            let arguments = match arguments {
+                Arguments::Check(arguments) => self.checked_arguments(index, name, arguments).await?,
+                Arguments::Unchecked(arguments) => arguments,
+            };
+            if let Some(denied) = asking.ask(self, name, &arguments).await {
+                return Ok(denied);
+            }
+            self.run_call(index, name, arguments, context, metered).await
+        });
+        let work = Cancellable::new(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name);
+        crate::telemetry::traced_call(&trace, work).await
     }
 
     /// Encode the request, run `call` of the tool at `index`, check and
@@ -1685,32 +1685,71 @@ impl Asking<'_> {
 
 /// Run `work` unless the caller's token or the runtime's is cancelled
 /// first: then it is dropped (its guest stopped where it is, its instance
-/// discarded) and the call is [`Error::Cancelled`]. Checked only while the
-/// call waits: a call that finishes in one poll never looks at a token.
-async fn cancellable<T>(
-    work: impl Future<Output = Result<T, Error>>,
-    caller: Option<&CancellationToken>,
-    runtime: &CancellationToken,
-    plugin: &str,
-    tool: &str,
-) -> Result<T, Error> {
-    let cancelled =
-        |reason: &str| Error::Cancelled { plugin: plugin.to_owned(), tool: tool.to_owned(), reason: reason.to_owned() };
-    // A call whose token was cancelled before it began does not start.
-    if caller.is_some_and(CancellationToken::is_cancelled) {
-        return Err(cancelled("its caller cancelled it"));
+/// discarded) and the call is [`Error::Cancelled`]. A call cancelled before
+/// it starts does not start. The tokens are waited on only once the work
+/// waits: a call that finishes in one poll (most do) builds no waiter.
+///
+/// Written out rather than as `tokio::select!` over the three futures,
+/// which builds both waiters for every call and holds them in its state,
+/// copied into each layer that awaits it.
+struct Cancellable<'a, W> {
+    work: Pin<Box<W>>,
+    caller: Option<&'a CancellationToken>,
+    runtime: &'a CancellationToken,
+    plugin: &'a str,
+    tool: &'a str,
+    started: bool,
+    /// The tokens' waiters (the caller's, if it has a token, and the
+    /// runtime's), made once the work first waits.
+    waiting: Option<(Option<Waiter<'a>>, Waiter<'a>)>,
+}
+
+/// A token's waiter, pinned where it is made.
+type Waiter<'a> = Pin<Box<WaitForCancellationFuture<'a>>>;
+
+impl<'a, W> Cancellable<'a, W> {
+    fn new(
+        work: Pin<Box<W>>,
+        caller: Option<&'a CancellationToken>,
+        runtime: &'a CancellationToken,
+        plugin: &'a str,
+        tool: &'a str,
+    ) -> Self {
+        Cancellable { work, caller, runtime, plugin, tool, started: false, waiting: None }
     }
-    let by_caller = async {
-        match caller {
-            Some(token) => token.cancelled().await,
-            None => std::future::pending().await,
+
+    fn cancelled(&self, reason: &str) -> Error {
+        Error::Cancelled { plugin: self.plugin.to_owned(), tool: self.tool.to_owned(), reason: reason.to_owned() }
+    }
+}
+
+impl<T, W: Future<Output = Result<T, Error>>> Future for Cancellable<'_, W> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        // (Unpin: the work and the waiters are pinned in their boxes.)
+        let this = self.get_mut();
+        if !this.started {
+            this.started = true;
+            if this.caller.is_some_and(CancellationToken::is_cancelled) {
+                return Poll::Ready(Err(this.cancelled("its caller cancelled it")));
+            }
         }
-    };
-    tokio::select! {
-        biased;
-        outcome = work => outcome,
-        () = by_caller => Err(cancelled("its caller cancelled it")),
-        () = runtime.cancelled() => Err(cancelled("the runtime shut down")),
+        // The work first, then the caller, then the runtime.
+        if let Poll::Ready(outcome) = this.work.as_mut().poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        let (caller, runtime) = (this.caller, this.runtime);
+        let (by_caller, by_runtime) = this
+            .waiting
+            .get_or_insert_with(|| (caller.map(|token| Box::pin(token.cancelled())), Box::pin(runtime.cancelled())));
+        if by_caller.as_mut().is_some_and(|waiter| waiter.as_mut().poll(cx).is_ready()) {
+            return Poll::Ready(Err(this.cancelled("its caller cancelled it")));
+        }
+        if by_runtime.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(this.cancelled("the runtime shut down")));
+        }
+        Poll::Pending
     }
 }
 
@@ -2102,6 +2141,44 @@ mod tests {
         });
         assert!(call <= 512, "a call's future is {call} bytes");
         assert!(state <= 2048, "a call's boxed state is {state} bytes");
+    }
+
+    /// A call cancelled before it starts never runs; one cancelled while it
+    /// waits stops with the reason of the token that fired, the caller's
+    /// first; one that finishes is not looked at again.
+    #[tokio::test]
+    async fn a_cancellable_call_stops_for_the_token_that_fired() {
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let work = || {
+            Box::pin(async {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                std::future::pending::<Result<(), Error>>().await
+            })
+        };
+        let reason = |outcome: Result<(), Error>| match outcome {
+            Err(Error::Cancelled { reason, .. }) => reason,
+            other => panic!("not cancelled: {other:?}"),
+        };
+        let (caller, runtime) = (CancellationToken::new(), CancellationToken::new());
+        caller.cancel();
+        let outcome = Cancellable::new(work(), Some(&caller), &runtime, "p", "t").await;
+        assert_eq!(reason(outcome), "its caller cancelled it");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst), "a call cancelled before it began ran");
+
+        for (by_caller, expected) in [(true, "its caller cancelled it"), (false, "the runtime shut down")] {
+            let (caller, runtime) = (CancellationToken::new(), CancellationToken::new());
+            let fire = async {
+                tokio::task::yield_now().await;
+                if by_caller { caller.cancel() } else { runtime.cancel() }
+            };
+            let (outcome, ()) = tokio::join!(Cancellable::new(work(), Some(&caller), &runtime, "p", "t"), fire);
+            assert_eq!(reason(outcome), expected);
+            assert!(ran.swap(false, std::sync::atomic::Ordering::SeqCst));
+        }
+
+        let runtime = CancellationToken::new();
+        let done = Cancellable::new(Box::pin(async { Ok::<_, Error>(7) }), None, &runtime, "p", "t").await;
+        assert_eq!(done.expect("finished"), 7);
     }
 
     #[test]

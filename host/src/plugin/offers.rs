@@ -18,7 +18,7 @@ use toolhost_protocol::{
     ListResourcesResult, ReadResourceResult,
 };
 
-use super::{Job, Plugin, Ran, cancellable, protocol_violation, redacted_output, run_error};
+use super::{Cancellable, Job, Plugin, Ran, protocol_violation, redacted_output, run_error};
 use crate::context::CallContext;
 use crate::error::{Error, Operation, OutputProblem, Violation};
 use crate::runtime::guest::RunOptions;
@@ -231,15 +231,15 @@ impl Plugin {
             )));
         }
         let run = RunOptions::for_call(context, None);
-        let work = async {
+        let work = Box::pin(async {
             match inner.run(Job::Offer(export, &input, &run), None).await {
                 Ok(Ran::Offer(raw)) => Ok(raw),
                 Ok(_) => Err(Error::Host(format!("another export ran instead of `{export}`"))),
                 Err(error) => Err(run_error(&inner.name, Operation::Offer(what.to_owned()), error)),
             }
-        };
+        });
         let outcome =
-            cancellable(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, export).await;
+            Cancellable::new(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, export).await;
         let raw = outcome.map_err(|error| inner.scrub(error))?;
         redacted_output(&inner.name, Operation::Offer(what.to_owned()), raw, &inner.env)
     }
