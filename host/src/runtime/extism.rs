@@ -808,15 +808,21 @@ impl ExtismInstance {
         self.store.engine()
     }
 
-    /// Run an entry point with `input` and return its output, or how it
+    /// Run an entry point with `input` and hand its output to `read`, where
+    /// it lies in the kernel's memory (not copied out first), or say how it
     /// failed. An instance whose run failed must be dropped.
-    /// `secrets`: the ids of the secrets this run may read.
-    pub(crate) async fn run(&mut self, export: Export, input: &[u8], run: &RunOptions<'_>) -> Result<Vec<u8>, Fault> {
+    pub(crate) async fn run<R>(
+        &mut self,
+        export: Export,
+        input: &[u8],
+        run: &RunOptions<'_>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, Fault> {
         let name = export.name(self.interface);
         let Some(index) = self.entries.iter().position(|(n, _)| *n == name) else {
             // A v2 plugin exports what it offers: no `list_tools`, no tools.
             return match export {
-                Export::Describe => Ok(br#"{"tools":[]}"#.to_vec()),
+                Export::Describe => Ok(read(br#"{"tools":[]}"#)),
                 Export::Call => {
                     Err(Fault::new(FaultKind::Error, format!("it lists tools but exports no `{name}` to call them")))
                 }
@@ -871,7 +877,7 @@ impl ExtismInstance {
             return Err(Fault::new(FaultKind::Error, message));
         }
         state.core.check_output_size(state.kernel.output_length())?;
-        Ok(state.kernel.output(mem).to_vec())
+        Ok(read(state.kernel.output(mem)))
     }
 
     /// Bytes this instance holds against its memory limit (linear memories

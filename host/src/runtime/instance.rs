@@ -153,10 +153,14 @@ impl Instance {
     /// Run `describe`; its output as JSON (not yet validated).
     pub(crate) async fn describe(&mut self) -> Result<Value, RunError> {
         let described = match self {
-            Instance::Extism(instance) => match instance.run(Export::Describe, b"", &RunOptions::default()).await {
-                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
-                Err(fault) => Err(RunError::Fault(fault)),
-            },
+            Instance::Extism(instance) => {
+                let max_bytes = instance.max_output_bytes();
+                let read = |output: &[u8]| output::parse_json(output, max_bytes, false);
+                instance
+                    .run(Export::Describe, b"", &RunOptions::default(), read)
+                    .await
+                    .unwrap_or_else(|fault| Err(RunError::Fault(fault)))
+            }
             Instance::Builtin(instance) => instance.describe(),
             #[cfg(feature = "component")]
             Instance::Component(instance) => instance.describe().await,
@@ -169,16 +173,15 @@ impl Instance {
     pub(crate) async fn call(&mut self, payload: &Payload, run: &RunOptions<'_>) -> Result<CallOutput, RunError> {
         let called = match (self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
-                match instance.run(Export::Call, request, run).await {
-                    // Most results are text items: typed as they are read.
-                    // Anything else is parsed as JSON, for the protocol's
-                    // schema to check.
-                    Ok(output) => match output::parse_plain_result(&output, instance.max_output_bytes()) {
-                        Some(result) => Ok(CallOutput::Typed(result)),
-                        None => output::parse_json(&output, instance.max_output_bytes(), true).map(CallOutput::Json),
-                    },
-                    Err(fault) => Err(RunError::Fault(fault)),
-                }
+                let max_bytes = instance.max_output_bytes();
+                // Most results are text items: typed as they are read.
+                // Anything else is parsed as JSON, for the protocol's schema
+                // to check.
+                let read = |output: &[u8]| match output::parse_plain_result(output, max_bytes) {
+                    Some(result) => Ok(CallOutput::Typed(result)),
+                    None => output::parse_json(output, max_bytes, true).map(CallOutput::Json),
+                };
+                instance.run(Export::Call, request, run, read).await.unwrap_or_else(|fault| Err(RunError::Fault(fault)))
             }
             #[cfg(feature = "component")]
             (Instance::Component(instance), Payload::Component { name, arguments, meta }) => {
@@ -205,11 +208,17 @@ impl Instance {
         run: &RunOptions<'_>,
     ) -> Result<Value, RunError> {
         let ran = match self {
-            Instance::Extism(instance) => match instance.run(Export::Offer(name), input, run).await {
-                Ok(output) if output.is_empty() => Ok(Value::Null),
-                Ok(output) => output::parse_json(&output, instance.max_output_bytes(), false),
-                Err(fault) => Err(RunError::Fault(fault)),
-            },
+            Instance::Extism(instance) => {
+                let max_bytes = instance.max_output_bytes();
+                let read = |output: &[u8]| match output {
+                    [] => Ok(Value::Null),
+                    output => output::parse_json(output, max_bytes, false),
+                };
+                instance
+                    .run(Export::Offer(name), input, run, read)
+                    .await
+                    .unwrap_or_else(|fault| Err(RunError::Fault(fault)))
+            }
             #[cfg(feature = "component")]
             Instance::Component(instance) => instance.offer(name, input, run).await,
             Instance::Builtin(_) => Err(RunError::Fault(Fault::new(

@@ -302,23 +302,24 @@ impl<'de> Visitor<'de> for TextItems<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         self.weigh.charge(VALUE_WEIGHT)?;
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(TextItem { weigh: &mut *self.weigh })? {
-            if items.len() == MAX_CONTENT_ITEMS {
+        // Each item is built where it goes (a `Content` is ~300 bytes).
+        while seq.next_element_seed(TextItem { weigh: &mut *self.weigh, items: &mut items })?.is_some() {
+            if items.len() > MAX_CONTENT_ITEMS {
                 return Err(de::Error::custom(NOT_PLAIN));
             }
-            items.push(item);
         }
         Ok(items)
     }
 }
 
-/// One text item of a plain result.
+/// One text item of a plain result, pushed onto `items`.
 struct TextItem<'a> {
     weigh: &'a mut Weigh,
+    items: &'a mut Vec<ToolContent>,
 }
 
 impl<'de> DeserializeSeed<'de> for TextItem<'_> {
-    type Value = ToolContent;
+    type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
@@ -326,27 +327,32 @@ impl<'de> DeserializeSeed<'de> for TextItem<'_> {
 }
 
 impl<'de> Visitor<'de> for TextItem<'_> {
-    type Value = ToolContent;
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a text item")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolContent, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let weigh = self.weigh;
         weigh.charge(VALUE_WEIGHT + OBJECT_WEIGHT)?;
         let (mut kind, mut text, mut annotations, mut meta) = (None, None, None, None);
         let mut extra = Map::new();
         while let Some(key) = key(&mut map, weigh)? {
             match &*key {
-                "type" | "text" | "annotations" => {
+                // Read where it lies (it is only compared), charged as a
+                // string value.
+                "type" => {
+                    let value = map.next_value_seed(Key)?;
+                    weigh.charge(VALUE_WEIGHT.saturating_add(value.len()))?;
+                    if value != "text" {
+                        return Err(de::Error::custom(NOT_PLAIN));
+                    }
+                    once(&mut kind, ())?;
+                }
+                "text" | "annotations" => {
                     let value = map.next_value_seed(Node { weigh: &mut *weigh, content: Content::No })?;
-                    let slot = match &*key {
-                        "type" => &mut kind,
-                        "text" => &mut text,
-                        _ => &mut annotations,
-                    };
-                    once(slot, value)?;
+                    once(if &*key == "text" { &mut text } else { &mut annotations }, value)?;
                 }
                 "_meta" => once(&mut meta, object_or_null(&mut map, weigh)?)?,
                 _ => {
@@ -357,15 +363,11 @@ impl<'de> Visitor<'de> for TextItem<'_> {
         }
         // Annotations have rules of their own (a range, an enum): the
         // schema checks them.
-        let (Some(Value::String(kind)), Some(Value::String(text)), None | Some(Value::Null)) =
-            (kind, text, annotations)
-        else {
+        let (Some(()), Some(Value::String(text)), None | Some(Value::Null)) = (kind, text, annotations) else {
             return Err(de::Error::custom(NOT_PLAIN));
         };
-        if kind != "text" {
-            return Err(de::Error::custom(NOT_PLAIN));
-        }
-        Ok(ToolContent::Text(TextContent { text, annotations: None, meta: meta.flatten(), extra }))
+        self.items.push(ToolContent::Text(TextContent { text, annotations: None, meta: meta.flatten(), extra }));
+        Ok(())
     }
 }
 
