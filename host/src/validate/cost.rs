@@ -593,15 +593,20 @@ pub(crate) fn fits(instance: &Value, cost: u64, text: bool, budget: u64) -> bool
 /// `pattern` runs over every byte, one place per 64 of them.
 fn weight(instance: &Value, limit: u64, text: bool) -> u64 {
     let mut total = 0u64;
-    let mut stack = vec![instance];
+    // (On the stack while small: every call weighs its arguments and its
+    // structured result, most of them a few values.)
+    let mut stack: smallvec::SmallVec<[&Value; 16]> = smallvec::smallvec![instance];
     while let Some(value) = stack.pop() {
         total += 1;
         match value {
             Value::String(chars) if text => total += chars.len() as u64 / 64,
             Value::Array(items) => stack.extend(items),
             Value::Object(map) => {
-                total += map.keys().map(|k| k.len() as u64 / 64).sum::<u64>();
-                stack.extend(map.values());
+                // (One walk of the map, its keys and values together.)
+                for (key, value) in map {
+                    total += key.len() as u64 / 64;
+                    stack.push(value);
+                }
             }
             _ => {}
         }
