@@ -151,11 +151,114 @@ pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Resul
 /// weight [`parse_json`] charges it.
 pub(crate) fn parse_plain_result(output: &[u8], max_bytes: usize) -> Option<CallToolResult> {
     let text = std::str::from_utf8(output).ok()?;
+    written_result(text, max_bytes).or_else(|| read_plain_result(text, max_bytes))
+}
+
+/// [`parse_plain_result`] through serde: any layout, key order and
+/// whitespace.
+fn read_plain_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
     let mut weigh = Weigh { left: max_bytes, over: None };
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let result = deserializer.deserialize_map(PlainResult { weigh: &mut weigh }).ok()?;
     deserializer.end().ok()?;
     Some(result)
+}
+
+/// [`parse_plain_result`] of a result in the layout the SDK writes
+/// (`toolhost_protocol::json`: `{"content":[{"type":"text","text":…},…]`,
+/// then `,"isError":` a boolean and `,"structuredContent":` an object when
+/// there are, and `}`), its frame matched byte for byte, as the SDK matches
+/// the request toolhost writes. Serde's map machinery, a key at a time,
+/// was most of the host's reading of a small result. Each value is
+/// charged what [`read_plain_result`] charges it (the structured value is
+/// read by serde, as there). Anything else (another layout or key order,
+/// other fields, whitespace in the frame, a bound crossed) is `None`, and
+/// is read the general way, which takes it or gives up.
+fn written_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
+    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut charge = |weight: usize| weigh.charge::<serde_json::Error>(weight).ok();
+    // The result object, its `content` key and array.
+    charge(VALUE_WEIGHT + OBJECT_WEIGHT + "content".len() + VALUE_WEIGHT)?;
+    let mut rest = text.strip_prefix(r#"{"content":["#)?;
+    let mut content = Vec::new();
+    if let Some(after) = rest.strip_prefix(']') {
+        rest = after;
+    } else {
+        loop {
+            let (item, after) = written_string(rest.strip_prefix(r#"{"type":"text","text":"#)?)?;
+            if content.len() == MAX_CONTENT_ITEMS {
+                return None;
+            }
+            // The item object, `type` and its value `text`, `text` and its
+            // value.
+            let frame = VALUE_WEIGHT + OBJECT_WEIGHT + "type".len() + VALUE_WEIGHT + "text".len() + "text".len();
+            charge((frame + VALUE_WEIGHT).saturating_add(item.len()))?;
+            content.push(ToolContent::Text(TextContent {
+                text: item,
+                annotations: None,
+                meta: None,
+                extra: Map::new(),
+            }));
+            rest = after.strip_prefix('}')?;
+            match rest.as_bytes().first()? {
+                b',' => rest = &rest[1..],
+                b']' => {
+                    rest = &rest[1..];
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    let mut is_error = None;
+    if let Some(after) = rest.strip_prefix(r#","isError":"#) {
+        let (value, after) = match after.strip_prefix("true") {
+            Some(after) => (true, after),
+            None => (false, after.strip_prefix("false")?),
+        };
+        charge("isError".len() + VALUE_WEIGHT)?;
+        (is_error, rest) = (Some(value), after);
+    }
+    let mut structured = None;
+    if let Some(after) = rest.strip_prefix(r#","structuredContent":"#) {
+        // The last field: its value is all but the closing brace.
+        let value = after.strip_suffix('}')?;
+        charge("structuredContent".len())?;
+        let mut deserializer = serde_json::Deserializer::from_str(value);
+        let value = Node { weigh: &mut weigh, content: Content::No }.deserialize(&mut deserializer).ok()?;
+        deserializer.end().ok()?;
+        structured = match value {
+            Value::Object(object) => Some(Value::Object(object)),
+            Value::Null => None,
+            _ => return None,
+        };
+        rest = "}";
+    }
+    (rest == "}").then(|| CallToolResult {
+        content,
+        is_error,
+        structured_content: structured,
+        meta: None,
+        extra: Map::new(),
+    })
+}
+
+/// A JSON string's text and what follows it, `quoted` starting at its
+/// opening quote: taken as it is when it has no escape, through serde when
+/// it has; `None` for a control character (which JSON refuses) or an
+/// escape serde refuses.
+fn written_string(quoted: &str) -> Option<(String, &str)> {
+    let inside = quoted.strip_prefix('"')?;
+    let end = inside.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
+    match inside.as_bytes()[end] {
+        b'"' => Some((inside[..end].to_owned(), &inside[end + 1..])),
+        b'\\' => {
+            let mut strings = serde_json::Deserializer::from_str(quoted).into_iter::<String>();
+            let text = strings.next()?.ok()?;
+            Some((text, &quoted[strings.byte_offset()..]))
+        }
+        _ => None,
+    }
 }
 
 /// Why [`parse_plain_result`] gave up: not the plain shape (or a bound
@@ -595,6 +698,7 @@ impl LogBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::{Just, Strategy, any, prop, prop_oneof};
     use serde_json::json;
 
     fn problem(error: RunError) -> String {
@@ -670,6 +774,92 @@ mod tests {
         }
         let least = taken;
         assert!(plain(&heavy, least).is_some() && plain(&heavy, least - 1).is_none());
+    }
+
+    /// A result of text items as the SDK writes it, with texts that need
+    /// every kind of escape, `isError` or not, structured content or not.
+    fn written() -> impl Strategy<Value = CallToolResult> {
+        let text = prop_oneof!["[a-z5 ]{0,8}", "[a-z\"\\\\/\n\t\u{1}\u{7f}é😀\u{2028}]{0,8}", Just(String::new()),];
+        let structured = prop_oneof![
+            Just(None),
+            Just(Some(json!({"result": 5.0}))),
+            Just(Some(json!({"nested": {"list": [1, "two\n", null, true]}, "": -0.5}))),
+            Just(Some(json!({}))),
+        ];
+        (prop::collection::vec(text, 0..4), prop::option::of(any::<bool>()), structured).prop_map(
+            |(texts, is_error, structured)| CallToolResult {
+                content: texts.into_iter().map(ToolContent::text).collect(),
+                is_error,
+                structured_content: structured,
+                meta: None,
+                extra: Map::new(),
+            },
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2048, ..Default::default() })]
+
+        /// What the SDK writes is taken by its frame, and comes out as the
+        /// general read makes it, within the same weights; past them both
+        /// give up.
+        #[test]
+        fn the_written_frame_reads_what_the_general_read_reads(result in written(), cut in 0usize..2000) {
+            let bytes = toolhost_protocol::json::call_result_to_vec(&result);
+            let text = std::str::from_utf8(&bytes).expect("UTF-8");
+            proptest::prop_assert_eq!(written_result(text, usize::MAX), Some(result.clone()), "{}", text);
+            proptest::prop_assert_eq!(read_plain_result(text, usize::MAX), Some(result), "{}", text);
+            // The least weight the general read takes, the frame takes too.
+            let (mut refused, mut taken) = (0, 1 << 20);
+            while taken - refused > 1 {
+                let max = (refused + taken) / 2;
+                if read_plain_result(text, max).is_some() { taken = max } else { refused = max }
+            }
+            proptest::prop_assert!(written_result(text, taken).is_some(), "{}", text);
+            proptest::prop_assert!(written_result(text, taken - 1).is_none(), "{}", text);
+            let max = taken.saturating_sub(1000).saturating_add(cut);
+            proptest::prop_assert_eq!(parse_plain_result(&bytes, max), read_plain_result(text, max));
+        }
+    }
+
+    #[test]
+    fn the_written_frame_leaves_other_layouts_to_the_general_read() {
+        for other in [
+            r#"{"content":[{"type":"text","text":"a"}],"_meta":{}}"#,
+            r#"{"content":[{"type":"text","text":"a","_meta":{}}]}"#,
+            r#"{"content":[{"text":"a","type":"text"}]}"#,
+            r#"{"content": [{"type":"text","text":"a"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"isError":null}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"structuredContent":{"a":1},"isError":true}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"structuredContent":{"a":1},"x":1}"#,
+            r#"{"content":[{"type":"text","text":"a"}] }"#,
+        ] {
+            assert_eq!(written_result(other, usize::MAX), None, "{other}");
+            assert!(parse_plain_result(other.as_bytes(), usize::MAX).is_some(), "{other}");
+        }
+        // `null` structured content is none, either way.
+        let null = r#"{"content":[{"type":"text","text":"a"}],"structuredContent":null}"#;
+        assert_eq!(written_result(null, usize::MAX), read_plain_result(null, usize::MAX));
+        for refused in [
+            "{\"content\":[{\"type\":\"text\",\"text\":\"a\u{1}\"}]}",
+            r#"{"content":[{"type":"text","text":"\ud800"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"structuredContent":[1]}"#,
+            r#"{"content":[{"type":"text","text":"a"}]}}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"structuredContent":{"a":1}}}"#,
+            r#"{"content":[{"type":"text","text":"a"},]}"#,
+        ] {
+            assert_eq!(written_result(refused, usize::MAX), None, "{refused}");
+            assert_eq!(parse_plain_result(refused.as_bytes(), usize::MAX), None, "{refused}");
+        }
+        // The item bound, as the general read keeps it.
+        let items = |n: usize| {
+            let result = CallToolResult { content: vec![ToolContent::text(""); n], ..CallToolResult::default() };
+            toolhost_protocol::json::call_result_to_vec(&result)
+        };
+        let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).expect("UTF-8");
+        assert!(written_result(&text(&items(MAX_CONTENT_ITEMS)), usize::MAX).is_some());
+        assert_eq!(written_result(&text(&items(MAX_CONTENT_ITEMS + 1)), usize::MAX), None);
+        assert_eq!(parse_plain_result(&items(MAX_CONTENT_ITEMS + 1), usize::MAX), None);
     }
 
     #[test]
