@@ -1591,8 +1591,8 @@ impl Plugin {
         let payload = match self.inner.module.kind() {
             PluginKind::Component => Payload::Component {
                 name: name.to_owned(),
-                arguments: serde_json::to_string(&arguments).map_err(encoding)?,
-                meta: meta.as_ref().map(serde_json::to_string).transpose().map_err(encoding)?,
+                arguments: encode_object(&arguments),
+                meta: meta.as_ref().map(encode_object),
             },
             PluginKind::Builtin => Payload::Builtin { name: name.to_owned(), arguments, meta },
             _ if self.inner.module.interface() == Some(Interface::V2) => {
@@ -2065,6 +2065,15 @@ fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) ->
     out
 }
 
+/// An object as JSON text, written as [`encode_call`] writes the arguments
+/// (what `serde_json::to_string` writes, by hand).
+fn encode_object(object: &JsonObject) -> String {
+    let mut out = Vec::with_capacity(64);
+    toolhost_protocol::json::write_object(&mut out, object);
+    // (The writer writes UTF-8: its input is text, its escapes ASCII.)
+    String::from_utf8(out).unwrap_or_else(|bytes| String::from_utf8_lossy(bytes.as_bytes()).into_owned())
+}
+
 /// What a pooled instance is asked to run.
 enum Job<'a> {
     Describe,
@@ -2191,6 +2200,7 @@ mod tests {
             let mut request = CallToolRequest::new(name, Some(arguments.clone()));
             request.params.meta = meta.cloned();
             assert_eq!(encode_call(name, &arguments, meta), serde_json::to_vec(&request).expect("serialise"), "{name}");
+            assert_eq!(encode_object(&arguments), serde_json::to_string(&arguments).expect("serialise"));
         }
     }
 
