@@ -118,15 +118,21 @@ pub(crate) fn request_parts(input: &[u8]) -> Option<(&str, Arguments<'_>)> {
 /// A tool's result as the `call` export writes it: structured output kept
 /// as the JSON text serde wrote from the tool's type.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Output {
-    result: CallToolResult,
-    /// The `structuredContent`, as JSON text (then the result has none).
-    structured: Option<String>,
+pub struct Output(Kind);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    /// A result of the protocol's type.
+    Result(CallToolResult),
+    /// Structured output: its JSON text, and the text of the one text item
+    /// (`None`: the same JSON). Written as JSON straight from the two, no
+    /// result built first.
+    Structured { text: Option<String>, json: String },
 }
 
 impl From<CallToolResult> for Output {
     fn from(result: CallToolResult) -> Self {
-        Output { result, structured: None }
+        Output(Kind::Result(result))
     }
 }
 
@@ -134,25 +140,48 @@ impl Output {
     /// A successful result with `structured` (JSON text) and one text
     /// item: `text`, or the same JSON.
     pub(crate) fn structured(text: Option<String>, structured: String) -> Self {
-        let text = text.unwrap_or_else(|| structured.clone());
-        Output { result: CallToolResult::text(text), structured: Some(structured) }
+        Output(Kind::Structured { text, json: structured })
     }
 
     /// The result as the protocol's type.
     pub fn into_call_result(self) -> CallToolResult {
-        let Some(structured) = self.structured else { return self.result };
+        let (result, structured) = self.into_result_and_json();
+        let Some(structured) = structured else { return result };
         match serde_json::from_str(&structured) {
-            Ok(value) => CallToolResult { structured_content: Some(value), ..self.result },
+            Ok(value) => CallToolResult { structured_content: Some(value), ..result },
             Err(error) => CallToolResult::error(format!("the tool's output cannot be read back: {error}")),
         }
     }
 
-    /// The result as JSON (the Extism flavour's output).
+    /// The result, and its structured output as JSON text if it was kept
+    /// as text.
+    fn into_result_and_json(self) -> (CallToolResult, Option<String>) {
+        match self.0 {
+            Kind::Result(result) => (result, None),
+            Kind::Structured { text, json } => {
+                let text = text.unwrap_or_else(|| json.clone());
+                (CallToolResult::text(text), Some(json))
+            }
+        }
+    }
+
+    /// The result as JSON (the Extism flavour's output): what
+    /// `toolhost_protocol::json` writes of it.
     #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
     pub fn to_json(&self) -> Vec<u8> {
-        match &self.structured {
-            Some(structured) => toolhost_protocol::json::call_result_with_structured_to_vec(&self.result, structured),
-            None => toolhost_protocol::json::call_result_to_vec(&self.result),
+        use toolhost_protocol::json;
+        match &self.0 {
+            Kind::Result(result) => json::call_result_to_vec(result),
+            Kind::Structured { text, json: structured } => {
+                let text = text.as_deref().unwrap_or(structured);
+                let mut out = Vec::with_capacity(64 + text.len() + structured.len());
+                out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
+                json::write_str(&mut out, text);
+                out.extend_from_slice(br#"}],"structuredContent":"#);
+                out.extend_from_slice(structured.as_bytes());
+                out.push(b'}');
+                out
+            }
         }
     }
 
@@ -160,7 +189,7 @@ impl Output {
     /// as text (the component flavour's).
     #[cfg(all(target_os = "wasi", target_env = "p2"))]
     pub(crate) fn into_parts(self) -> (CallToolResult, Option<String>) {
-        (self.result, self.structured)
+        self.into_result_and_json()
     }
 }
 
@@ -274,6 +303,14 @@ mod tests {
         assert_eq!(json, serde_json::to_value(output.clone().into_call_result()).unwrap());
         assert_eq!(json["content"][0]["text"], r#"{"z":1,"a":[true]}"#, "the text is the JSON, as written");
         assert_eq!(json["structuredContent"], json!({"z": 1, "a": [true]}));
+        // What the protocol's writer writes of the same result.
+        for text in [None, Some("5\n\"x\"".to_owned())] {
+            let structured = r#"{"result":5.0}"#;
+            let output = Output::structured(text.clone(), structured.to_owned());
+            let result = CallToolResult::text(text.unwrap_or_else(|| structured.to_owned()));
+            let written = toolhost_protocol::json::call_result_with_structured_to_vec(&result, structured);
+            assert_eq!(output.to_json(), written);
+        }
         let with_text = Output::structured(Some("5".to_owned()), "{}".to_owned()).into_call_result();
         assert_eq!(with_text.structured_content, Some(json!({})));
         assert_eq!(serde_json::to_value(&with_text.content[0]).unwrap()["text"], "5");
