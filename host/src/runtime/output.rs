@@ -122,7 +122,7 @@ fn too_large(message: String) -> RunError {
 pub(crate) fn parse_json(output: &[u8], max_bytes: usize, result: bool) -> Result<Value, RunError> {
     let text = std::str::from_utf8(output)
         .map_err(|e| RunError::Output(OutputProblem::NotUtf8 { valid_up_to: e.valid_up_to() }))?;
-    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut weigh = Weigh::new(max_bytes);
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let parsed = Node { weigh: &mut weigh, content: if result { Content::TopLevel } else { Content::No } }
         .deserialize(&mut deserializer)
@@ -157,7 +157,7 @@ pub(crate) fn parse_plain_result(output: &[u8], max_bytes: usize) -> Option<Call
 /// [`parse_plain_result`] through serde: any layout, key order and
 /// whitespace.
 fn read_plain_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
-    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut weigh = Weigh::new(max_bytes);
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let result = deserializer.deserialize_map(PlainResult { weigh: &mut weigh }).ok()?;
     deserializer.end().ok()?;
@@ -166,16 +166,18 @@ fn read_plain_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
 
 /// [`parse_plain_result`] of a result in the layout the SDK writes
 /// (`toolhost_protocol::json`: `{"content":[{"type":"text","text":…},…]`,
-/// then `,"isError":` a boolean and `,"structuredContent":` an object when
-/// there are, and `}`), its frame matched byte for byte, as the SDK matches
+/// then `,"isError":` a boolean and `,"structuredContent":` an object (or
+/// `null`) when there are, and `}`), its frame matched byte for byte, as the SDK matches
 /// the request toolhost writes. Serde's map machinery, a key at a time,
 /// was most of the host's reading of a small result. Each value is
 /// charged what [`read_plain_result`] charges it (the structured value is
-/// read by serde, as there). Anything else (another layout or key order,
-/// other fields, whitespace in the frame, a bound crossed) is `None`, and
-/// is read the general way, which takes it or gives up.
+/// read by serde, as there, whitespace around it included, and may nest
+/// no deeper than there). Anything else (another layout or key order,
+/// other fields, whitespace between the frame's own bytes, a bound
+/// crossed) is `None`, and is read the general way, which takes it or
+/// gives up.
 fn written_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
-    let mut weigh = Weigh { left: max_bytes, over: None };
+    let mut weigh = Weigh::new(max_bytes);
     let mut charge = |weight: usize| weigh.charge::<serde_json::Error>(weight).ok();
     // The result object, its `content` key and array.
     charge(VALUE_WEIGHT + OBJECT_WEIGHT + "content".len() + VALUE_WEIGHT)?;
@@ -224,6 +226,9 @@ fn written_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
         // The last field: its value is all but the closing brace.
         let value = after.strip_suffix('}')?;
         charge("structuredContent".len())?;
+        // Parsed on its own, the value may nest as deep as serde allows
+        // inside the result object, which takes one of its levels.
+        weigh.levels = SERDE_LEVELS - 1;
         let mut deserializer = serde_json::Deserializer::from_str(value);
         let value = Node { weigh: &mut weigh, content: Content::No }.deserialize(&mut deserializer).ok()?;
         deserializer.end().ok()?;
@@ -242,6 +247,10 @@ fn written_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
         extra: Map::new(),
     })
 }
+
+/// How many arrays and objects serde_json lets open inside one another (its
+/// recursion limit of 128, which refuses the 128th).
+const SERDE_LEVELS: usize = 127;
 
 /// A JSON string's text and what follows it, `quoted` starting at its
 /// opening quote: taken as it is when it has no escape, through serde when
@@ -504,9 +513,30 @@ enum Over {
 struct Weigh {
     left: usize,
     over: Option<Over>,
+    /// Arrays and objects that may still open inside one another: serde's
+    /// own limit where the whole output is parsed at once; fewer where a
+    /// value is parsed on its own but stands at a depth in the output
+    /// (see [`written_result`]).
+    levels: usize,
 }
 
 impl Weigh {
+    /// A bound of `max_bytes`, nesting left to serde.
+    fn new(max_bytes: usize) -> Self {
+        Weigh { left: max_bytes, over: None, levels: usize::MAX }
+    }
+
+    /// Open an array or an object.
+    fn open<E: de::Error>(&mut self) -> Result<(), E> {
+        self.levels = self.levels.checked_sub(1).ok_or_else(|| E::custom("nested too deep"))?;
+        Ok(())
+    }
+
+    /// Close what [`open`](Self::open) opened.
+    fn close(&mut self) {
+        self.levels = self.levels.saturating_add(1);
+    }
+
     fn charge<E: de::Error>(&mut self, weight: usize) -> Result<(), E> {
         match self.left.checked_sub(weight) {
             Some(left) => {
@@ -595,6 +625,7 @@ impl<'de> Visitor<'de> for Node<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         self.weigh.charge(VALUE_WEIGHT)?;
+        self.weigh.open()?;
         let items = self.content == Content::Items;
         let mut values = Vec::new();
         loop {
@@ -611,11 +642,13 @@ impl<'de> Visitor<'de> for Node<'_> {
                 None => break,
             }
         }
+        self.weigh.close();
         Ok(Value::Array(values))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         self.weigh.charge(VALUE_WEIGHT + OBJECT_WEIGHT)?;
+        self.weigh.open()?;
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             self.weigh.charge(key.len())?;
@@ -624,6 +657,7 @@ impl<'de> Visitor<'de> for Node<'_> {
             let value = map.next_value_seed(Node { weigh: &mut *self.weigh, content })?;
             object.insert(key, value);
         }
+        self.weigh.close();
         Ok(Value::Object(object))
     }
 }
@@ -850,6 +884,21 @@ mod tests {
         ] {
             assert_eq!(written_result(refused, usize::MAX), None, "{refused}");
             assert_eq!(parse_plain_result(refused.as_bytes(), usize::MAX), None, "{refused}");
+        }
+        // Nesting: the structured value may be as deep as inside the
+        // whole result, and no deeper.
+        let nested = |levels: usize| {
+            format!(
+                r#"{{"content":[],"structuredContent":{}{}}}"#,
+                r#"{"a":"#.repeat(levels - 1) + "{}",
+                "}".repeat(levels - 1)
+            )
+        };
+        for levels in [125, 126, 127, 128] {
+            let text = nested(levels);
+            let general = read_plain_result(&text, usize::MAX);
+            assert_eq!(general.is_some(), levels <= 126, "{levels}");
+            assert_eq!(written_result(&text, usize::MAX), general, "{levels}");
         }
         // The item bound, as the general read keeps it.
         let items = |n: usize| {
