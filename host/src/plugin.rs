@@ -1430,7 +1430,6 @@ impl Plugin {
         // into place on every call; boxed, the layers around it move a
         // pointer.
         let work = Box::pin(async {
-            let _counted = inner.runtime.enter(&inner.name)?;
             let index = self.index_of(name)?;
             let arguments = match arguments {
                 Arguments::Check(arguments) => self.checked_arguments(index, name, arguments).await?,
@@ -1442,7 +1441,13 @@ impl Plugin {
             self.run_call(index, name, arguments, context, metered).await
         });
         let work = Cancellable::new(work, context.cancellation(), inner.runtime.cancellation(), &inner.name, name);
-        crate::telemetry::traced_call(&trace, work).await
+        crate::telemetry::traced_call(&trace, async {
+            // Counted first: a runtime shut down refuses the call before a
+            // cancelled caller's token is looked at.
+            let _counted = inner.runtime.enter(&inner.name)?;
+            work.await
+        })
+        .await
     }
 
     /// Encode the request, run `call` of the tool at `index`, check and

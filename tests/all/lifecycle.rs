@@ -79,8 +79,14 @@ async fn shutdown_cancels_calls_still_running_after_the_grace_period() {
         assert!(error.to_string().contains("the runtime shut down"), "{error}");
     }
     assert!(runtime.is_shut_down());
-    // Nothing new runs or loads on it.
+    // Nothing new runs or loads on it, whatever else the call's context
+    // says.
     let error = plugin.call_tool("ok", json!({})).await.unwrap_err();
+    assert!(error.is_shut_down(), "{error:?}");
+    let token = CancellationToken::new();
+    token.cancel();
+    let context = CallContext::new().with_cancellation(token);
+    let error = plugin.call_tool_with("ok", json!({}), &context).await.unwrap_err();
     assert!(error.is_shut_down(), "{error:?}");
     let error = runtime.plugin_from_file(fixture("hostile")).build().await.unwrap_err();
     assert!(error.is_shut_down(), "{error:?}");
