@@ -842,12 +842,14 @@ impl ExtismInstance {
         guest::prepare(&mut self.store, run);
         let entry = &self.entries[index].1;
         let ticker = &self.ticker;
-        let _running = ticker.running();
+        let running = ticker.running();
         let deadline = self.store.data().core.deadline;
         let ran = match entry {
             Entry::Code(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await,
             Entry::Unit(f) => guest::bounded(ticker, deadline, f.call_async(&mut self.store, ())).await.map(|()| 0),
         };
+        // (The guest is done: its output is read without the ticker.)
+        drop(running);
         let (mem, state) = kernel_parts(&mut self.store).map_err(|e| Fault::new(FaultKind::Runtime, e.to_string()))?;
         let code = match ran {
             Ok(code) => code,
