@@ -172,16 +172,7 @@ impl Output {
         use toolhost_protocol::json;
         match &self.0 {
             Kind::Result(result) => json::call_result_to_vec(result),
-            Kind::Structured { text, json: structured } => {
-                let text = text.as_deref().unwrap_or(structured);
-                let mut out = Vec::with_capacity(64 + text.len() + structured.len());
-                out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
-                json::write_str(&mut out, text);
-                out.extend_from_slice(br#"}],"structuredContent":"#);
-                out.extend_from_slice(structured.as_bytes());
-                out.push(b'}');
-                out
-            }
+            Kind::Structured { text, json } => json::text_with_structured_to_vec(text.as_deref().unwrap_or(json), json),
         }
     }
 

@@ -149,12 +149,19 @@ fn write_member(out: &mut Vec<u8>, key: &str, value: &Value) {
     write_value(out, value);
 }
 
+/// How a result starts: its `content` list.
+const RESULT_START: &[u8] = br#"{"content":["#;
+/// How a text item starts, up to its text.
+const TEXT_ITEM_START: &[u8] = br#"{"type":"text","text":"#;
+/// The key of a result's `structuredContent`, after what comes before it.
+const STRUCTURED_KEY: &[u8] = br#","structuredContent":"#;
+
 /// Append a content item: a text item without annotations by hand, any
 /// other through serde_json.
 fn write_content(out: &mut Vec<u8>, item: &Content) {
     match item {
         Content::Text(text) if text.annotations.is_none() => {
-            out.extend_from_slice(br#"{"type":"text","text":"#);
+            out.extend_from_slice(TEXT_ITEM_START);
             write_str(out, &text.text);
             if let Some(meta) = &text.meta {
                 out.extend_from_slice(br#","_meta":"#);
@@ -181,6 +188,23 @@ pub fn call_result_with_structured_to_vec(result: &CallToolResult, structured: &
     write_call_result(result, Some(Structured::Text(structured)))
 }
 
+/// A successful result of one text item, `text`, with the structured
+/// content `structured` (JSON text): what
+/// [`call_result_with_structured_to_vec`] writes of
+/// `CallToolResult::text(text)` with it, without that result built first
+/// (a tool's structured output, as the SDK writes it).
+pub fn text_with_structured_to_vec(text: &str, structured: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + text.len() + structured.len());
+    out.extend_from_slice(RESULT_START);
+    out.extend_from_slice(TEXT_ITEM_START);
+    write_str(&mut out, text);
+    out.extend_from_slice(b"}]");
+    out.extend_from_slice(STRUCTURED_KEY);
+    out.extend_from_slice(structured.as_bytes());
+    out.push(b'}');
+    out
+}
+
 /// A result's `structuredContent`, as a value or as JSON text.
 enum Structured<'a> {
     Value(&'a Value),
@@ -203,7 +227,7 @@ fn write_call_result(result: &CallToolResult, structured: Option<Structured<'_>>
         _ => 0,
     };
     let mut out = Vec::with_capacity(64 + texts + structured_text);
-    out.extend_from_slice(br#"{"content":["#);
+    out.extend_from_slice(RESULT_START);
     for (i, item) in result.content.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -217,7 +241,7 @@ fn write_call_result(result: &CallToolResult, structured: Option<Structured<'_>>
     match structured {
         Some(Structured::Value(structured)) => write_member(&mut out, "structuredContent", structured),
         Some(Structured::Text(structured)) => {
-            out.extend_from_slice(br#","structuredContent":"#);
+            out.extend_from_slice(STRUCTURED_KEY);
             out.extend_from_slice(structured.as_bytes());
         }
         None => {}
@@ -357,6 +381,12 @@ mod tests {
             let written = call_result_with_structured_to_vec(result, text);
             assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), serde_json::to_value(&with_text).unwrap());
             assert!(String::from_utf8(written).unwrap().contains(&format!(r#","structuredContent":{text}"#)));
+        }
+        // One text item and structured text, written without the result.
+        for text in strings() {
+            let structured = r#"{"result":5.0}"#;
+            let written = call_result_with_structured_to_vec(&CallToolResult::text(&text), structured);
+            assert_eq!(text_with_structured_to_vec(&text, structured), written, "{text:?}");
         }
     }
 }

@@ -233,7 +233,7 @@ fn written_result(text: &str, max_bytes: usize) -> Option<CallToolResult> {
         let value = Node { weigh: &mut weigh, content: Content::No }.deserialize(&mut deserializer).ok()?;
         deserializer.end().ok()?;
         structured = match value {
-            Value::Object(object) => Some(Value::Object(object)),
+            object @ Value::Object(_) => Some(object),
             Value::Null => None,
             _ => return None,
         };
