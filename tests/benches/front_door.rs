@@ -13,6 +13,9 @@
 //!   server to drive the same way in the same run, alternating
 //!   `FRONT_DOOR_ROUNDS` times (see [`StdioServer::other`]): hyper-mcp,
 //!   say, side by side.
+//! - `cold-start`: `toolhost serve` of each example plugin with an empty
+//!   compiled-module cache, process start to its first `tools/list` answer
+//!   (median of 7 each).
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
 //!   connection; the clients are tasks on one client thread, whose CPU per
@@ -266,6 +269,49 @@ fn start_time(server: &StdioServer) {
         times[times.len() / 2].as_secs_f64() * 1e3,
         times[0].as_secs_f64() * 1e3
     );
+}
+
+/// Cold starts: process start to the first `tools/list` answer with an
+/// empty compiled-module cache (a fresh `TOOLHOST_CACHE_DIR` each time), so
+/// the plugin is compiled before it can answer; the median of 7 for each
+/// example named. Each process is killed once it has answered (its
+/// background compile with it), before the next starts.
+fn cold_start() {
+    for plugin in ["calculator", "clock", "text", "doorbell", "calculator.component"] {
+        let path = toolhost_tests::example(plugin);
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let cache = tempfile::tempdir().expect("a cache directory");
+            let started = Instant::now();
+            let mut child = Command::new(toolhost_tests::toolhost())
+                .arg("serve")
+                .arg(&path)
+                .env("TOOLHOST_CACHE_DIR", cache.path())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start toolhost serve");
+            let mut input = child.stdin.take().expect("stdin");
+            let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+            send(&mut input, &initialize());
+            answer_to(&mut output, 0);
+            send(&mut input, &initialized());
+            send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+            let listed = answer_to(&mut output, 1);
+            times.push(started.elapsed());
+            assert!(listed["result"]["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{listed}");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        times.sort();
+        println!(
+            "{:<28} cold start to tools/list: median {:.1} ms, min {:.1} ms (7 starts, empty cache)",
+            format!("cold-start/{plugin}"),
+            times[times.len() / 2].as_secs_f64() * 1e3,
+            times[0].as_secs_f64() * 1e3
+        );
+    }
 }
 
 fn stdio(server: &StdioServer) {
@@ -538,6 +584,9 @@ fn main() {
     println!("calculator.add, {CALLS} calls per line (after {} warm-up calls)", CALLS / 10);
     if wanted("in-process") {
         in_process();
+    }
+    if wanted("cold-start") {
+        cold_start();
     }
     if wanted("stdio") {
         // With another server to compare, rounds alternate between the two
