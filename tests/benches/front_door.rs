@@ -148,6 +148,8 @@ struct StdioServer {
     label: String,
     program: String,
     args: Vec<String>,
+    /// Environment variables set for it (none but for cold starts).
+    env: Vec<(String, std::path::PathBuf)>,
     tool: String,
 }
 
@@ -158,6 +160,7 @@ impl StdioServer {
             label: "stdio".to_owned(),
             program: toolhost_tests::toolhost().display().to_string(),
             args: vec!["serve".to_owned(), toolhost_tests::example("calculator").display().to_string()],
+            env: Vec::new(),
             tool: "add".to_owned(),
         }
     }
@@ -175,6 +178,7 @@ impl StdioServer {
             label: std::env::var("FRONT_DOOR_OTHER_LABEL").unwrap_or_else(|_| "other".to_owned()),
             program,
             args: words.collect(),
+            env: Vec::new(),
             tool: std::env::var("FRONT_DOOR_OTHER_TOOL").unwrap_or_else(|_| "add".to_owned()),
         })
     }
@@ -184,6 +188,7 @@ impl StdioServer {
     fn start(&self) -> (Child, ChildStdin, BufReader<ChildStdout>) {
         let mut child = Command::new(&self.program)
             .args(&self.args)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -234,20 +239,29 @@ fn rss_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Start `server` and ask for its tools: the time from process start to
+/// the `tools/list` answer, how many tools it named, and the process and
+/// its stdin (to end it).
+fn start_and_list(server: &StdioServer) -> (Duration, usize, Child, ChildStdin) {
+    let started = Instant::now();
+    let (child, mut input, mut output) = server.start();
+    send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let listed = answer_to(&mut output, 1);
+    let elapsed = started.elapsed();
+    (elapsed, listed["result"]["tools"].as_array().map_or(0, Vec::len), child, input)
+}
+
 /// Start to first `tools/list` answer (process start, `initialize`,
 /// `tools/list`), the median of 10 starts after one to warm the cache.
 fn start_time(server: &StdioServer) {
     let mut times = Vec::new();
     let mut tools = 0;
     for round in 0..11 {
-        let started = Instant::now();
-        let (mut child, mut input, mut output) = server.start();
-        send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-        let listed = answer_to(&mut output, 1);
+        let (elapsed, listed, mut child, input) = start_and_list(server);
         if round > 0 {
-            times.push(started.elapsed());
+            times.push(elapsed);
         }
-        tools = listed["result"]["tools"].as_array().map_or(0, Vec::len);
+        tools = listed;
         drop(input);
         if round == 0 {
             // The end of its input ends it: a plugin that missed the cache
@@ -278,29 +292,15 @@ fn start_time(server: &StdioServer) {
 /// background compile with it), before the next starts.
 fn cold_start() {
     for plugin in ["calculator", "clock", "text", "doorbell", "calculator.component"] {
-        let path = toolhost_tests::example(plugin);
+        let mut server = StdioServer::toolhost();
+        server.args[1] = toolhost_tests::example(plugin).display().to_string();
         let mut times = Vec::new();
         for _ in 0..7 {
             let cache = tempfile::tempdir().expect("a cache directory");
-            let started = Instant::now();
-            let mut child = Command::new(toolhost_tests::toolhost())
-                .arg("serve")
-                .arg(&path)
-                .env("TOOLHOST_CACHE_DIR", cache.path())
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start toolhost serve");
-            let mut input = child.stdin.take().expect("stdin");
-            let mut output = BufReader::new(child.stdout.take().expect("stdout"));
-            send(&mut input, &initialize());
-            answer_to(&mut output, 0);
-            send(&mut input, &initialized());
-            send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-            let listed = answer_to(&mut output, 1);
-            times.push(started.elapsed());
-            assert!(listed["result"]["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{listed}");
+            server.env = vec![("TOOLHOST_CACHE_DIR".to_owned(), cache.path().to_owned())];
+            let (elapsed, tools, mut child, _input) = start_and_list(&server);
+            times.push(elapsed);
+            assert!(tools > 0, "{plugin} listed no tools");
             let _ = child.kill();
             let _ = child.wait();
         }
