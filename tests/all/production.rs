@@ -134,6 +134,10 @@ fn tokens_are_checked_on_every_request_and_scopes_decide_which_tools_exist() {
     // The issuer's JWKS endpoint (answers the server's fetch at start, and
     // any it makes again).
     let jwks = issuer.jwks.to_string();
+    // The binary first: the JWKS endpoint below serves for 20 seconds, and
+    // building the binary (the first test to start it builds it) can take
+    // longer than that; the server's fetch at start would find it gone.
+    toolhost_tests::toolhost();
     let response = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{jwks}",
         jwks.len()
