@@ -184,10 +184,17 @@ impl CallContext {
 
     /// The `_meta` a plugin may see: the caller's, less toolhost's own keys
     /// (`toolhost/...`, which toolhost alone sets).
-    pub(crate) fn plugin_meta(&self) -> Option<JsonObject> {
-        let mut meta = self.meta.clone()?;
-        meta.retain(|key, _| !key.starts_with("toolhost/"));
-        Some(meta)
+    /// Borrowed when the caller's has none of those keys (as on every call
+    /// but a forged one), so that a call does not copy its `_meta`.
+    pub(crate) fn plugin_meta(&self) -> Option<std::borrow::Cow<'_, JsonObject>> {
+        let meta = self.meta.as_ref()?;
+        let host_key = |key: &String| key.starts_with("toolhost/");
+        if !meta.keys().any(host_key) {
+            return Some(std::borrow::Cow::Borrowed(meta));
+        }
+        Some(std::borrow::Cow::Owned(
+            meta.iter().filter(|(key, _)| !host_key(key)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        ))
     }
 
     pub(crate) fn log_sink(&self) -> Option<&LogSink> {

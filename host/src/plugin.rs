@@ -1585,23 +1585,28 @@ impl Plugin {
         let encoding = |e: serde_json::Error| Error::Host(format!("cannot encode the request: {e}"));
         // The `_meta` the plugin sees: the caller's, less the host's keys,
         // and the user id when the tool asks for it.
-        let meta = (context.meta().is_some() || user_id.is_some()).then(|| {
-            let mut meta = context.plugin_meta().unwrap_or_default();
-            if let Some(user) = user_id {
+        // (Borrowed, not copied, unless it changes.)
+        let meta = match (context.plugin_meta(), user_id) {
+            (meta, None) => meta,
+            (meta, Some(user)) => {
+                let mut meta = meta.map(std::borrow::Cow::into_owned).unwrap_or_default();
                 meta.insert(USER_ID_META_KEY.to_owned(), Value::String(user.to_owned()));
+                Some(std::borrow::Cow::Owned(meta))
             }
-            meta
-        });
+        };
         let meta = meta.filter(|meta| !meta.is_empty());
         let payload = match self.inner.module.kind() {
             PluginKind::Component => Payload::Component {
                 name: name.to_owned(),
                 arguments: encode_object(&arguments),
-                meta: meta.as_ref().map(encode_object),
+                meta: meta.as_deref().map(encode_object),
             },
-            PluginKind::Builtin => Payload::Builtin { name: name.to_owned(), arguments, meta },
+            PluginKind::Builtin => {
+                Payload::Builtin { name: name.to_owned(), arguments, meta: meta.map(std::borrow::Cow::into_owned) }
+            }
             _ if self.inner.module.interface() == Some(Interface::V2) => {
                 // hyper-mcp v2: `{"request": params, "context": {"id", "_meta"}}`.
+                let meta = meta.map(std::borrow::Cow::into_owned);
                 let mut params = CallToolRequest::new(name, Some(arguments)).params;
                 params.meta = meta.clone();
                 let context = serde_json::json!({
@@ -1611,7 +1616,7 @@ impl Plugin {
                 let input = serde_json::json!({"request": params, "context": context});
                 Payload::Extism(serde_json::to_vec(&input).map_err(encoding)?)
             }
-            _ => Payload::Extism(encode_call(name, &arguments, meta.as_ref())),
+            _ => Payload::Extism(encode_call(name, &arguments, meta.as_deref())),
         };
         if payload.len() > self.inner.env.limits.max_input_bytes {
             return Err(invalid(vec![Violation {

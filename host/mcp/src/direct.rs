@@ -29,8 +29,7 @@ use axum::http::{HeaderMap, Response, StatusCode, header, request::Parts};
 use axum::response::IntoResponse as _;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use rmcp::model::{
-    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorCode, Extensions, GetMeta as _, JsonRpcRequest,
-    ProtocolVersion, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, ErrorCode, Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -134,22 +133,54 @@ fn acceptable_weight(weight: &str) -> bool {
     whole != "0" || fraction.bytes().any(|digit| digit != b'0')
 }
 
+/// A 2026-07-28 `tools/call` body as it must be to be answered here: the
+/// four members of a JSON-RPC request and nothing else. It is parsed
+/// straight from the request's bytes into these types: no `Value` first,
+/// and not rmcp's parse, whose flattened `params` are buffered and then
+/// parsed a second time. A body that does not fit (another method, a
+/// duplicate member, a name that is not a string...) goes the general way.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: rmcp::model::JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(rename = "method")]
+    _method: rmcp::model::CallToolRequestMethod,
+    params: Params,
+}
+
+/// The `params` of a [`CallBody`], as rmcp reads them: `_meta` apart, members
+/// it does not know ignored.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Params {
+    #[serde(rename = "_meta", default)]
+    meta: Option<rmcp::model::JsonObject>,
+    name: String,
+    #[serde(default)]
+    arguments: Option<rmcp::model::JsonObject>,
+    #[serde(default)]
+    input_responses: Option<rmcp::model::InputResponses>,
+    #[serde(default)]
+    request_state: Option<String>,
+}
+
+/// An admitted call: its id, params and `_meta` (which rmcp keeps apart
+/// from the params, in the request's extensions).
+pub(crate) type Admitted = (RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject);
+
 /// The request, if it is a 2026-07-28 `tools/call` that every check of
-/// rmcp's passes: its id, params, `_meta` (moved out of the message).
-/// `None`: rmcp answers it (from the request's body, not this message).
-pub(crate) fn admit(
-    hosts: &Hosts,
-    parts: &Parts,
-    message: serde_json::Value,
-) -> Option<(rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject)> {
+/// rmcp's passes, its headers looked at before its `body` is parsed.
+/// `None`: rmcp answers it.
+pub(crate) fn admit(hosts: &Hosts, parts: &Parts, body: &[u8]) -> Option<Admitted> {
     let headers = &parts.headers;
-    if message.get("method").and_then(serde_json::Value::as_str) != Some("tools/call")
+    if sole(headers, "mcp-method") != Some("tools/call")
         || sole(headers, "mcp-protocol-version") != Some(VERSION)
         || headers.contains_key("mcp-session-id")
         || headers.contains_key(header::ORIGIN)
         || !hosts.allow(headers)
         || !accepts_both(headers)
-        || sole(headers, "mcp-method") != Some("tools/call")
         || headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
     {
         return None;
@@ -160,25 +191,29 @@ pub(crate) fn admit(
         return None;
     }
     let name = sole(headers, "mcp-name")?;
-    if name.starts_with("=?base64?")
-        || message.get("params").and_then(|params| params.get("name")).and_then(serde_json::Value::as_str) != Some(name)
+    if name.starts_with("=?base64?") {
+        return None;
+    }
+    let (id, call, meta) = parse(body)?;
+    let version = ProtocolVersion::V_2026_07_28;
+    if call.name != name
+        || meta.protocol_version().as_ref() != Some(&version)
+        || !meta.missing_required_keys(&version).is_empty()
     {
         return None;
     }
-    // rmcp's types, built as its parse builds them (without trying every
-    // other kind of request first, as the stdio front does).
-    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) =
-        crate::jsonrpc::into_tool_call(message)?
-    else {
-        return None;
-    };
-    let meta = std::mem::take(request.get_meta_mut());
-    let ClientRequest::CallToolRequest(call) = request else { return None };
-    let version = ProtocolVersion::V_2026_07_28;
-    if meta.protocol_version().as_ref() != Some(&version) || !meta.missing_required_keys(&version).is_empty() {
-        return None;
-    }
-    Some((id, call.params, meta))
+    Some((id, call, meta))
+}
+
+/// A `tools/call` body as rmcp's types, as rmcp's parse would make them;
+/// `None` if it is not one, or is not plainly one.
+fn parse(body: &[u8]) -> Option<Admitted> {
+    let CallBody { id, params, .. } = serde_json::from_slice(body).ok()?;
+    let mut call = CallToolRequestParams::new(params.name);
+    call.arguments = params.arguments;
+    call.input_responses = params.input_responses;
+    call.request_state = params.request_state;
+    Some((id, call, rmcp::model::RequestMetaObject::from(params.meta.unwrap_or_default())))
 }
 
 /// Answer an admitted call: run it with a fresh session's state (as rmcp
@@ -189,7 +224,7 @@ pub(crate) async fn answer(
     server: &McpServer,
     stop: &CancellationToken,
     parts: Parts,
-    (id, params, meta): (rmcp::model::RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject),
+    (id, params, meta): Admitted,
 ) -> Response<Body> {
     let (sender, mut events) = mpsc::unbounded_channel();
     let ct = stop.child_token();
@@ -204,7 +239,10 @@ pub(crate) async fn answer(
         ct: ct.clone(),
         outlet: Outlet::Stream(sender.clone()),
     };
-    let server = server.for_session();
+    // The server itself, not a session's copy of it: what a session holds
+    // of its own (a log level, subscriptions) is set only by requests of a
+    // session, never on this path, and stays as a fresh session's.
+    let server = server.clone();
     tracing::debug!(tool = %params.name, "tools/call answered on its connection's task");
     let mut gone = Gone(Some(params.name.to_string()));
     let mut call = Box::pin(async move { server.serve_call(params, caller).await });
@@ -351,6 +389,61 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, host.parse().expect("a header value"));
         headers
+    }
+
+    /// What rmcp's own parse makes of `body`, as JSON: the message, with
+    /// `_meta` back among the params.
+    fn as_rmcp_parses(body: &serde_json::Value) -> serde_json::Value {
+        let message: rmcp::model::ClientJsonRpcMessage = serde_json::from_value(body.clone()).expect("rmcp parses it");
+        serde_json::to_value(message).expect("rmcp serialises it")
+    }
+
+    /// The same, of what [`parse`] made.
+    fn as_parsed((id, params, meta): Admitted) -> serde_json::Value {
+        let mut request = rmcp::model::CallToolRequest::new(params);
+        if !meta.0.0.is_empty() {
+            request.extensions.insert(meta);
+        }
+        let request = rmcp::model::ClientRequest::CallToolRequest(request);
+        serde_json::to_value(rmcp::model::ClientJsonRpcMessage::request(request, id)).expect("serialises")
+    }
+
+    #[test]
+    fn a_call_is_parsed_as_rmcp_parses_it() {
+        let meta = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+            "progressToken": "p", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+        for body in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "arguments": {"a": 1, "b": [2.5, "x", null, {"c": true}]}, "_meta": meta}}),
+            serde_json::json!({"jsonrpc": "2.0", "id": "seven", "method": "tools/call", "params": {"name": "add"}}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "arguments": null, "_meta": null, "requestState": "s", "inputResponses": {}}}),
+            // A member of params rmcp does not know: ignored by both.
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "task": {"ttl": 1}, "_meta": meta}}),
+        ] {
+            let parsed = parse(body.to_string().as_bytes()).unwrap_or_else(|| panic!("not parsed: {body}"));
+            assert_eq!(as_parsed(parsed), as_rmcp_parses(&body), "{body}");
+        }
+        // Anything else (or anything unusual) is left to rmcp.
+        for other in [
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}"#,
+            r#"{"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 3}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": [1]}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "requestState": 3}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "a"}, "params": {"name": "b"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}"#,
+            r#"[{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}]"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}"#,
+        ] {
+            assert!(parse(other.as_bytes()).is_none(), "{other}");
+        }
     }
 
     #[test]

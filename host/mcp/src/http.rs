@@ -708,6 +708,15 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             return json_response(StatusCode::PAYLOAD_TOO_LARGE, &error);
         }
     };
+    // A well-formed 2026-07-28 tools/call: answered here, its body parsed
+    // once, straight into the call.
+    if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, &bytes) {
+        #[cfg(feature = "production")]
+        if let Some(refusal) = crate::production::scope_refusal_of(front, &parts, &call.1.name) {
+            return refusal;
+        }
+        return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
+    }
     let message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) => message,
         Err(e) => {
@@ -784,10 +793,6 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
                 }
                 if opens_session(&parts, &message) {
                     return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
-                }
-                // A well-formed 2026-07-28 tools/call: answered here.
-                if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, message) {
-                    return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
                 }
                 // (The head moved, not copied; the body shared, not copied.)
                 inner(front, rebuild(parts, Body::from(bytes))).await

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-#[cfg(any(feature = "stdio", feature = "http"))]
+#[cfg(feature = "stdio")]
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
-#[cfg(any(feature = "stdio", feature = "http"))]
+#[cfg(feature = "stdio")]
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
@@ -80,18 +80,9 @@ pub(crate) fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
     Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
 }
 
-/// [`tool_call`] of a message the caller has no further use for: its
-/// strings and arguments are moved into rmcp's types, not copied.
-#[cfg(feature = "http")]
-pub(crate) fn into_tool_call(message: Value) -> Option<ClientJsonRpcMessage> {
-    let id = tool_call_id(&message)?;
-    let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
-    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
-}
-
 /// The id of a message that is a JSON-RPC `tools/call` request with
 /// nothing else beside it.
-#[cfg(any(feature = "stdio", feature = "http"))]
+#[cfg(feature = "stdio")]
 fn tool_call_id(message: &Value) -> Option<RequestId> {
     let object = message.as_object()?;
     if object.get("method")?.as_str()? != "tools/call"
@@ -123,21 +114,14 @@ mod tests {
     }
 
     #[test]
-    #[cfg(any(feature = "stdio", feature = "http"))]
-    #[allow(clippy::vec_init_then_push)]
+    #[cfg(feature = "stdio")]
     fn a_tool_call_is_built_as_rmcp_parses_it() {
         let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "add", "arguments": {"a": 1}, "_meta": {"progressToken": "p"}}});
         let general =
             serde_json::to_value(ClientJsonRpcMessage::deserialize(&message).expect("rmcp parses it")).unwrap();
-        let mut built = Vec::new();
-        #[cfg(feature = "stdio")]
-        built.push(tool_call(&message).expect("a tool call"));
-        #[cfg(feature = "http")]
-        built.push(into_tool_call(message.clone()).expect("a tool call"));
-        for fast in built {
-            assert_eq!(serde_json::to_value(&fast).unwrap(), general);
-        }
+        let fast = tool_call(&message).expect("a tool call");
+        assert_eq!(serde_json::to_value(&fast).unwrap(), general);
         // Anything unusual takes rmcp's own parse.
         for other in [
             json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
@@ -146,10 +130,7 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}),
             json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "requestState": 3}}),
         ] {
-            #[cfg(feature = "stdio")]
             assert!(tool_call(&other).is_none(), "{other}");
-            #[cfg(feature = "http")]
-            assert!(into_tool_call(other.clone()).is_none(), "{other}");
         }
     }
 }

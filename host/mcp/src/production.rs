@@ -78,11 +78,19 @@ pub(crate) fn scope_refusal(
     parts: &axum::http::request::Parts,
     message: &Value,
 ) -> Option<Response<Body>> {
-    let principal = parts.extensions.get::<Principal>()?;
     if message.get("method").and_then(Value::as_str) != Some("tools/call") {
         return None;
     }
-    let name = message.pointer("/params/name").and_then(Value::as_str)?;
+    scope_refusal_of(front, parts, message.pointer("/params/name").and_then(Value::as_str)?)
+}
+
+/// [`scope_refusal`] of a `tools/call` of the tool `name`.
+pub(crate) fn scope_refusal_of(
+    front: &Front,
+    parts: &axum::http::request::Parts,
+    name: &str,
+) -> Option<Response<Body>> {
+    let principal = parts.extensions.get::<Principal>()?;
     let crate::server::Resolved::Registry(registry) = front.source.resolve_parts(parts) else { return None };
     let missing: Vec<String> = registry
         .with_tool(name, |tool| {

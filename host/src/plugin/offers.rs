@@ -210,7 +210,7 @@ impl Plugin {
             });
         }
         let _counted = inner.runtime.enter(&inner.name)?;
-        let meta = context.plugin_meta().unwrap_or_default();
+        let meta = context.plugin_meta().map(std::borrow::Cow::into_owned).unwrap_or_default();
         let mut input = JsonObject::new();
         if let Some(request) = request {
             input.insert("request".to_owned(), request);
