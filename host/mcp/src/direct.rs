@@ -133,39 +133,6 @@ fn acceptable_weight(weight: &str) -> bool {
     whole != "0" || fraction.bytes().any(|digit| digit != b'0')
 }
 
-/// A 2026-07-28 `tools/call` body as it must be to be answered here: the
-/// four members of a JSON-RPC request and nothing else. It is parsed
-/// straight from the request's bytes into these types: no `Value` first,
-/// and not rmcp's parse, whose flattened `params` are buffered and then
-/// parsed a second time. A body that does not fit (another method, a
-/// duplicate member, a name that is not a string...) goes the general way.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallBody {
-    #[serde(rename = "jsonrpc")]
-    _jsonrpc: rmcp::model::JsonRpcVersion2_0,
-    id: RequestId,
-    #[serde(rename = "method")]
-    _method: rmcp::model::CallToolRequestMethod,
-    params: Params,
-}
-
-/// The `params` of a [`CallBody`], as rmcp reads them: `_meta` apart, members
-/// it does not know ignored.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Params {
-    #[serde(rename = "_meta", default)]
-    meta: Option<rmcp::model::JsonObject>,
-    name: String,
-    #[serde(default)]
-    arguments: Option<rmcp::model::JsonObject>,
-    #[serde(default)]
-    input_responses: Option<rmcp::model::InputResponses>,
-    #[serde(default)]
-    request_state: Option<String>,
-}
-
 /// An admitted call: its id, params and `_meta` (which rmcp keeps apart
 /// from the params, in the request's extensions).
 pub(crate) type Admitted = (RequestId, CallToolRequestParams, rmcp::model::RequestMetaObject);
@@ -208,12 +175,8 @@ pub(crate) fn admit(hosts: &Hosts, parts: &Parts, body: &[u8]) -> Option<Admitte
 /// A `tools/call` body as rmcp's types, as rmcp's parse would make them;
 /// `None` if it is not one, or is not plainly one.
 fn parse(body: &[u8]) -> Option<Admitted> {
-    let CallBody { id, params, .. } = serde_json::from_slice(body).ok()?;
-    let mut call = CallToolRequestParams::new(params.name);
-    call.arguments = params.arguments;
-    call.input_responses = params.input_responses;
-    call.request_state = params.request_state;
-    Some((id, call, rmcp::model::RequestMetaObject::from(params.meta.unwrap_or_default())))
+    let (id, call, meta) = crate::jsonrpc::parse_tool_call(body)?;
+    Some((id, call, rmcp::model::RequestMetaObject::from(meta.unwrap_or_default())))
 }
 
 /// Answer an admitted call: run it with a fresh session's state (as rmcp
@@ -389,61 +352,6 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, host.parse().expect("a header value"));
         headers
-    }
-
-    /// What rmcp's own parse makes of `body`, as JSON: the message, with
-    /// `_meta` back among the params.
-    fn as_rmcp_parses(body: &serde_json::Value) -> serde_json::Value {
-        let message: rmcp::model::ClientJsonRpcMessage = serde_json::from_value(body.clone()).expect("rmcp parses it");
-        serde_json::to_value(message).expect("rmcp serialises it")
-    }
-
-    /// The same, of what [`parse`] made.
-    fn as_parsed((id, params, meta): Admitted) -> serde_json::Value {
-        let mut request = rmcp::model::CallToolRequest::new(params);
-        if !meta.0.0.is_empty() {
-            request.extensions.insert(meta);
-        }
-        let request = rmcp::model::ClientRequest::CallToolRequest(request);
-        serde_json::to_value(rmcp::model::ClientJsonRpcMessage::request(request, id)).expect("serialises")
-    }
-
-    #[test]
-    fn a_call_is_parsed_as_rmcp_parses_it() {
-        let meta = serde_json::json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
-            "progressToken": "p", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
-        for body in [
-            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-                "name": "add", "arguments": {"a": 1, "b": [2.5, "x", null, {"c": true}]}, "_meta": meta}}),
-            serde_json::json!({"jsonrpc": "2.0", "id": "seven", "method": "tools/call", "params": {"name": "add"}}),
-            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-                "name": "add", "arguments": null, "_meta": null, "requestState": "s", "inputResponses": {}}}),
-            // A member of params rmcp does not know: ignored by both.
-            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-                "name": "add", "task": {"ttl": 1}, "_meta": meta}}),
-        ] {
-            let parsed = parse(body.to_string().as_bytes()).unwrap_or_else(|| panic!("not parsed: {body}"));
-            assert_eq!(as_parsed(parsed), as_rmcp_parses(&body), "{body}");
-        }
-        // Anything else (or anything unusual) is left to rmcp.
-        for other in [
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}"#,
-            r#"{"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}"#,
-            r#"{"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 3}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": [1]}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "requestState": 3}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "a"}, "params": {"name": "b"}}"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}"#,
-            r#"[{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}]"#,
-            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}"#,
-        ] {
-            assert!(parse(other.as_bytes()).is_none(), "{other}");
-        }
     }
 
     #[test]

@@ -80,6 +80,67 @@ pub(crate) fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
     Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
 }
 
+/// A `tools/call` request as it must be for [`parse_tool_call`]: the four
+/// members of a JSON-RPC request and nothing else.
+#[cfg(any(feature = "stdio", feature = "http"))]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    #[serde(rename = "jsonrpc")]
+    _jsonrpc: rmcp::model::JsonRpcVersion2_0,
+    id: rmcp::model::RequestId,
+    #[serde(rename = "method")]
+    _method: rmcp::model::CallToolRequestMethod,
+    params: CallParams,
+}
+
+/// The `params` of a [`CallBody`], as rmcp reads them: `_meta` apart,
+/// members it does not know ignored.
+#[cfg(any(feature = "stdio", feature = "http"))]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallParams {
+    #[serde(rename = "_meta", default)]
+    meta: Option<rmcp::model::JsonObject>,
+    name: String,
+    #[serde(default)]
+    arguments: Option<rmcp::model::JsonObject>,
+    #[serde(default)]
+    input_responses: Option<rmcp::model::InputResponses>,
+    #[serde(default)]
+    request_state: Option<String>,
+}
+
+/// A `tools/call` request parsed straight from its bytes into rmcp's
+/// types, as rmcp's parse would make them: its id, params, and `_meta`
+/// (which rmcp keeps apart from the params). No `Value` first, and not
+/// rmcp's parse, whose flattened `params` are buffered and parsed a second
+/// time. `None` for anything else, or anything unusual (another method, a
+/// duplicate member, a name that is not a string...), which then takes the
+/// general path.
+#[cfg(any(feature = "stdio", feature = "http"))]
+pub(crate) fn parse_tool_call(
+    bytes: &[u8],
+) -> Option<(rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Option<rmcp::model::JsonObject>)> {
+    let CallBody { id, params, .. } = serde_json::from_slice(bytes).ok()?;
+    let mut call = rmcp::model::CallToolRequestParams::new(params.name);
+    call.arguments = params.arguments;
+    call.input_responses = params.input_responses;
+    call.request_state = params.request_state;
+    Some((id, call, params.meta))
+}
+
+/// [`parse_tool_call`] as rmcp's message.
+#[cfg(feature = "stdio")]
+pub(crate) fn tool_call_message(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
+    let (id, params, meta) = parse_tool_call(bytes)?;
+    let mut request = rmcp::model::CallToolRequest::new(params);
+    if let Some(meta) = meta {
+        request.extensions.insert(rmcp::model::RequestMetaObject::from(meta));
+    }
+    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
+}
+
 /// The id of a message that is a JSON-RPC `tools/call` request with
 /// nothing else beside it.
 #[cfg(feature = "stdio")]
@@ -131,6 +192,59 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "requestState": 3}}),
         ] {
             assert!(tool_call(&other).is_none(), "{other}");
+        }
+    }
+
+    #[cfg(feature = "stdio")]
+    /// What rmcp's own parse makes of `body`, as JSON: the message, with
+    /// `_meta` back among the params.
+    fn as_rmcp_parses(body: &serde_json::Value) -> serde_json::Value {
+        let message: rmcp::model::ClientJsonRpcMessage = serde_json::from_value(body.clone()).expect("rmcp parses it");
+        serde_json::to_value(message).expect("rmcp serialises it")
+    }
+
+    #[cfg(feature = "stdio")]
+    /// The same, of what [`tool_call_message`] made.
+    fn as_parsed(message: ClientJsonRpcMessage) -> serde_json::Value {
+        serde_json::to_value(message).expect("serialises")
+    }
+
+    #[test]
+    #[cfg(feature = "stdio")]
+    fn a_tool_call_is_parsed_from_its_bytes_as_rmcp_parses_it() {
+        let meta = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+            "progressToken": "p", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+        for body in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "arguments": {"a": 1, "b": [2.5, "x", null, {"c": true}]}, "_meta": meta}}),
+            serde_json::json!({"jsonrpc": "2.0", "id": "seven", "method": "tools/call", "params": {"name": "add"}}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "arguments": null, "_meta": null, "requestState": "s", "inputResponses": {}}}),
+            // A member of params rmcp does not know: ignored by both.
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "add", "task": {"ttl": 1}, "_meta": meta}}),
+        ] {
+            let parsed = tool_call_message(body.to_string().as_bytes()).unwrap_or_else(|| panic!("not parsed: {body}"));
+            assert_eq!(as_parsed(parsed), as_rmcp_parses(&body), "{body}");
+        }
+        // Anything else (or anything unusual) is left to rmcp.
+        for other in [
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}"#,
+            r#"{"jsonrpc": "1.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}, "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": [7], "method": "tools/call", "params": {"name": "add"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 3}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": [1]}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "requestState": 3}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "a"}, "params": {"name": "b"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}"#,
+            r#"[{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}]"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}"#,
+        ] {
+            assert!(tool_call_message(other.as_bytes()).is_none(), "{other}");
         }
     }
 }

@@ -284,28 +284,39 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
         match text {
             Ok("") => {}
             Err(_) => self.answer(error_response(Value::Null, -32700, "Parse error: the line is not UTF-8")),
-            Ok(text) => match serde_json::from_str::<Value>(text) {
-                Err(e) => self.answer(error_response(Value::Null, -32700, format!("Parse error: {e}"))),
-                Ok(Value::Array(batch)) if batch.is_empty() => {
-                    self.answer(error_response(Value::Null, -32600, "an empty batch is not a request"))
-                }
-                Ok(Value::Array(batch)) if batch.len() > crate::jsonrpc::MAX_BATCH => {
-                    self.answer(crate::jsonrpc::batch_too_long(batch.len()))
-                }
-                Ok(Value::Array(batch)) => self.take_batch(batch),
-                Ok(message) => match check_message(message) {
-                    Err(answer) => self.answer(answer),
-                    Ok(message) => {
-                        if let Some(message) = self.typed(message) {
-                            self.queued.push_back(message);
-                        }
-                    }
-                },
+            // The common message, a well-formed tools/call, straight from
+            // its bytes into rmcp's type; anything else the general way.
+            Ok(text) => match crate::jsonrpc::tool_call_message(text.as_bytes()) {
+                Some(call) => self.queued.push_back(call),
+                None => self.take_message(text),
             },
         }
         // The buffer is kept for the next line.
         self.line = line;
         self.line.clear();
+    }
+
+    /// Handle one line's text, parsed as JSON: queue what goes to rmcp,
+    /// answer the rest.
+    fn take_message(&mut self, text: &str) {
+        match serde_json::from_str::<Value>(text) {
+            Err(e) => self.answer(error_response(Value::Null, -32700, format!("Parse error: {e}"))),
+            Ok(Value::Array(batch)) if batch.is_empty() => {
+                self.answer(error_response(Value::Null, -32600, "an empty batch is not a request"))
+            }
+            Ok(Value::Array(batch)) if batch.len() > crate::jsonrpc::MAX_BATCH => {
+                self.answer(crate::jsonrpc::batch_too_long(batch.len()))
+            }
+            Ok(Value::Array(batch)) => self.take_batch(batch),
+            Ok(message) => match check_message(message) {
+                Err(answer) => self.answer(answer),
+                Ok(message) => {
+                    if let Some(message) = self.typed(message) {
+                        self.queued.push_back(message);
+                    }
+                }
+            },
+        }
     }
 
     /// Split a batch into its messages; its answers are joined into one
