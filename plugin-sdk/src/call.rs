@@ -17,8 +17,6 @@
 use serde::de::DeserializeOwned;
 
 use crate::CallToolResult;
-#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-use crate::JsonObject;
 
 /// A call's arguments, as a tool's handler reads them.
 #[derive(Debug, Clone, Copy)]
@@ -89,13 +87,19 @@ fn invalid(tool: &str, error: &serde_json::Error) -> CallToolResult {
 
 /// What comes after the arguments of a request in toolhost's layout: the
 /// `_meta` it carries (`Some(None)`: none), or `None` for anything else.
+/// The `_meta` is checked to be a JSON object (what is not goes the
+/// checked way, as before), and kept as text until the tool asks for it.
 #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-fn request_tail(tail: &[u8]) -> Option<Option<JsonObject>> {
+fn request_tail(tail: &[u8]) -> Option<Option<crate::CallMeta>> {
     if tail == b"}}" {
         return Some(None);
     }
     let meta = tail.strip_prefix(br#","_meta":"#)?.strip_suffix(b"}}")?;
-    serde_json::from_slice(meta).ok()
+    if meta.first() != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(meta).ok()?;
+    Some(Some(crate::CallMeta::Text(meta.to_vec())))
 }
 
 /// The tool's name and the request from its arguments on, if `input` is
@@ -187,6 +191,7 @@ impl Output {
 #[cfg(all(test, not(all(target_os = "wasi", target_env = "p2"))))]
 mod tests {
     use super::*;
+    use crate::JsonObject;
     use proptest::prelude::*;
     use serde::Deserialize;
     use serde_json::{Value, json};
@@ -231,9 +236,10 @@ mod tests {
     /// What the fast path makes of it, if it takes it.
     fn fast<A: DeserializeOwned>(input: &[u8]) -> Option<(String, A, Option<JsonObject>)> {
         let (name, arguments) = request_parts(input)?;
-        crate::CALL_META.with_borrow_mut(|meta| *meta = Some(JsonObject::from_iter([("stale".into(), json!(1))])));
+        let stale = JsonObject::from_iter([("stale".into(), json!(1))]);
+        crate::CALL_META.with_borrow_mut(|meta| *meta = Some(crate::CallMeta::Parsed(stale)));
         let parsed = arguments.parse::<A>(name);
-        let meta = crate::CALL_META.with_borrow_mut(Option::take);
+        let meta = crate::CALL_META.with_borrow_mut(Option::take).and_then(|meta| meta.object());
         match parsed {
             Ok(arguments) => Some((name.to_owned(), arguments, meta)),
             Err(refused) => {

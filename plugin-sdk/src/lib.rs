@@ -287,10 +287,33 @@ fn arguments_text(arguments: Option<&serde_json::value::RawValue>) -> Result<&st
     }
 }
 
+/// The running call's `_meta` (Extism flavour: from the request).
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+#[derive(Debug)]
+pub(crate) enum CallMeta {
+    /// Read with the rest of the request (the checked way).
+    Parsed(JsonObject),
+    /// The text of an object, checked to be JSON, read only if the tool
+    /// asks for it: most tools never do, and building it was a good part
+    /// of a small call's work.
+    Text(Vec<u8>),
+}
+
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+impl CallMeta {
+    /// The `_meta` as an object.
+    fn object(&self) -> Option<JsonObject> {
+        match self {
+            CallMeta::Parsed(object) => Some(object.clone()),
+            CallMeta::Text(text) => serde_json::from_slice(text).ok(),
+        }
+    }
+}
+
 #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
 std::thread_local! {
-    /// The running call's `_meta` (Extism flavour: from the request).
-    static CALL_META: std::cell::RefCell<Option<JsonObject>> = const { std::cell::RefCell::new(None) };
+    /// The running call's `_meta`.
+    static CALL_META: std::cell::RefCell<Option<CallMeta>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The host's config, through whichever interface this build targets.
@@ -301,7 +324,7 @@ mod host {
     }
 
     pub fn call_meta() -> Option<super::JsonObject> {
-        super::CALL_META.with_borrow(Clone::clone)
+        super::CALL_META.with_borrow(|meta| meta.as_ref().and_then(super::CallMeta::object))
     }
 }
 
@@ -575,7 +598,7 @@ pub mod __private {
         let RawCallParams { name, arguments, meta } = request.params;
         let arguments = super::arguments_text(arguments)
             .map_err(|problem| format!("the call input is not a CallToolRequest: {problem}"))?;
-        super::CALL_META.with_borrow_mut(|slot| *slot = meta);
+        super::CALL_META.with_borrow_mut(|slot| *slot = meta.map(super::CallMeta::Parsed));
         Ok(match tools.iter().find(|t| t.name == name) {
             Some(tool) => crate::call::run_checked(tool, arguments),
             None => {
