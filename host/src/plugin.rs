@@ -2061,8 +2061,9 @@ impl Drop for Running<'_> {
 /// ([`toolhost_protocol::json`]).
 fn encode_call(name: &str, arguments: &JsonObject, meta: Option<&JsonObject>) -> Vec<u8> {
     use toolhost_protocol::json;
-    // Room for a small call's request at once (the frame is 50 bytes).
-    let mut out = Vec::with_capacity(128 + name.len());
+    // Room for a small call's request at once (the frame is 50 bytes; a
+    // client's `_meta`, its version and name, some 200 more).
+    let mut out = Vec::with_capacity(if meta.is_some() { 384 } else { 128 } + name.len());
     out.extend_from_slice(br#"{"method":"tools/call","params":{"name":"#);
     json::write_str(&mut out, name);
     out.extend_from_slice(br#","arguments":"#);

@@ -221,8 +221,10 @@ pub(crate) async fn answer(
             }
             if pending.is_empty() {
                 let status = status(&message);
-                return match serde_json::to_vec(&message) {
-                    Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response(),
+                // (Room for a small answer at once.)
+                let mut body = Vec::with_capacity(256);
+                return match serde_json::to_writer(&mut body, &message) {
+                    Ok(()) => (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response(),
                     Err(e) => {
                         (StatusCode::INTERNAL_SERVER_ERROR, format!("the answer cannot be encoded: {e}")).into_response()
                     }

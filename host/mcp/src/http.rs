@@ -105,7 +105,12 @@ const MAX_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// the request timeout.
 struct DeadlineBody {
     body: hyper::body::Incoming,
-    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// When the request came.
+    start: tokio::time::Instant,
+    /// Its timer, set only once the body keeps the reader waiting: most
+    /// bodies come with their head, and a timer each (made, registered,
+    /// cancelled) was a cost on every request.
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     timeout: std::time::Duration,
 }
 
@@ -125,7 +130,8 @@ impl http_body::Body for DeadlineBody {
         if let std::task::Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
             return std::task::Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        match self.deadline.as_mut().poll(cx) {
+        let at = self.start + self.timeout;
+        match self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at))).as_mut().poll(cx) {
             std::task::Poll::Ready(()) => std::task::Poll::Ready(Some(Err(SlowBody(self.timeout).into()))),
             std::task::Poll::Pending => std::task::Poll::Pending,
         }
@@ -194,8 +200,10 @@ async fn accept_loop(
         }
         let router = router.clone();
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-            let mut request = request
-                .map(|body| Body::new(DeadlineBody { body, deadline: Box::pin(tokio::time::sleep(timeout)), timeout }));
+            let mut request = request.map(|body| {
+                let start = tokio::time::Instant::now();
+                Body::new(DeadlineBody { body, start, deadline: None, timeout })
+            });
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             tower_service::Service::call(&mut router.clone(), request)
         });

@@ -678,10 +678,12 @@ impl McpServer {
     /// counts as `cancelled`.
     pub(crate) async fn serve_call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: Caller,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
+        // Moved out, not copied: the rest of the call needs the params'
+        // arguments, not their name.
+        let name = std::mem::take(&mut request.name).into_owned();
         let _counted = Running::count(&self.running);
         let source = self.source.resolve(&context.extensions);
         let mut context = context;
@@ -732,7 +734,7 @@ impl McpServer {
         };
         // Boxed: a call's future is large (the guest's run in it), and
         // callers move the future of every request into a task by value.
-        let (answer, outcome) = Box::pin(self.answer_call(&source, name.clone(), request, &mut context)).await;
+        let (answer, outcome) = Box::pin(self.answer_call(&source, &name, request, &mut context)).await;
         #[cfg(feature = "production")]
         {
             finish.outcome = outcome;
@@ -748,7 +750,7 @@ impl McpServer {
     async fn answer_call(
         &self,
         source: &Resolved<'_>,
-        name: String,
+        name: &str,
         request: CallToolRequestParams,
         context: &mut Caller,
     ) -> (Result<CallToolResponse, McpError>, &'static str) {
@@ -774,7 +776,7 @@ impl McpServer {
         // Dropping the call's future (on cancellation) stops its guest, or
         // withdraws the question its approval waits on.
         let outcome = tokio::select! {
-            outcome = McpServer::call(source, &name, arguments, approver, &call_context) => outcome,
+            outcome = McpServer::call(source, name, arguments, approver, &call_context) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");
                 return (Err(McpError::internal_error("the call was cancelled", None)), "cancelled");
