@@ -105,8 +105,8 @@ const MAX_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// the request timeout.
 struct DeadlineBody {
     body: hyper::body::Incoming,
-    /// When the request came.
-    start: tokio::time::Instant,
+    /// When the body must have come by.
+    until: tokio::time::Instant,
     /// Its timer, set only once the body keeps the reader waiting: most
     /// bodies come with their head, and a timer each (made, registered,
     /// cancelled) was a cost on every request.
@@ -130,8 +130,8 @@ impl http_body::Body for DeadlineBody {
         if let std::task::Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
             return std::task::Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        let at = self.start + self.timeout;
-        match self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at))).as_mut().poll(cx) {
+        let until = self.until;
+        match self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until))).as_mut().poll(cx) {
             std::task::Poll::Ready(()) => std::task::Poll::Ready(Some(Err(SlowBody(self.timeout).into()))),
             std::task::Poll::Pending => std::task::Poll::Pending,
         }
@@ -201,8 +201,8 @@ async fn accept_loop(
         let router = router.clone();
         let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
             let mut request = request.map(|body| {
-                let start = tokio::time::Instant::now();
-                Body::new(DeadlineBody { body, start, deadline: None, timeout })
+                let until = tokio::time::Instant::now() + timeout;
+                Body::new(DeadlineBody { body, until, deadline: None, timeout })
             });
             request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             tower_service::Service::call(&mut router.clone(), request)

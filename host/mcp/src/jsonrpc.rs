@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 #[cfg(feature = "stdio")]
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 #[cfg(feature = "stdio")]
 use serde::Deserialize as _;
 use serde_json::{Value, json};
@@ -75,13 +75,11 @@ pub(crate) fn check_message(message: Value) -> Result<Value, Value> {
 /// `None` for anything else, which then takes the general path.
 #[cfg(feature = "stdio")]
 pub(crate) fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
-    let id = tool_call_id(message)?;
-    let request = rmcp::model::CallToolRequest::deserialize(message).ok()?;
-    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
+    CallBody::deserialize(message).ok().map(CallBody::into_message)
 }
 
-/// A `tools/call` request as it must be for [`parse_tool_call`]: the four
-/// members of a JSON-RPC request and nothing else.
+/// A `tools/call` request as [`parse_tool_call`] and [`tool_call`] take
+/// it: the four members of a JSON-RPC request and nothing else.
 #[cfg(any(feature = "stdio", feature = "http"))]
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,48 +109,50 @@ struct CallParams {
     request_state: Option<String>,
 }
 
-/// A `tools/call` request parsed straight from its bytes into rmcp's
-/// types, as rmcp's parse would make them: its id, params, and `_meta`
-/// (which rmcp keeps apart from the params). No `Value` first, and not
-/// rmcp's parse, whose flattened `params` are buffered and parsed a second
-/// time. `None` for anything else, or anything unusual (another method, a
-/// duplicate member, a name that is not a string...), which then takes the
-/// general path.
+/// An id, params and `_meta` (which rmcp keeps apart from the params).
 #[cfg(any(feature = "stdio", feature = "http"))]
-pub(crate) fn parse_tool_call(
-    bytes: &[u8],
-) -> Option<(rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Option<rmcp::model::JsonObject>)> {
-    let CallBody { id, params, .. } = serde_json::from_slice(bytes).ok()?;
-    let mut call = rmcp::model::CallToolRequestParams::new(params.name);
-    call.arguments = params.arguments;
-    call.input_responses = params.input_responses;
-    call.request_state = params.request_state;
-    Some((id, call, params.meta))
+type CallParts = (rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Option<rmcp::model::JsonObject>);
+
+#[cfg(any(feature = "stdio", feature = "http"))]
+impl CallBody {
+    /// Its id, params and `_meta`, as rmcp's types.
+    fn into_parts(self) -> CallParts {
+        let CallBody { id, params, .. } = self;
+        let mut call = rmcp::model::CallToolRequestParams::new(params.name);
+        call.arguments = params.arguments;
+        call.input_responses = params.input_responses;
+        call.request_state = params.request_state;
+        (id, call, params.meta)
+    }
+
+    /// As rmcp's message, `_meta` in the request's extensions.
+    #[cfg(feature = "stdio")]
+    fn into_message(self) -> ClientJsonRpcMessage {
+        let (id, params, meta) = self.into_parts();
+        let mut request = rmcp::model::CallToolRequest::new(params);
+        if let Some(meta) = meta {
+            request.extensions.insert(rmcp::model::RequestMetaObject::from(meta));
+        }
+        ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id)
+    }
 }
 
-/// [`parse_tool_call`] as rmcp's message.
+/// A `tools/call` request parsed straight from its bytes into rmcp's
+/// types, as rmcp's parse would make them: its id, params, and `_meta`.
+/// No `Value` first, and not rmcp's parse, whose flattened `params` are
+/// buffered and parsed a second time. `None` for anything else, or
+/// anything unusual (another method, a duplicate member, a name that is not
+/// a string...), which then takes the general path.
+#[cfg(feature = "http")]
+pub(crate) fn parse_tool_call(bytes: &[u8]) -> Option<CallParts> {
+    serde_json::from_slice::<CallBody>(bytes).ok().map(CallBody::into_parts)
+}
+
+/// A `tools/call` request parsed straight from its bytes, as rmcp's
+/// message (see [`parse_tool_call`]).
 #[cfg(feature = "stdio")]
 pub(crate) fn tool_call_message(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
-    let (id, params, meta) = parse_tool_call(bytes)?;
-    let mut request = rmcp::model::CallToolRequest::new(params);
-    if let Some(meta) = meta {
-        request.extensions.insert(rmcp::model::RequestMetaObject::from(meta));
-    }
-    Some(ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id))
-}
-
-/// The id of a message that is a JSON-RPC `tools/call` request with
-/// nothing else beside it.
-#[cfg(feature = "stdio")]
-fn tool_call_id(message: &Value) -> Option<RequestId> {
-    let object = message.as_object()?;
-    if object.get("method")?.as_str()? != "tools/call"
-        || object.get("jsonrpc")?.as_str()? != "2.0"
-        || object.keys().any(|key| !matches!(key.as_str(), "jsonrpc" | "id" | "method" | "params"))
-    {
-        return None;
-    }
-    RequestId::deserialize(object.get("id")?).ok()
+    serde_json::from_slice::<CallBody>(bytes).ok().map(CallBody::into_message)
 }
 
 #[cfg(test)]
