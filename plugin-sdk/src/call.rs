@@ -180,12 +180,31 @@ impl Output {
         }
     }
 
-    /// The result and its structured output as JSON text, if it was kept
-    /// as text (the component flavour's).
+    /// The result as the component flavour lowers it: a result of the
+    /// protocol's type, or structured output's text item and JSON, which
+    /// become a WIT result of one text item without a `CallToolResult`
+    /// (a vector of 296-byte items) built and taken apart on the way.
     #[cfg(all(target_os = "wasi", target_env = "p2"))]
-    pub(crate) fn into_parts(self) -> (CallToolResult, Option<String>) {
-        self.into_result_and_json()
+    pub(crate) fn into_parts(self) -> Parts {
+        match self.0 {
+            Kind::Result(result) => Parts::Result(result),
+            Kind::Structured { text, json } => Parts::Structured { text: text.unwrap_or_else(|| json.clone()), json },
+        }
     }
+}
+
+/// A result as the component flavour lowers it ([`Output::into_parts`]).
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+pub(crate) enum Parts {
+    /// A result of the protocol's type.
+    Result(CallToolResult),
+    /// A successful result of one text item, with structured output.
+    Structured {
+        /// The text item.
+        text: String,
+        /// The structured output, as JSON text.
+        json: String,
+    },
 }
 
 #[cfg(all(test, not(all(target_os = "wasi", target_env = "p2"))))]

@@ -803,11 +803,28 @@ pub mod __component {
     }
 
     fn result(output: crate::call::Output) -> wit::CallToolResult {
-        let (result, structured) = output.into_parts();
+        let result = match output.into_parts() {
+            crate::call::Parts::Structured { text, json } => {
+                let text = wit::Content { kind: wit::ContentKind::Text(text), annotations: None, meta: None };
+                return wit::CallToolResult {
+                    content: vec![text],
+                    is_error: false,
+                    structured_content: Some(json),
+                    meta: None,
+                };
+            }
+            crate::call::Parts::Result(result) => result,
+        };
+        // Pushed into a vector of their own size: collected in place, the
+        // protocol's larger items' allocation would be reused and shrunk.
+        let mut items = Vec::with_capacity(result.content.len());
+        for item in result.content {
+            items.push(content(item));
+        }
         wit::CallToolResult {
-            content: result.content.into_iter().map(content).collect(),
+            content: items,
             is_error: result.is_error.unwrap_or(false),
-            structured_content: structured.or_else(|| result.structured_content.as_ref().map(json_text)),
+            structured_content: result.structured_content.as_ref().map(json_text),
             meta: result.meta.as_ref().map(json_text),
         }
     }
