@@ -136,10 +136,34 @@ async fn sdk_plugins_offer_prompts_and_resources(flavour: Flavour) {
     assert!(error.to_string().contains("test://nothing"), "{error}");
 }
 
+/// What a call lends its plugin (its client, its log sink) is the
+/// caller's again once the call is answered: the idle instance the call
+/// ran on keeps no reference to either (a session's channel, the task
+/// forwarding its log lines), after a tool call and after a prompt.
+async fn an_idle_instance_keeps_nothing_of_its_last_caller(flavour: Flavour) {
+    let plugin = Plugin::load(flavour.fixture("conformance")).await.unwrap_or_else(|e| panic!("{e}"));
+    let client = Client::answering(Value::Null);
+    let sink_holds = Arc::new(());
+    let held = sink_holds.clone();
+    let mut meta = Map::new();
+    meta.insert("progressToken".into(), json!(7));
+    let context = CallContext::new().with_client(client.clone()).with_meta(meta).with_log_sink(move |_| {
+        let _ = &held;
+    });
+    plugin.call_tool_with("test_tool_with_progress", json!({}), &context).await.expect("progress");
+    assert!(!client.told.lock().unwrap().is_empty(), "the call used its client");
+    plugin.get_prompt("test_simple_prompt", None, &context).await.expect("prompt");
+    drop(context);
+    assert_eq!(plugin.pool_stats().idle, 1, "the instance waits in the pool");
+    assert_eq!(Arc::strong_count(&client), 1, "the idle instance holds the last call's client");
+    assert_eq!(Arc::strong_count(&sink_holds), 1, "the idle instance holds the last call's log sink");
+}
+
 both_flavours!(
     sdk_plugins_sample_and_elicit,
     sdk_plugins_report_progress_and_log,
-    sdk_plugins_offer_prompts_and_resources
+    sdk_plugins_offer_prompts_and_resources,
+    an_idle_instance_keeps_nothing_of_its_last_caller
 );
 
 /// Every kind of content item reaches the caller the same from both

@@ -429,6 +429,13 @@ impl ComponentInstance {
     pub(crate) fn usage(&self) -> Usage {
         guest::usage(&self.store)
     }
+
+    /// Let go of what the last run's caller lent it ([`guest::release`]),
+    /// and the request's `_meta` that `call-meta` answered with.
+    pub(crate) fn release(&mut self) {
+        guest::release(&mut self.store);
+        self.store.data_mut().call_meta = None;
+    }
 }
 
 /// About the bytes a tool description costs (for the output cap): what it

@@ -893,6 +893,11 @@ impl ExtismInstance {
         guest::usage(&self.store)
     }
 
+    /// Let go of what the last run's caller lent it ([`guest::release`]).
+    pub(crate) fn release(&mut self) {
+        guest::release(&mut self.store);
+    }
+
     /// The output cap of its calls.
     pub(crate) fn max_output_bytes(&self) -> usize {
         self.store.data().core.env.limits.max_output_bytes

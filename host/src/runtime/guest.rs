@@ -329,6 +329,17 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions<'_>) {
     arm(store, run.deadline);
 }
 
+/// After a run: let go of what belongs to its caller (the client, the log
+/// sink, the progress token), so that an idle instance holds nothing of
+/// its last call: not a session's channel to its client, nor the task that
+/// forwards the call's log lines, which ends when its sink is dropped.
+pub(crate) fn release<T: Guest>(store: &mut Store<T>) {
+    let core = store.data_mut().core_mut();
+    core.log_sink = None;
+    core.client = None;
+    core.progress_token = None;
+}
+
 /// What the last run in `store` used.
 pub(crate) fn usage<T: Guest>(store: &Store<T>) -> super::outcome::Usage {
     let core = store.data().core();

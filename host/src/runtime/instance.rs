@@ -171,7 +171,7 @@ impl Instance {
     /// Run `call` as `run` says (the secrets in reach, the caller's
     /// deadline, the log sink); its output (not yet validated).
     pub(crate) async fn call(&mut self, payload: &Payload, run: &RunOptions<'_>) -> Result<CallOutput, RunError> {
-        let called = match (self, payload) {
+        let called = match (&mut *self, payload) {
             (Instance::Extism(instance), Payload::Extism(request)) => {
                 let max_bytes = instance.max_output_bytes();
                 // Most results are text items: typed as they are read.
@@ -195,6 +195,7 @@ impl Instance {
                 "a call was encoded for the other flavour of plugin".to_owned(),
             ))),
         };
+        self.release();
         called.map_err(output::short_error)
     }
 
@@ -207,7 +208,7 @@ impl Instance {
         input: &[u8],
         run: &RunOptions<'_>,
     ) -> Result<Value, RunError> {
-        let ran = match self {
+        let ran = match &mut *self {
             Instance::Extism(instance) => {
                 let max_bytes = instance.max_output_bytes();
                 let read = |output: &[u8]| match output {
@@ -226,7 +227,19 @@ impl Instance {
                 format!("built-in tools offer no `{name}`"),
             ))),
         };
+        self.release();
         ran.map_err(output::short_error)
+    }
+
+    /// Let go of what the last run's caller lent it (its client, log sink,
+    /// progress token, `_meta`): an idle instance holds nothing of a call.
+    fn release(&mut self) {
+        match self {
+            Instance::Extism(instance) => instance.release(),
+            Instance::Builtin(_) => {}
+            #[cfg(feature = "component")]
+            Instance::Component(instance) => instance.release(),
+        }
     }
 
     /// Whether its code was compiled for `engine`.
