@@ -480,6 +480,19 @@ fn a_call_at_2026_07_28_is_answered_as_plain_json_and_a_session_call_as_sse() {
     let answer: Value = serde_json::from_str(&body).expect("the body is one JSON value");
     assert_eq!(answer["id"], 7);
     assert_eq!(answer["result"]["structuredContent"]["result"], 5.0, "{answer}");
+    // The same members written as arrays (the body, or its params) are no
+    // call, whatever the headers say: the tool does not run.
+    let params = &call["params"];
+    let as_arrays = [
+        json!(["2.0", 9, "tools/call", params]),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": [params["_meta"], "add", params["arguments"]]}),
+    ];
+    for body in as_arrays {
+        let (status, _, answer) = http_exchange(&url, "POST", &headers, &body.to_string());
+        let refused = status >= 400 || answer.contains(r#""error""#);
+        assert!(refused && !answer.contains("structuredContent"), "{body} -> {status}: {answer}");
+    }
     // A legacy session still gets its answer on an event stream.
     let session = http_session(&url);
     let legacy = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
@@ -892,6 +905,17 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     assert!(answers.iter().any(|a| a["id"] == 7 && a["result"]["structuredContent"]["result"] == 3.0), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 8 && a["error"]["code"] == -32602), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 9 && a["result"]["tools"].is_array()), "{answers:?}");
+    // A call's members written as an array is a batch of four messages
+    // that are not requests, and a call's params as an array are invalid:
+    // neither runs the tool.
+    session.send(json!(["2.0", 12, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}]));
+    let batch = session.wait_for(Value::is_array, Duration::from_secs(30)).expect("the batch's answers");
+    let answers = batch.as_array().expect("array");
+    assert!(answers.len() == 4 && answers.iter().all(|a| a["error"]["code"] == -32600), "{answers:?}");
+    session
+        .send(json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": [null, "add", {"a": 1, "b": 2}]}));
+    let answer = session.wait_for(|m| m["id"] == 13, Duration::from_secs(30)).expect("answered");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
     // More than 64 messages: one short refusal.
     session.send(Value::Array(vec![json!(0); 65]));
     let refused = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(30)).expect("refused");

@@ -79,34 +79,149 @@ pub(crate) fn tool_call(message: &Value) -> Option<ClientJsonRpcMessage> {
 }
 
 /// A `tools/call` request as [`parse_tool_call`] and [`tool_call`] take
-/// it: the four members of a JSON-RPC request and nothing else.
+/// it: the four members of a JSON-RPC request and nothing else, each once.
+///
+/// Read by hand ([`CallBody::deserialize`]), not derived: serde's derive
+/// also reads a struct from a JSON array, member by member in order, so
+/// `["2.0",1,"tools/call",{…}]` (a batch of four invalid messages to
+/// everyone else) would have been run as a call.
 #[cfg(any(feature = "stdio", feature = "http"))]
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 struct CallBody {
-    #[serde(rename = "jsonrpc")]
-    _jsonrpc: rmcp::model::JsonRpcVersion2_0,
     id: rmcp::model::RequestId,
-    #[serde(rename = "method")]
-    _method: rmcp::model::CallToolRequestMethod,
     params: CallParams,
 }
 
 /// The `params` of a [`CallBody`], as rmcp reads them: `_meta` apart,
-/// members it does not know ignored.
+/// members it does not know read as JSON and dropped.
 #[cfg(any(feature = "stdio", feature = "http"))]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct CallParams {
-    #[serde(rename = "_meta", default)]
     meta: Option<rmcp::model::JsonObject>,
     name: String,
-    #[serde(default)]
     arguments: Option<rmcp::model::JsonObject>,
-    #[serde(default)]
     input_responses: Option<rmcp::model::InputResponses>,
-    #[serde(default)]
     request_state: Option<String>,
+}
+
+/// The members of a [`CallBody`]; any other is an error.
+#[cfg(any(feature = "stdio", feature = "http"))]
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum BodyMember {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+}
+
+/// The members of [`CallParams`], and any other.
+#[cfg(any(feature = "stdio", feature = "http"))]
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum ParamsMember {
+    #[serde(rename = "_meta")]
+    Meta,
+    Name,
+    Arguments,
+    InputResponses,
+    RequestState,
+    #[serde(other)]
+    Other,
+}
+
+/// Fill `slot` with the map's next value, once: a member named twice is
+/// an error, as serde's derive makes it.
+#[cfg(any(feature = "stdio", feature = "http"))]
+fn once<'de, A: serde::de::MapAccess<'de>, T: serde::Deserialize<'de>>(
+    map: &mut A,
+    slot: &mut Option<T>,
+    name: &'static str,
+) -> Result<(), A::Error> {
+    if slot.is_some() {
+        return Err(serde::de::Error::duplicate_field(name));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+#[cfg(any(feature = "stdio", feature = "http"))]
+impl<'de> serde::Deserialize<'de> for CallBody {
+    /// Only from a JSON object (`deserialize_map`), never an array.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Body;
+        impl<'de> serde::de::Visitor<'de> for Body {
+            type Value = CallBody;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC request object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CallBody, A::Error> {
+                let mut jsonrpc: Option<rmcp::model::JsonRpcVersion2_0> = None;
+                let mut method: Option<rmcp::model::CallToolRequestMethod> = None;
+                let (mut id, mut params) = (None, None);
+                while let Some(member) = map.next_key()? {
+                    match member {
+                        BodyMember::Jsonrpc => once(&mut map, &mut jsonrpc, "jsonrpc")?,
+                        BodyMember::Id => once(&mut map, &mut id, "id")?,
+                        BodyMember::Method => once(&mut map, &mut method, "method")?,
+                        BodyMember::Params => once(&mut map, &mut params, "params")?,
+                    }
+                }
+                use serde::de::Error as _;
+                jsonrpc.ok_or_else(|| A::Error::missing_field("jsonrpc"))?;
+                method.ok_or_else(|| A::Error::missing_field("method"))?;
+                Ok(CallBody {
+                    id: id.ok_or_else(|| A::Error::missing_field("id"))?,
+                    params: params.ok_or_else(|| A::Error::missing_field("params"))?,
+                })
+            }
+        }
+        deserializer.deserialize_map(Body)
+    }
+}
+
+#[cfg(any(feature = "stdio", feature = "http"))]
+impl<'de> serde::Deserialize<'de> for CallParams {
+    /// Only from a JSON object. A member rmcp does not know is read as a
+    /// `Value` and dropped, so it is checked as the general path's parse
+    /// checks it (numbers in range, escapes, UTF-8, depth), not skipped.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Params;
+        impl<'de> serde::de::Visitor<'de> for Params {
+            type Value = CallParams;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("the params of a tools/call, an object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CallParams, A::Error> {
+                // Each optional member: absent, `null` or a value.
+                let (mut meta, mut name, mut arguments) = (None::<Option<_>>, None, None::<Option<_>>);
+                let (mut input_responses, mut request_state) = (None::<Option<_>>, None::<Option<_>>);
+                while let Some(member) = map.next_key()? {
+                    match member {
+                        ParamsMember::Meta => once(&mut map, &mut meta, "_meta")?,
+                        ParamsMember::Name => once(&mut map, &mut name, "name")?,
+                        ParamsMember::Arguments => once(&mut map, &mut arguments, "arguments")?,
+                        ParamsMember::InputResponses => once(&mut map, &mut input_responses, "inputResponses")?,
+                        ParamsMember::RequestState => once(&mut map, &mut request_state, "requestState")?,
+                        ParamsMember::Other => {
+                            map.next_value::<Value>()?;
+                        }
+                    }
+                }
+                use serde::de::Error as _;
+                Ok(CallParams {
+                    meta: meta.flatten(),
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    arguments: arguments.flatten(),
+                    input_responses: input_responses.flatten(),
+                    request_state: request_state.flatten(),
+                })
+            }
+        }
+        deserializer.deserialize_map(Params)
+    }
 }
 
 /// An id, params and `_meta` (which rmcp keeps apart from the params).
@@ -117,7 +232,7 @@ type CallParts = (rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Op
 impl CallBody {
     /// Its id, params and `_meta`, as rmcp's types.
     fn into_parts(self) -> CallParts {
-        let CallBody { id, params, .. } = self;
+        let CallBody { id, params } = self;
         let mut call = rmcp::model::CallToolRequestParams::new(params.name);
         call.arguments = params.arguments;
         call.input_responses = params.input_responses;
@@ -243,8 +358,37 @@ mod tests {
             r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}"#,
             r#"[{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}}]"#,
             r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add"}"#,
+            // Arrays where the protocol has objects: serde's derive would
+            // read a struct from one, member by member.
+            r#"["2.0", 7, "tools/call", {"name": "add", "arguments": {"a": 1}}]"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": [null, "add", {"a": 1}]}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "_meta": [], "x": 1}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "name": "b"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "_meta": null, "_meta": {}}}"#,
         ] {
             assert!(tool_call_message(other.as_bytes()).is_none(), "{other}");
         }
+        // A member rmcp does not know, whose value the general parse refuses
+        // (a number out of range, a lone surrogate, nesting past its depth,
+        // bytes that are not UTF-8): the body is refused here too, not run.
+        let deep = format!(
+            r#"{{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {{"name": "add", "x": {}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let mut not_utf8 =
+            br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "x": "#.to_vec();
+        not_utf8.extend_from_slice(b"\"\xff\"}}");
+        let out_of_range =
+            br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "x": 1e999}}"#;
+        let surrogate =
+            br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "x": "\udc00"}}"#;
+        for body in [out_of_range.to_vec(), surrogate.to_vec(), deep.into_bytes(), not_utf8] {
+            assert!(serde_json::from_slice::<Value>(&body).is_err(), "{}", String::from_utf8_lossy(&body));
+            assert!(tool_call_message(&body).is_none(), "{}", String::from_utf8_lossy(&body));
+        }
+        // From a parsed `Value` (a batch's element), the same: no array.
+        let array = serde_json::json!(["2.0", 7, "tools/call", {"name": "add"}]);
+        assert!(tool_call(&array).is_none());
     }
 }
