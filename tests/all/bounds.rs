@@ -97,9 +97,15 @@ async fn an_http_server_that_never_answers_cannot_hold_a_call_past_its_timeout()
 /// A hand-written Extism plugin whose module holds `tables` and whose
 /// `call` runs `body` (then returns 0 with no output).
 pub(crate) fn table_plugin(tables: &str, body: &str) -> Vec<u8> {
+    module_plugin("", tables, body)
+}
+
+/// [`table_plugin`], importing `imports` too.
+fn module_plugin(imports: &str, tables: &str, body: &str) -> Vec<u8> {
     let describe = r#"{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}"#;
     format!(
         r#"(module
+  {imports}
   (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
   (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
   (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
@@ -149,6 +155,63 @@ async fn tables_count_against_the_memory_limit() {
     let error = plugin.call_tool("t", json!({})).await.unwrap_err();
     assert!(error.is_memory_limit(), "{error:?}");
     assert!(error.to_string().contains("8MiB"), "{error}");
+}
+
+#[tokio::test]
+async fn an_http_request_body_over_16_mib_is_refused_before_the_host_copies_it() {
+    let imports = r#"(import "extism:host/env" "http_request" (func $http (param i64 i64) (result i64)))"#;
+    // A two-byte description, and a body of 17 MiB.
+    let body = "(drop (call $http (call $alloc (i64.const 2)) (call $alloc (i64.const 17825792))))";
+    let plugin = Plugin::builder_from_bytes(module_plugin(imports, "", body))
+        .with_allowed_host("127.0.0.1")
+        .build()
+        .await
+        .expect("load");
+    let error = plugin.call_tool("t", json!({})).await.unwrap_err();
+    assert!(
+        error.to_string().contains("the HTTP request body is 17MiB, more than the 16MiB a plugin may pass"),
+        "{error}"
+    );
+}
+
+/// A client that answers every request with nothing, counting them.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl toolhost::CallClient for Counting {
+    fn request(
+        &self,
+        _request: toolhost::ClientRequest,
+        _params: serde_json::Map<String, serde_json::Value>,
+    ) -> toolhost::BoxFuture<'_, Result<serde_json::Value, String>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(json!({"roots": []})) })
+    }
+
+    fn notify(&self, _notice: toolhost::ClientNotice) -> toolhost::BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_call_makes_at_most_64_requests_of_its_client() {
+    let imports = r#"(import "extism:host/user" "list_roots" (func $roots (result i64)))"#;
+    // 100 requests in a loop; each past the 64th is refused at once.
+    let body = r#"(local $n i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $n) (i32.const 100)))
+      (drop (call $roots))
+      (local.set $n (i32.add (local.get $n) (i32.const 1)))
+      (br $next)))"#;
+    let plugin = Plugin::builder_from_bytes(module_plugin(imports, "", body)).build().await.expect("load");
+    let client = Arc::new(Counting::default());
+    let context = toolhost::CallContext::new().with_client(client.clone());
+    // The call's own outcome (it writes no result) is not the point.
+    let _ = within_20s(plugin.call_tool_with("t", json!({}), &context)).await;
+    assert_eq!(client.0.load(std::sync::atomic::Ordering::SeqCst), 64);
+    // The count is the run's: the next call may ask again.
+    let _ = within_20s(plugin.call_tool_with("t", json!({}), &context)).await;
+    assert_eq!(client.0.load(std::sync::atomic::Ordering::SeqCst), 128);
 }
 
 both_flavours!(open_files_are_capped_per_instance);

@@ -158,24 +158,42 @@ pub(crate) fn write_new(store: &mut impl AsContextMut<Data = State>, bytes: &[u8
 }
 
 /// The bytes of a live block, copied, and the block freed (host functions
-/// take ownership of the handles they are given).
+/// take ownership of the handles they are given). A block of more than
+/// `max` bytes is refused before it is copied: the copy is the host's
+/// memory, outside the plugin's limit.
 pub(crate) fn take_block(
     store: &mut impl AsContextMut<Data = State>,
     handle: u64,
     what: &str,
+    max: usize,
 ) -> wasmtime::Result<Vec<u8>> {
     let (mem, state) = kernel_parts(store.as_context_mut())?;
+    let length = state.kernel.length(handle);
+    if length > max as u64 {
+        state.kernel.free(mem, handle);
+        return Err(wasmtime::Error::new(Stop::Host(format!(
+            "the {what} is {}, more than the {} a plugin may pass",
+            format_size(length),
+            format_size(max as u64)
+        ))));
+    }
     let bytes = state
         .kernel
         .block(mem, handle)
-        .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for {what}"))))?
+        .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for the {what}"))))?
         .to_vec();
     state.kernel.free(mem, handle);
     Ok(bytes)
 }
 
-fn take_string(store: &mut impl AsContextMut<Data = State>, handle: u64, what: &str) -> wasmtime::Result<String> {
-    let bytes = take_block(store, handle, what)?;
+/// [`take_block`] of UTF-8 text.
+fn take_string(
+    store: &mut impl AsContextMut<Data = State>,
+    handle: u64,
+    what: &str,
+    max: usize,
+) -> wasmtime::Result<String> {
+    let bytes = take_block(store, handle, what, max)?;
     String::from_utf8(bytes).map_err(|_| wasmtime::Error::new(Stop::Host(format!("the {what} is not UTF-8"))))
 }
 
@@ -236,34 +254,38 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
 
     // Config and variables.
     linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let key = take_string(&mut c, key, "config key")?;
+        let key = take_string(&mut c, key, "config key", MAX_VAR_BYTES)?;
         match c.data().core.config_value(&key).map(str::to_owned) {
             Some(value) => write_new(&mut c, value.as_bytes()),
             None => Ok(0),
         }
     })?;
     linker.func_wrap(ENV, "var_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let key = take_string(&mut c, key, "var key")?;
+        let key = take_string(&mut c, key, "var key", MAX_VAR_BYTES)?;
         match c.data().vars.map.get(&key).cloned() {
             Some(value) => write_new(&mut c, &value),
             None => Ok(0),
         }
     })?;
     linker.func_wrap(ENV, "var_set", |mut c: Caller<'_, State>, key: u64, value: u64| -> wasmtime::Result<()> {
-        let key = take_string(&mut c, key, "var key")?;
+        let key = take_string(&mut c, key, "var key", MAX_VAR_BYTES)?;
         if value == 0 {
             c.data_mut().vars.remove(&key);
             return Ok(());
         }
-        let value = take_block(&mut c, value, "var value")?;
+        let value = take_block(&mut c, value, "var value", MAX_VAR_BYTES)?;
         c.data_mut().vars.set(key, value).map_err(|full| wasmtime::Error::new(Stop::Host(full)))
     })?;
 
     // HTTP, through the allowed-host grants.
     linker.func_wrap_async(ENV, "http_request", |mut c: Caller<'_, State>, (request, body): (u64, u64)| {
         Box::new(async move {
-            let description = take_block(&mut c, request, "HTTP request")?;
-            let body = if body == 0 { None } else { Some(take_block(&mut c, body, "HTTP request body")?) };
+            let description =
+                take_block(&mut c, request, "HTTP request description", super::http::MAX_DESCRIPTION_BYTES)?;
+            let body = match body {
+                0 => None,
+                body => Some(take_block(&mut c, body, "HTTP request body", super::http::MAX_REQUEST_BODY_BYTES)?),
+            };
             let state = c.data_mut();
             state.http_status = 0;
             state.http_headers = None;

@@ -48,6 +48,9 @@ pub(crate) struct GuestCore {
     pub(crate) notices: u32,
     /// Their bytes (their parameters as JSON).
     pub(crate) notice_bytes: usize,
+    /// Requests (sampling, elicitation, roots) the running call has made
+    /// of its client.
+    pub(crate) requests: u32,
     /// Bytes of output the last run returned.
     output_bytes: u64,
     /// Files the instance holds open (at most [`MAX_OPEN_FILES`]).
@@ -74,6 +77,7 @@ impl GuestCore {
             is_call: false,
             notices: 0,
             notice_bytes: 0,
+            requests: 0,
             output_bytes: 0,
             files: OpenFiles::default(),
             stdout: Tail::default(),
@@ -324,6 +328,7 @@ pub(crate) fn prepare<T: Guest>(store: &mut Store<T>, run: &RunOptions<'_>) {
     core.is_call = run.is_call;
     core.notices = 0;
     core.notice_bytes = 0;
+    core.requests = 0;
     core.output_bytes = 0;
     core.memory.peak = core.memory.used;
     arm(store, run.deadline);

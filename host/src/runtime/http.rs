@@ -122,8 +122,11 @@ const MAX_REDIRECTS: usize = 10;
 /// The largest request description (its URL, method and headers as JSON)
 /// a plugin may pass: it is parsed, and its host matched against every
 /// grant, before any deadline can interrupt the host call.
-#[cfg(feature = "http")]
-const MAX_DESCRIPTION_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_DESCRIPTION_BYTES: usize = 64 * 1024;
+
+/// The largest request body an Extism plugin may pass, a component's too
+/// (`wasi_http`): it is copied out of the plugin's memory into the host's.
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Extism's HTTP request description.
 #[cfg(feature = "http")]

@@ -40,6 +40,12 @@ pub(crate) const MAX_NOTICES_PER_RUN: u32 = 1024;
 /// each into the client's queue.
 pub(crate) const MAX_NOTICE_BYTES_PER_RUN: usize = 1 << 20;
 
+/// Requests (sampling, elicitation, roots) a run may make of its client;
+/// past this they are refused, as a client without the capability refuses
+/// them. Each may hold a client's model or user for as long as the call's
+/// deadline allows: a loop of them was one plugin's without end.
+pub(crate) const MAX_REQUESTS_PER_RUN: u32 = 64;
+
 /// Every function toolhost serves in `extism:host/user`: its name, and
 /// whether it takes a memory handle and returns one.
 pub(crate) const FUNCTIONS: &[(&str, bool, bool)] = &[
@@ -74,7 +80,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 .and_then(|t| t.as_f64())
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .map(|t| Duration::from_secs_f64(t.min(86_400.0)));
-            let core = &c.data().core;
+            let core = &mut c.data_mut().core;
             let params = core
                 .checked_request(ClientRequest::Elicitation, params)
                 .map_err(|m| host_error("create_elicitation", m))?;
@@ -88,7 +94,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap_async(USER, "create_message", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let params = json_argument(&mut c, h, "create_message")?;
-            let core = &c.data().core;
+            let core = &mut c.data_mut().core;
             let params =
                 core.checked_request(ClientRequest::Sampling, params).map_err(|m| host_error("create_message", m))?;
             let answer = match core.ask(ClientRequest::Sampling, params, None).await {
@@ -105,7 +111,7 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap_async(USER, "list_roots", |mut c: Caller<'_, State>, (): ()| {
         Box::new(async move {
-            let answer = match c.data().core.ask(ClientRequest::Roots, Map::new(), None).await {
+            let answer = match c.data_mut().core.ask(ClientRequest::Roots, Map::new(), None).await {
                 Ok(answer) => answer,
                 Err(why) => {
                     c.data_mut().core.log(LogLevel::Warn, format!("list_roots: {why}; answered no roots").as_bytes());
@@ -333,9 +339,17 @@ pub(crate) fn json_argument(
         .ok_or_else(|| host_error(function, format!("invalid memory handle {handle}")))?;
     // Within the output's bound: a block of `[0,0,…]` the size of the
     // kernel memory would otherwise become sixteen times its size in the
-    // host, outside the memory limit.
-    super::output::parse_object(bytes, state.core.env.limits.max_output_bytes)
-        .map_err(|problem| host_error(function, problem))
+    // host, outside the memory limit. The bound weighs values, not the
+    // whitespace between them, so the block's length is bounded too: a
+    // parse inside a host call is not interrupted by the call's deadline.
+    let max = state.core.env.limits.max_output_bytes;
+    if bytes.len() > max {
+        return Err(host_error(
+            function,
+            format!("its argument is {} bytes, more than the output limit of {max}", bytes.len()),
+        ));
+    }
+    super::output::parse_object(bytes, max).map_err(|problem| host_error(function, problem))
 }
 
 /// `value` as a new block of JSON.
@@ -395,7 +409,7 @@ impl GuestCore {
     /// there is none, as the plugin is told. `params`: checked
     /// ([`checked_request`](Self::checked_request)).
     pub(crate) async fn ask(
-        &self,
+        &mut self,
         request: ClientRequest,
         params: Map<String, Value>,
         timeout: Option<Duration>,
@@ -403,6 +417,12 @@ impl GuestCore {
         let Some(client) = self.client.clone() else {
             return Err(format!("{request} refused: this call was made without a client to ask"));
         };
+        self.requests = self.requests.saturating_add(1);
+        if self.requests > MAX_REQUESTS_PER_RUN {
+            return Err(format!(
+                "{request} refused: a call may make at most {MAX_REQUESTS_PER_RUN} requests of its client"
+            ));
+        }
         let asked = async move { Ok(CallClient::request(&*client, request, params).await) };
         let answer = match timeout {
             Some(timeout) => match guest::bounded(&self.env.ticker, Instant::now().checked_add(timeout), asked).await {

@@ -21,7 +21,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 use super::outcome::Stop;
 
 /// Largest request body a plugin may send.
-const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+const MAX_REQUEST_BYTES: usize = super::http::MAX_REQUEST_BODY_BYTES;
 
 /// Requests one instance may have in flight at once. Each is a task, holds
 /// its body while the guest writes it, and takes a blocking thread while it
