@@ -133,18 +133,30 @@ struct StdioFront<I> {
 /// client that sends and never reads its answers fills its own pipe, not
 /// this process's memory (rmcp runs a task for every request it is given,
 /// and the answers waited in memory for the output).
+///
+/// The lines' bytes are bounded too ([`MAX_QUEUED_BYTES`]): past them, no
+/// input is read, and whoever sent a line waits for the writer before it
+/// is told the line went (rmcp tells a notification's sender so: a
+/// plugin's notices then wait, within its call's deadline, for a client
+/// that reads). The count alone let a client that stopped reading have
+/// 1024 calls' notices, a MiB each, queue in memory.
 #[derive(Default)]
 struct Pending {
     /// Requests given to rmcp and not answered (nor cancelled) yet.
     requests: std::sync::Mutex<std::collections::HashSet<RequestId>>,
     /// Lines sent to the writer that it has not taken yet.
     lines: std::sync::atomic::AtomicUsize,
-    /// Told whenever either goes down.
+    /// Their bytes.
+    bytes: std::sync::atomic::AtomicUsize,
+    /// Told whenever any of them goes down.
     less: tokio::sync::Notify,
 }
 
 /// The most requests and lines a client may have pending (see [`Pending`]).
 const MAX_PENDING: usize = 1024;
+
+/// The most bytes of lines the writer may have waiting (see [`Pending`]).
+const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 impl Pending {
     fn count(&self) -> usize {
@@ -152,25 +164,42 @@ impl Pending {
         requests + self.lines.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Wait until fewer than [`MAX_PENDING`] are pending.
+    fn queued_bytes(&self) -> usize {
+        self.bytes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Wait until fewer than [`MAX_PENDING`] are pending, and the lines
+    /// waiting for the writer hold less than [`MAX_QUEUED_BYTES`].
     async fn room(&self) {
+        self.until(|pending| pending.count() < MAX_PENDING && pending.queued_bytes() < MAX_QUEUED_BYTES).await;
+    }
+
+    /// Wait until the lines waiting for the writer hold less than
+    /// [`MAX_QUEUED_BYTES`].
+    async fn output_room(&self) {
+        self.until(|pending| pending.queued_bytes() < MAX_QUEUED_BYTES).await;
+    }
+
+    async fn until(&self, ready: impl Fn(&Pending) -> bool) {
         loop {
             let less = self.less.notified();
             tokio::pin!(less);
             less.as_mut().enable();
-            if self.count() < MAX_PENDING {
+            if ready(self) {
                 return;
             }
             less.await;
         }
     }
 
-    fn line_sent(&self) {
+    fn line_sent(&self, bytes: usize) {
         self.lines.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.bytes.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn line_taken(&self) {
+    fn line_taken(&self, bytes: usize) {
         self.lines.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.bytes.fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
         self.less.notify_waiters();
     }
 
@@ -272,8 +301,9 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
 
     /// Answer a message here, without rmcp.
     fn answer(&self, answer: Value) {
-        self.pending.line_sent();
-        let _ = self.out.send(Outgoing::Line { line: answer.to_string().into_bytes(), answers: None });
+        let line = answer.to_string().into_bytes();
+        self.pending.line_sent(line.len());
+        let _ = self.out.send(Outgoing::Line { line, answers: None });
     }
 
     /// Handle the line in `self.line`: queue what goes to rmcp, answer the
@@ -398,12 +428,15 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
             ServerJsonRpcMessage::Error(error) => error.id.clone(),
             _ => None,
         };
+        // Queued here, in the order rmcp sends (it runs the futures
+        // returned as tasks of their own, in any order); the future then
+        // waits while the writer has too much waiting (see `Pending`).
         let sent = match serde_json::to_vec(&item) {
             Ok(line) => {
                 if let Some(id) = &answers {
                     self.pending.request_done(id);
                 }
-                self.pending.line_sent();
+                self.pending.line_sent(line.len());
                 self.out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed)
             }
             Err(e) => {
@@ -411,7 +444,16 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
                 Ok(())
             }
         };
-        std::future::ready(sent)
+        let pending = Arc::clone(&self.pending);
+        let out = self.out.clone();
+        async move {
+            sent?;
+            tokio::select! {
+                () = pending.output_room() => Ok(()),
+                // The writer is gone: nothing will make room.
+                () = out.closed() => Err(OutputClosed),
+            }
+        }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
@@ -461,7 +503,7 @@ async fn write_out<O: tokio::io::AsyncWrite + Unpin>(
                 None
             }
             Outgoing::Line { line, answers } => {
-                pending.line_taken();
+                pending.line_taken(line.len());
                 let batch = answers.as_ref().and_then(|id| batches.iter().position(|b| b.waiting.contains(id)));
                 match (batch, answers) {
                     (Some(at), Some(id)) => {
@@ -500,4 +542,68 @@ async fn write_out<O: tokio::io::AsyncWrite + Unpin>(
         }
     }
     let _ = output.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn notification(bytes: usize) -> ServerJsonRpcMessage {
+        serde_json::from_value(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x".repeat(bytes)}}))
+        .expect("a notification")
+    }
+
+    fn poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// A line sent is queued for the writer at once, in order; the sender
+    /// is told it went only while the writer's queue is under its bytes,
+    /// and no input is read past them.
+    #[tokio::test]
+    async fn a_sender_waits_while_the_writer_has_too_much_waiting() {
+        use rmcp::transport::Transport as _;
+        let (out, mut outgoing) = tokio::sync::mpsc::unbounded_channel();
+        let pending = Arc::new(Pending::default());
+        let mut front = StdioFront {
+            input: tokio::io::BufReader::new(tokio::io::empty()),
+            line: Vec::new(),
+            skipped: 0,
+            queued: VecDeque::new(),
+            out,
+            pending: Arc::clone(&pending),
+        };
+        let small = front.send(notification(10));
+        tokio::pin!(small);
+        assert!(matches!(poll(small), Poll::Ready(Ok(()))), "room for a small line");
+        let big = front.send(notification(MAX_QUEUED_BYTES));
+        tokio::pin!(big);
+        assert!(poll(big.as_mut()).is_pending(), "a sender waits while the queue is over its bytes");
+        let after = front.send(notification(10));
+        tokio::pin!(after);
+        assert!(poll(after.as_mut()).is_pending());
+        let room = pending.room();
+        tokio::pin!(room);
+        assert!(poll(room.as_mut()).is_pending(), "no input is read meanwhile");
+        // The writer takes the lines, in the order they were sent.
+        let mut sizes = Vec::new();
+        while let Ok(Outgoing::Line { line, .. }) = outgoing.try_recv() {
+            pending.line_taken(line.len());
+            sizes.push(line.len());
+        }
+        assert!(sizes.len() == 3 && sizes[1] > MAX_QUEUED_BYTES && sizes[0] == sizes[2], "{sizes:?}");
+        assert!(matches!(poll(big), Poll::Ready(Ok(()))));
+        assert!(matches!(poll(after), Poll::Ready(Ok(()))));
+        assert!(poll(room).is_ready());
+        // With the writer gone, a waiting sender is told so.
+        let stuck = front.send(notification(MAX_QUEUED_BYTES));
+        tokio::pin!(stuck);
+        assert!(poll(stuck.as_mut()).is_pending());
+        drop(outgoing);
+        assert!(matches!(poll(stuck), Poll::Ready(Err(OutputClosed))));
+    }
 }
