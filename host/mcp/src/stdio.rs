@@ -181,6 +181,10 @@ impl Pending {
     }
 
     async fn until(&self, ready: impl Fn(&Pending) -> bool) {
+        // Most of the time there is room: no waiter is registered.
+        if ready(self) {
+            return;
+        }
         loop {
             let less = self.less.notified();
             tokio::pin!(less);
@@ -448,6 +452,9 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
         let out = self.out.clone();
         async move {
             sent?;
+            if pending.queued_bytes() < MAX_QUEUED_BYTES {
+                return Ok(());
+            }
             tokio::select! {
                 () = pending.output_room() => Ok(()),
                 // The writer is gone: nothing will make room.
