@@ -172,9 +172,7 @@ pub(crate) fn take_block(
     if length > max as u64 {
         state.kernel.free(mem, handle);
         return Err(wasmtime::Error::new(Stop::Host(format!(
-            "the {what} is {}, more than the {} a plugin may pass",
-            format_size(length),
-            format_size(max as u64)
+            "the {what} is {length} bytes, more than the {max} a plugin may pass"
         ))));
     }
     let bytes = state
