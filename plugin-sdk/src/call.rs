@@ -149,23 +149,12 @@ impl Output {
 
     /// The result as the protocol's type.
     pub fn into_call_result(self) -> CallToolResult {
-        let (result, structured) = self.into_result_and_json();
-        let Some(structured) = structured else { return result };
-        match serde_json::from_str(&structured) {
-            Ok(value) => CallToolResult { structured_content: Some(value), ..result },
-            Err(error) => CallToolResult::error(format!("the tool's output cannot be read back: {error}")),
-        }
-    }
-
-    /// The result, and its structured output as JSON text if it was kept
-    /// as text.
-    fn into_result_and_json(self) -> (CallToolResult, Option<String>) {
-        match self.0 {
-            Kind::Result(result) => (result, None),
-            Kind::Structured { text, json } => {
-                let text = text.unwrap_or_else(|| json.clone());
-                (CallToolResult::text(text), Some(json))
-            }
+        match self.into_parts() {
+            Parts::Result(result) => result,
+            Parts::Structured { text, json } => match serde_json::from_str(&json) {
+                Ok(value) => CallToolResult { structured_content: Some(value), ..CallToolResult::text(text) },
+                Err(error) => CallToolResult::error(format!("the tool's output cannot be read back: {error}")),
+            },
         }
     }
 
@@ -180,11 +169,10 @@ impl Output {
         }
     }
 
-    /// The result as the component flavour lowers it: a result of the
-    /// protocol's type, or structured output's text item and JSON, which
-    /// become a WIT result of one text item without a `CallToolResult`
-    /// (a vector of 296-byte items) built and taken apart on the way.
-    #[cfg(all(target_os = "wasi", target_env = "p2"))]
+    /// A result of the protocol's type, or structured output's text item
+    /// and JSON: the component flavour lowers the latter as a WIT result of
+    /// one text item without a `CallToolResult` (a vector of 296-byte
+    /// items) built and taken apart on the way.
     pub(crate) fn into_parts(self) -> Parts {
         match self.0 {
             Kind::Result(result) => Parts::Result(result),
@@ -193,8 +181,7 @@ impl Output {
     }
 }
 
-/// A result as the component flavour lowers it ([`Output::into_parts`]).
-#[cfg(all(target_os = "wasi", target_env = "p2"))]
+/// A result taken apart ([`Output::into_parts`]).
 pub(crate) enum Parts {
     /// A result of the protocol's type.
     Result(CallToolResult),
