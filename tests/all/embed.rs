@@ -1,5 +1,5 @@
 //! toolhost as an agent runtime embeds it: what a crate that depends on the
-//! library pays, and the example agent loop (`host/examples/agent_loop.rs`)
+//! library pays, and the example agent loop (`host/library/examples/agent_loop.rs`)
 //! run against the example plugins.
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ const CRATE_BUDGET: usize = 260;
 /// resolves to the same versions the workspace is tested with.
 fn embedder_crate(dir: &Path, features: &str) {
     std::fs::create_dir_all(dir.join("src")).expect("embedder dir");
-    let host = workspace().join("host").canonicalize().expect("host dir");
+    let host = workspace().join("host/library").canonicalize().expect("the library's dir");
     let manifest = format!(
         r#"[package]
 name = "embedder"
@@ -38,7 +38,7 @@ tokio = {{ version = "1", default-features = false, features = ["rt-multi-thread
     );
     std::fs::write(dir.join("Cargo.toml"), manifest).expect("manifest");
     std::fs::copy(workspace().join("Cargo.lock"), dir.join("Cargo.lock")).expect("lock file");
-    std::fs::copy(workspace().join("host/examples/agent_loop.rs"), dir.join("src/main.rs")).expect("main.rs");
+    std::fs::copy(workspace().join("host/library/examples/agent_loop.rs"), dir.join("src/main.rs")).expect("main.rs");
 }
 
 /// The distinct packages (name and version) a build of `dir` compiles for
@@ -102,7 +102,7 @@ fn features_leave_out_what_an_embedder_does_not_use() {
     assert!(has(&cached, "tempfile"), "{cached:#?}");
 }
 
-/// Build the example (with the tests' dependencies) and return its path.
+/// Build the example (an example of the library) and return its path.
 /// Built from the workspace's root with no package named, features resolve
 /// as in `cargo test` there (the workspace's default members), so the build
 /// reuses the test build's crates; with `-p toolhost-tests` alone it would

@@ -2,7 +2,7 @@
 //!
 //! ```console
 //! $ cargo xtask build-plugins
-//! $ cargo run -p toolhost-tests --example agent_loop -- example-plugins/toolsets.yaml
+//! $ cargo run --example agent_loop -- example-plugins/toolsets.yaml
 //! ```
 //!
 //! 1. Load a toolsets file into a [`Registry`]: every plugin sandboxed,
