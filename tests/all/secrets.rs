@@ -255,3 +255,42 @@ fn toolsets_grant_secrets_per_toolset_and_redact_secret_config_values() {
     assert!(stderr(&output).contains("grant secrets per toolset"), "{}", stderr(&output));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn a_remote_servers_notices_carry_no_handed_secret_into_any_log_line_at_any_level() {
+    // A `kind: mcp` server is handed a secret (in its environment) and
+    // sends it back in a log message and a progress notification, which
+    // rmcp logs whole, as its own events, at `info`; at `trace` every
+    // result is logged too. Every line passes the redaction, text or JSON.
+    let dir = scratch("log-lines");
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).expect("store");
+    const TOKEN: &str = "mcp-t0ken-5c1d9e";
+    std::fs::write(store.join("MCP_TOKEN"), TOKEN).expect("secret");
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py");
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "py", "kind": "mcp", "server": {
+            "command": toolhost_tests::mcp_python().display().to_string(),
+            "args": [server.display().to_string(), "stdio"],
+            "env": {"CHATTY": "${secret:MCP_TOKEN}"}}}
+    ]});
+    let config = dir.join("toolsets.json");
+    std::fs::write(&config, doc.to_string()).expect("toolsets file");
+    let (config, store) = (config.display().to_string(), store.display().to_string());
+    for format in ["text", "json"] {
+        for level in ["trace", "debug", "info"] {
+            let args =
+                ["call", "--config", &config, "--secrets-dir", &store, "--log-format", format, "py__chatty", r#"{"name": "CHATTY"}"#];
+            let output = run(&args, None, &[("TOOLHOST_LOG", level), ("NO_COLOR", "1")]);
+            let (out, err) = (stdout(&output), stderr(&output));
+            assert_eq!(output.status.code(), Some(0), "{format} {level}: {out}\n{err}");
+            assert!(out.contains("said"), "{format} {level}: {out}");
+            // The notices were logged (so the test sees them), redacted.
+            assert!(err.contains("[redacted secret MCP_TOKEN]"), "{format} {level}: nothing redacted in {err}");
+            for fragment in [TOKEN, "t0ken-5c1d9e"] {
+                assert!(!err.contains(fragment), "{format} {level}: `{fragment}` in the log: {err}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

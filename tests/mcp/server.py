@@ -11,7 +11,9 @@ request's `x-token` header is the value of $EXPECTED_TOKEN), `leak_token`
 process id) and `die` (the process exits at once: a server that dies
 mid-session). `env` answers with an environment variable (a command's
 server gets only the environment it is granted); `calls_seen` counts the
-calls of `add` that reached the server. `grow` adds a tool, `grown`, and
+calls of `add` that reached the server. `chatty` sends the value of the
+environment variable it is named in a log message and in a progress
+notification, then answers `said`. `grow` adds a tool, `grown`, and
 tells the client its tools changed (`notifications/tools/list_changed`).
 """
 
@@ -92,6 +94,15 @@ def meta(ctx: Context) -> str:
     """The request's `_meta` keys, sorted, comma-separated."""
     found = ctx.request_context.meta or {}
     return ",".join(sorted(found.keys()))
+
+
+@mcp.tool()
+async def chatty(name: str, ctx: Context) -> str:
+    """Send the environment variable's value in a log message and a progress notification."""
+    value = os.environ.get(name, "<unset>")
+    await ctx.session.send_log_message("info", {"said": value}, logger="chatty")
+    await ctx.session.send_progress_notification("chatty", 1, total=2, message="said " + value)
+    return "said"
 
 
 @mcp.tool()

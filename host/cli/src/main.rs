@@ -174,7 +174,12 @@ fn init_logging(json: bool) {
     // the CLI prints itself.
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if json { DEFAULT_JSON_LOGS } else { "off" }));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Every line, whoever's event it is (a dependency's too: rmcp logs a
+    // remote server's notifications whole), passes through the redaction
+    // of every secret value the process handed out.
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| toolhost::RedactingWriter::new(std::io::stderr()));
     // `set_global_default`, not `try_init`: the build has tracing-subscriber's
     // `tracing-log` (see Cargo.toml), and `try_init` would also route the
     // `log` records of every dependency into these logs.

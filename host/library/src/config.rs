@@ -2,12 +2,12 @@
 //! approval rules in one document.
 //!
 //! The format is `shared/spec/toolsets.schema.json` (a copy ships in
-//! `host/schema/`), in JSON, YAML (`.yaml`, `.yml`) or TOML (`.toml`). A
+//! `host/library/schema/`), in JSON, YAML (`.yaml`, `.yml`) or TOML (`.toml`). A
 //! toolset of `kind: "uri"` names its plugin in `server.url` (a path, relative
 //! to the file, or a `file://` URL), with its sandbox [`Policy`] beside it in
 //! `server`. Filters and approval rules live in the toolset's `extensions`
 //! (`includeTools`, `excludeTools`, `toolApprovals`). What toolhost requires on
-//! top of the format is itself a schema, `host/schema/toolhost-toolsets.schema.json`.
+//! top of the format is itself a schema, `host/library/schema/toolhost-toolsets.schema.json`.
 //!
 //! Strings in `server` and `headers` may use `${env:NAME}` (the host
 //! environment) and `${secret:NAME}` (a [`SecretProvider`]). A reference that
@@ -747,6 +747,9 @@ fn substitute(
                 .map_err(|_| format!("`${{env:{name}}}` cannot be resolved: environment variable {name} is not set"))?,
             "secret" => match secrets.secret(name) {
                 Ok(Some(value)) => {
+                    // Kept out of every log line, whatever it configures
+                    // (a toolset's server, or `serve`'s keys).
+                    crate::log_secrets::remember_secret(name, &value);
                     resolved.push((name.to_owned(), value.clone()));
                     value
                 }

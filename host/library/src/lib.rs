@@ -56,6 +56,7 @@ mod context;
 mod error;
 mod filter;
 mod host_fn;
+mod log_secrets;
 mod model;
 mod plugin;
 mod pool;
@@ -99,6 +100,7 @@ pub use sandbox::{
     Access, AddressRefused, Limits, PathGrant, Policy, address_allowed, check_host_pattern, host_matches, is_public,
     parse_duration, parse_size,
 };
+pub use log_secrets::{RedactingWriter, redact_log_text, remember_secret};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,

@@ -210,8 +210,12 @@ impl SensitiveValues {
     }
 
     /// Add a value, known in messages by `name` (never by its value).
+    /// The value is kept out of the process's log lines from now on too
+    /// ([`remember_secret`](crate::remember_secret)).
     pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        self.values.push((name.into(), value.into()));
+        let (name, value) = (name.into(), value.into());
+        crate::log_secrets::remember_secret(&name, &value);
+        self.values.push((name, value));
     }
 
     /// Whether there are none.
