@@ -479,3 +479,43 @@ fn serve_relays_a_remote_servers_tools_and_its_list_changed_to_an_mcp_client() {
     assert_eq!(report["grown"], json!("grown"));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_toolsets_limits_bound_its_calls_and_wasm_only_members_are_refused() {
+    let dir = scratch("limits");
+    let python = mcp_python().display().to_string();
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "py", "kind": "mcp",
+         "server": {"command": python, "args": [server_script(), "stdio"],
+                    "limits": {"timeout": "2s", "maxOutputSize": "1MiB"}}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    // A call the server never answers ends at the toolset's 2 s, not at
+    // the 30 s default: the error says which limit it ran into.
+    let error = registry.call_tool("py__hang", json!({}), &ApproveAll).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(error.to_string().contains("2s"), "{error}");
+    // A 6 MiB answer is over the toolset's 1 MiB, under the default 16 MiB.
+    let error = registry.call_tool("py__big", json!({"n": 6 * 1024 * 1024}), &ApproveAll).await.unwrap_err();
+    assert!(error.is_output_too_large(), "{error:?}");
+    let small = registry.call_tool("py__big", json!({"n": 10}), &ApproveAll).await.expect("a small answer");
+    assert_eq!(text(&small), "xxxxxxxxxx");
+
+    // A member that bounds or grants a Wasm guest is refused for a toolset
+    // that runs none, naming it, rather than ignored.
+    for (member, pointer) in [
+        (json!({"limits": {"memoryLimit": "64MiB"}}), "/toolsets/0/server/limits/memoryLimit"),
+        (json!({"limits": {"fuel": 1000}}), "/toolsets/0/server/limits/fuel"),
+        (json!({"allowedHosts": ["example.com"]}), "/toolsets/0/server/allowedHosts"),
+        (json!({"limits": {"timeout": "0s"}}), "/toolsets/0/server/limits"),
+    ] {
+        let mut server = json!({"command": "unused"});
+        server.as_object_mut().unwrap().extend(member.as_object().unwrap().clone());
+        let doc = json!({"schema": "s", "toolsets": [{"id": "py", "kind": "mcp", "server": server}]});
+        let path = dir.join("refused.json");
+        std::fs::write(&path, doc.to_string()).expect("write the toolsets file");
+        let error = load_toolsets(&path, &NoSecrets).await.expect_err("refused");
+        assert!(error.problems.iter().any(|p| p.pointer == pointer), "{pointer}: {error}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -13,10 +13,12 @@ mid-session). `env` answers with an environment variable (a command's
 server gets only the environment it is granted); `calls_seen` counts the
 calls of `add` that reached the server. `chatty` sends the value of the
 environment variable it is named in a log message and in a progress
-notification, then answers `said`. `grow` adds a tool, `grown`, and
+notification, then answers `said`. `hang` never answers; `big` answers
+with `n` bytes of text. `grow` adds a tool, `grown`, and
 tells the client its tools changed (`notifications/tools/list_changed`).
 """
 
+import asyncio
 import os
 import sys
 
@@ -103,6 +105,19 @@ async def chatty(name: str, ctx: Context) -> str:
     await ctx.session.send_log_message("info", {"said": value}, logger="chatty")
     await ctx.session.send_progress_notification("chatty", 1, total=2, message="said " + value)
     return "said"
+
+
+@mcp.tool()
+async def hang() -> str:
+    """Never answer (the client's limit ends the call)."""
+    await asyncio.sleep(3600)
+    return "late"
+
+
+@mcp.tool()
+def big(n: int) -> str:
+    """A text of n bytes."""
+    return "x" * n
 
 
 @mcp.tool()

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::filter::{ToolApprovals, ToolFilter};
-use crate::sandbox::Policy;
+use crate::sandbox::{Limits, Policy};
 use crate::secrets::{SecretError, SecretOutput, SecretProvider, SensitiveValues};
 use crate::source::{RemotePlugin, Sha256Digest};
 pub use crate::tool::NAMESPACE_SEPARATOR;
@@ -422,6 +422,70 @@ struct RawServer {
     secret_output: SecretOutput,
 }
 
+/// What a toolset of a kind other than `uri` (a remote MCP server, the
+/// program's built-in tools) sets of its calls in `server`: the limits that
+/// apply to any tool (time, sizes), the checks and the secret policy.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct CallSettings {
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    validation: RawValidation,
+    #[serde(default)]
+    secret_output: SecretOutput,
+}
+
+/// Members of `server` that bound or grant a Wasm guest's sandbox, which a
+/// toolset of another kind has not: refused rather than ignored.
+const WASM_ONLY: [(&str, &str); 7] = [
+    ("/allowedPaths", "directories granted to a Wasm plugin"),
+    ("/allowedHosts", "hosts granted to a Wasm plugin"),
+    ("/config", "a Wasm plugin's config values"),
+    ("/digest", "the pin of a downloaded Wasm plugin"),
+    ("/caFile", "the certificate authorities of a Wasm plugin's download"),
+    ("/limits/memoryLimit", "a Wasm plugin's linear memory"),
+    ("/limits/fuel", "a Wasm plugin's instruction budget"),
+];
+
+/// Take the call settings out of the `server` of a toolset of `kind` (not
+/// `uri`): the limits, `validation` and `secretOutput`, which apply to its
+/// calls as to a plugin's. A problem is the member it is about (a JSON
+/// pointer under `server`) and what is wrong.
+fn take_call_settings(
+    server: &mut serde_json::Map<String, Value>,
+    kind: &str,
+) -> Result<CallSettings, (String, String)> {
+    let whole = Value::Object(std::mem::take(server));
+    for (at, what) in WASM_ONLY {
+        if whole.pointer(at).is_some_and(|value| !value.is_null()) {
+            *server = into_map(whole);
+            return Err((
+                at.to_owned(),
+                format!("`{}` sets {what}; a toolset of kind `{kind}` runs no Wasm plugin", &at[1..]),
+            ));
+        }
+    }
+    let mut map = into_map(whole);
+    let mut taken = serde_json::Map::new();
+    for key in ["limits", "validation", "secretOutput"] {
+        if let Some(value) = map.remove(key) {
+            taken.insert(key.to_owned(), value);
+        }
+    }
+    *server = map;
+    let settings: CallSettings = serde_json::from_value(Value::Object(taken)).map_err(|e| (String::new(), e.to_string()))?;
+    settings.limits.check().map_err(|e| ("/limits".to_owned(), e.to_string()))?;
+    Ok(settings)
+}
+
+fn into_map(value: Value) -> serde_json::Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct RawValidation {
@@ -492,7 +556,16 @@ fn parse_toolset(
                 Err(e) => problems.extend(problem("/server", e.to_string())),
             },
             Ok(()) => {
-                if let Value::Object(server) = server {
+                if let Value::Object(mut server) = server {
+                    match take_call_settings(&mut server, &raw.kind) {
+                        Ok(settings) => {
+                            policy.limits = settings.limits;
+                            validation.enforce_formats = settings.validation.enforce_formats;
+                            validation.lenient = settings.validation.lenient;
+                            secret_output = settings.secret_output;
+                        }
+                        Err((at, message)) => problems.extend(problem(&format!("/server{at}"), message)),
+                    }
                     remote.server = server;
                 }
             }
