@@ -612,6 +612,27 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
     let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&incomplete), &[]);
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/config/http", "{}", reply.body);
+    // A tenant sets neither `Host` (a virtual host behind the allowed
+    // address that allowedHosts does not name) nor the transport's own
+    // headers: on the tool set or on a tool, refused where it is set.
+    let mut hosted = report.clone();
+    hosted["metadata"]["name"] = json!("hosted");
+    hosted["spec"]["config"]["http"]["headers"] = json!({"Host": "admin.internal.example"});
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&hosted), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/config/http/headers/Host", "{}", reply.body);
+    for header in ["host", "Transfer-Encoding", "connection"] {
+        let set = json!({"metadata": {"name": "hosted"}, "spec": {"adapter": {"http": {
+            "baseUrl": format!("http://127.0.0.1:{port}/api"), "headers": {header: "x"}}}}});
+        let reply = rest("POST", &sets, Some(ACME), Some(&set), &[]);
+        assert_eq!(reply.status, 400, "{header}: {}", reply.body);
+        let pointer = format!("/spec/adapter/http/headers/{header}");
+        assert_eq!(reply.body["error"]["details"][0]["pointer"], pointer.as_str(), "{}", reply.body);
+        let mut set = mcp_tool_set("hosted", &format!("http://127.0.0.1:{port}/mcp"), None);
+        set["spec"]["adapter"]["mcp"]["headers"] = json!({header: "x"});
+        let reply = rest("POST", &sets, Some(ACME), Some(&set), &[]);
+        assert_eq!(reply.status, 400, "{header}: {}", reply.body);
+    }
 
     let mcp = format!("{base}/mcp");
     assert_eq!(mcp_tools(&mcp, ACME), ["weather__forecast", "weather__report"]);

@@ -97,8 +97,8 @@ pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
 pub use runtime::{CACHE_DIR_ENV, Compilers, PluginKind, Runtime, RuntimeBuilder, ShutdownReport, Tier};
 pub use sandbox::{
-    Access, AddressRefused, Limits, PathGrant, Policy, address_allowed, check_host_pattern, host_matches, is_public,
-    parse_duration, parse_size,
+    Access, AddressRefused, Limits, PathGrant, Policy, TRANSPORT_HEADERS, address_allowed, check_host_pattern,
+    host_matches, is_public, parse_duration, parse_size, transport_header,
 };
 pub use log_secrets::{RedactingWriter, redact_log_text, remember_secret};
 pub use secrets::{

@@ -239,6 +239,31 @@ impl Default for Limits {
     }
 }
 
+/// Headers that neither a plugin nor a tenant may set on a request the host
+/// makes for it: the transport's own (the connection, its framing,
+/// upgrades, a proxy's) and `Host`, which would send the request to a
+/// virtual host other than the URL's, past the grant that checked the URL.
+/// The same list wasmtime's `wasi:http` refuses for components
+/// (`DEFAULT_FORBIDDEN_HEADERS`), so the SDK's portable HTTP behaves alike
+/// in both flavours.
+pub const TRANSPORT_HEADERS: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "http2-settings",
+];
+
+/// The header of [`TRANSPORT_HEADERS`] `name` is (in any case, spaces
+/// around it ignored), if it is one: as the list names it.
+pub fn transport_header(name: &str) -> Option<&'static str> {
+    TRANSPORT_HEADERS.into_iter().find(|header| name.trim().eq_ignore_ascii_case(header))
+}
+
 /// Bytes in a Wasm page.
 pub(crate) const WASM_PAGE_BYTES: u64 = 64 * 1024;
 

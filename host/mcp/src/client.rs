@@ -118,6 +118,14 @@ impl McpConnector {
 impl ToolsetConnector for McpConnector {
     fn connect<'a>(&'a self, config: &'a ToolsetConfig) -> BoxFuture<'a, Result<BuiltinToolset, String>> {
         Box::pin(async move {
+            // A tenant's server (reached within patterns) gets no header
+            // that is the transport's own: `Host` would reach a virtual
+            // host behind an allowed address that the patterns do not name.
+            if self.reach.is_some()
+                && let Some(header) = config.remote.headers.keys().find_map(|name| toolhost::transport_header(name))
+            {
+                return Err(format!("the `{header}` header is the transport's own: a tool set may not set it"));
+            }
             let connection = self.connection(&config.id, Target::of(config)?);
             let peer = connection.peer().await?;
             // Subscribed before listing: a notice that comes while (or

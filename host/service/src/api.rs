@@ -336,6 +336,37 @@ fn same_id(body: &Value, id: &str) -> Result<(), Refusal> {
     }
 }
 
+/// The headers of `headers` (an object, at `pointer`) that a tenant may not
+/// set: the transport's own and `Host`, which would reach a virtual host
+/// behind an allowed address that `allowedHosts` does not name.
+fn transport_headers(pointer: &str, headers: Option<&Value>) -> Vec<(String, String)> {
+    let Some(Value::Object(headers)) = headers else { return Vec::new() };
+    headers
+        .keys()
+        .filter_map(|name| {
+            toolhost::transport_header(name).map(|header| {
+                (
+                    format!("{pointer}/{}", name.replace('~', "~0").replace('/', "~1")),
+                    format!("the `{header}` header is the transport's own: the host sets it from the URL, which allowedHosts checks"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A tool of an http tool set: it says its request, with headers a tenant
+/// may set.
+fn check_http_tool(body: &Value) -> Result<(), Refusal> {
+    if body.pointer("/spec/config/http").is_none() {
+        return Err(Refusal::invalid(vec![(
+            "/spec/config/http".to_owned(),
+            "a tool of an http tool set says its request (config.http)".to_owned(),
+        )]));
+    }
+    let problems = transport_headers("/spec/config/http/headers", body.pointer("/spec/config/http/headers"));
+    if problems.is_empty() { Ok(()) } else { Err(Refusal::invalid(problems)) }
+}
+
 impl Service {
     /// Check what the schema cannot: hosts the operator allows, plugin
     /// files inside the allowed directories, filters the registry accepts.
@@ -350,6 +381,9 @@ impl Service {
                 Err(e) => Some((pointer.to_owned(), format!("not a URL: {e}"))),
             }
         };
+        for adapter in ["mcp", "http"] {
+            problems.extend(transport_headers(&format!("/spec/adapter/{adapter}/headers"), spec.pointer(&format!("/adapter/{adapter}/headers"))));
+        }
         if let Some(url) = spec.pointer("/adapter/mcp/url").and_then(Value::as_str) {
             problems.extend(url_allowed("/spec/adapter/mcp/url", url, &["http", "https"]));
         }
@@ -747,12 +781,7 @@ async fn create_tool(
             "the tools of an mcp or uri tool set come from its source: they are synced, not created",
         ));
     }
-    if body.pointer("/spec/config/http").is_none() {
-        return Err(Refusal::invalid(vec![(
-            "/spec/config/http".to_owned(),
-            "a tool of an http tool set says its request (config.http)".to_owned(),
-        )]));
-    }
+    check_http_tool(&body)?;
     let now = now_rfc3339();
     let mut spec = body["spec"].clone();
     if spec.get("status").is_none_or(|s| s == "TOOL_STATUS_UNSPECIFIED") {
@@ -833,12 +862,7 @@ async fn update_tool(
             change.approval_override = Some(approval);
         }
     } else {
-        if body.pointer("/spec/config/http").is_none() {
-            return Err(Refusal::invalid(vec![(
-                "/spec/config/http".to_owned(),
-                "a tool of an http tool set says its request (config.http)".to_owned(),
-            )]));
-        }
+        check_http_tool(&body)?;
         change.name = text_at(&body, "/metadata/name").unwrap_or_default();
         let mut spec = body["spec"].clone();
         if spec.get("status").is_none_or(|s| s == "TOOL_STATUS_UNSPECIFIED") {

@@ -174,6 +174,10 @@ impl Request {
             .map_err(|_| BuiltinError::Tool(format!("`{}` is not an HTTP method", self.http.request_method)))?;
         let mut request = self.client.request(method.clone(), url);
         for (name, value) in self.headers.iter().chain(&self.http.headers) {
+            // (Refused at the API; a row stored before is refused here.)
+            if let Some(header) = toolhost::transport_header(name) {
+                return Err(BuiltinError::Tool(format!("a tool set may not set the `{header}` header")));
+            }
             request = request.header(name, fill(value, &arguments, text_of));
         }
         if matches!(method, reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH) {

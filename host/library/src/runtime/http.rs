@@ -167,30 +167,10 @@ fn host_error(message: String) -> wasmtime::Error {
     wasmtime::Error::new(Stop::Host(message))
 }
 
-/// Headers a plugin may not set: the transport's own (the connection, its
-/// framing, upgrades, a proxy's) and `Host`, which would send the request
-/// to a virtual host other than the URL's, past the grant that checked the
-/// URL. The same list wasmtime's `wasi:http` refuses for components
-/// (`DEFAULT_FORBIDDEN_HEADERS`), so the SDK's portable HTTP behaves alike
-/// in both flavours.
-#[cfg(feature = "http")]
-const FORBIDDEN_HEADERS: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "http2-settings",
-];
-
-/// Refuse a request that sets a header of [`FORBIDDEN_HEADERS`].
+/// Refuse a request that sets a header of [`TRANSPORT_HEADERS`](crate::TRANSPORT_HEADERS).
 #[cfg(feature = "http")]
 fn check_headers(url: &str, headers: &BTreeMap<String, String>) -> wasmtime::Result<()> {
-    let forbidden = |name: &String| FORBIDDEN_HEADERS.into_iter().find(|f| name.trim().eq_ignore_ascii_case(f));
-    match headers.keys().find_map(forbidden) {
+    match headers.keys().find_map(|name| crate::sandbox::transport_header(name)) {
         None => Ok(()),
         // (Named as in the list, not as the plugin spelled it.)
         Some(name) => Err(wasmtime::Error::new(Stop::Denied(format!(
