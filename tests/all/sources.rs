@@ -654,3 +654,97 @@ async fn a_remote_source_error_is_typed() {
     assert!(error.to_string().contains("download failed"), "{error}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A directory served over HTTPS with the calculator plugin paced at
+/// `rate` bytes a second: the server, the plugin's URL and its digest.
+fn paced_plugin(dir: &Path, ca: &TestCa, rate: usize) -> (Server, String, String) {
+    let served = dir.join("www");
+    std::fs::create_dir_all(&served).expect("www");
+    let wasm = std::fs::read(example("calculator")).expect("the calculator plugin");
+    std::fs::write(served.join("calculator.wasm"), &wasm).expect("serve the plugin");
+    std::fs::write(served.join("calculator.wasm.pace"), rate.to_string()).expect("its pace");
+    let server = https_server(&served, ca);
+    let url = format!("https://127.0.0.1:{}/calculator.wasm", server.port);
+    (server, url, sha256(&wasm))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_under_the_minimum_rate_is_given_up_on_saying_so() {
+    // A byte a second: given up on after the first window, not after the
+    // whole download's 300 s.
+    let dir = scratch("dribble");
+    let ca = test_ca(&dir, "https");
+    let (server, url, digest) = paced_plugin(&dir, &ca, 1);
+    let config = write_config(
+        &dir,
+        json!([{"id": "calc", "kind": "uri", "server": {"url": url, "digest": digest, "caFile": "https-ca.pem"}}]),
+    );
+    let (registry, report) = load(&config, &dir.join("downloads")).await;
+    assert!(registry.tools().is_empty());
+    let message = report.failures.first().map(|f| f.error.to_string()).unwrap_or_default();
+    assert!(message.contains("download failed") && message.contains("slower than 64 KiB in 20s"), "{message}");
+    assert!(!server.requests().iter().any(|r| r.starts_with("DONE")), "{:?}", server.requests());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn serve_answers_with_what_is_loaded_while_a_slow_download_goes_on_and_announces_it_later() {
+    use std::io::Write as _;
+    let dir = scratch("serve-slow");
+    let ca = test_ca(&dir, "https");
+    // Fast enough for the minimum rate, slow enough to outlast the wait.
+    let size = std::fs::metadata(example("calculator")).expect("the calculator plugin").len() as usize;
+    let (server, url, digest) = paced_plugin(&dir, &ca, (size / 30).max(64 * 1024 / 20 + 1024));
+    let config = write_config(
+        &dir,
+        json!([
+            {"id": "local", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+            {"id": "slow", "kind": "uri", "server": {"url": url, "digest": digest, "caFile": "https-ca.pem"}}
+        ]),
+    );
+    let mut child = Command::new(toolhost_tests::toolhost())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("TOOLHOST_CACHE_DIR", dir.join("cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start toolhost serve");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut send = |message: Value| writeln!(input, "{message}").expect("write to serve");
+    let mut receive = |what: &str| -> Value {
+        let mut line = String::new();
+        assert!(output.read_line(&mut line).expect("read from serve") > 0, "serve closed its output before {what}");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}));
+    assert!(receive("the initialize answer")["result"]["capabilities"]["tools"]["listChanged"] == true);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let names = |answer: &Value| -> Vec<String> {
+        answer["result"]["tools"].as_array().expect("tools").iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let first = receive("the first tools/list");
+    // Answered with the local toolset while the download still goes on.
+    assert!(names(&first).contains(&"local__add".to_owned()), "{first}");
+    assert!(!names(&first).contains(&"slow__add".to_owned()), "{first}");
+    assert!(!server.requests().iter().any(|r| r.starts_with("DONE")), "{:?}", server.requests());
+    // The downloaded toolset joins, announced.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        assert!(Instant::now() < deadline, "no list_changed");
+        let message = receive("notifications/tools/list_changed");
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let second = receive("the second tools/list");
+    assert!(names(&second).contains(&"slow__add".to_owned()), "{second}");
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).ok();
+}

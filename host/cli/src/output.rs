@@ -30,6 +30,59 @@ pub(crate) async fn load_configuration(
     Ok((registry, parsed.serve))
 }
 
+/// How long `serve` waits for toolsets that come from elsewhere (an
+/// `https://` or `oci://` download, a remote MCP server) before it answers:
+/// past it, it serves what is loaded and they join as they load, announced
+/// with `notifications/tools/list_changed`. Local plugins and built-in
+/// toolsets are always waited for.
+pub(crate) const REMOTE_START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A toolsets file's registry for `serve`, and its `serve` section: the
+/// local toolsets loaded, the remote ones loaded or (past
+/// [`REMOTE_START_WAIT`]) still loading in the background.
+pub(crate) async fn load_serving(
+    file: &Path,
+    secrets: &SecretOptions,
+) -> Result<(std::sync::Arc<Registry>, Option<serde_json::Value>), Failure> {
+    let provider = secrets.provider();
+    let parsed = toolhost::load_toolsets(file, provider.as_ref())
+        .await
+        .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
+    let registry = std::sync::Arc::new(
+        Registry::with_runtime(crate::runtime().clone(), provider)
+            .with_connector("mcp", std::sync::Arc::new(toolhost_mcp::McpConnector::new())),
+    );
+    let (remote, local): (Vec<_>, Vec<_>) = parsed.toolsets.into_iter().partition(|config| {
+        config.kind == "mcp"
+            || matches!(config.source, Some(toolhost::PluginSource::Https(_) | toolhost::PluginSource::Oci(_)))
+    });
+    let load = |toolsets: Vec<toolhost::ToolsetConfig>| {
+        let registry = std::sync::Arc::clone(&registry);
+        tokio::spawn(async move { registry.load_all(toolsets).await })
+    };
+    let (local, mut remote) = (load(local), load(remote));
+    if let Ok(report) = local.await {
+        print_load_report(&report);
+    }
+    match tokio::time::timeout(REMOTE_START_WAIT, &mut remote).await {
+        Ok(Ok(report)) => print_load_report(&report),
+        Ok(Err(_)) => {}
+        Err(_) => {
+            eprintln!(
+                "toolhost: serving the toolsets loaded so far; the ones still loading after {}s join as they load \
+                 (clients are told with notifications/tools/list_changed)",
+                REMOTE_START_WAIT.as_secs()
+            );
+            tokio::spawn(async move {
+                if let Ok(report) = remote.await {
+                    print_load_report(&report);
+                }
+            });
+        }
+    }
+    Ok((registry, parsed.serve))
+}
+
 /// The toolsets that failed to load, and warnings, on stderr.
 pub(crate) fn print_load_report(report: &toolhost::LoadReport) {
     for failure in &report.failures {

@@ -9,7 +9,7 @@ use toolhost_mcp::{Approvals, McpServer, ToolSource};
 
 use crate::args::{PluginOptions, SecretOptions};
 use crate::exit::{Failure, usage};
-use crate::output::load_configuration;
+use crate::output::load_serving;
 use crate::{exit, serve};
 use toolhost_mcp::telemetry::{OtlpSettings, Tracing};
 use toolhost_mcp::{HttpOptions, HttpServer, Metrics, ServeSettings};
@@ -138,13 +138,12 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                 )));
             }
             secrets.not_with_toolsets()?;
-            let (registry, section) = load_configuration(&file, &secrets).await?;
+            let (registry, section) = load_serving(&file, &secrets).await?;
             if let Some(section) = section {
                 settings = ServeSettings::from_section(&section)
                     .map_err(|problem| usage(anyhow::anyhow!("invalid configuration {}: {problem}", file.display())))?;
             }
             base = file.parent().map(std::path::Path::to_path_buf).unwrap_or(base);
-            let registry = Arc::new(registry);
             registry_of_file = Some(Arc::clone(&registry));
             // Follows the file while serving (the handle lives as long as
             // this function, which serves until the process ends).

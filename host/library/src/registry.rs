@@ -338,30 +338,65 @@ impl Registry {
         self.toolsets.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Load toolsets concurrently. Each one that fails is reported and the
-    /// rest are loaded.
+    /// Load toolsets concurrently. Each one is added as soon as it is
+    /// loaded (subscribers are told each time), so a slow one (a download,
+    /// a remote server) holds up no other. Each one that fails is reported
+    /// and the rest are loaded; the report is in the order of `toolsets`.
     pub async fn load_all(&self, toolsets: Vec<ToolsetConfig>) -> LoadReport {
         let builtins = self.builtins();
         let peers = peers(
             (toolsets.iter().map(|config| (config, false)))
                 .chain(self.read().values().map(|loaded| (&loaded.config, true))),
         );
-        let tasks: Vec<_> = toolsets.into_iter().map(|config| self.spawn_prepare(config, &builtins, &peers)).collect();
-        let mut report = LoadReport::default();
-        for task in tasks {
-            let Some((toolset, source, outcome)) = finished(task, &mut report).await else { continue };
-            let prepared = outcome.is_ok();
-            match outcome.and_then(|(loaded, warnings)| self.insert(loaded).map(|()| warnings).map_err(Error::from)) {
-                Ok(warnings) => report.warnings.extend(warnings),
-                Err(error) => {
-                    if prepared {
-                        self.admission_failed(&toolset, &error);
-                    }
-                    report.failures.push(ToolsetFailure { toolset, source, error })
+        let mut tasks = tokio::task::JoinSet::new();
+        for (at, config) in toolsets.into_iter().enumerate() {
+            let task = self.spawn_prepare(config, &builtins, &peers);
+            tasks.spawn(async move { (at, task.await) });
+        }
+        // Each toolset's part of the report, by its place in `toolsets`.
+        let mut parts: Vec<(usize, LoadReport)> = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let mut part = LoadReport::default();
+            let at = match joined {
+                Ok((at, Ok(done))) => {
+                    self.admit_loaded(done, &mut part);
+                    at
                 }
-            }
+                Ok((at, Err(error))) => {
+                    part.failures.push(ToolsetFailure {
+                        toolset: "?".to_owned(),
+                        source: "?".to_owned(),
+                        error: Error::Host(format!("a loading task failed: {error}")),
+                    });
+                    at
+                }
+                // (The wrapper only awaits: it fails only if the runtime ends.)
+                Err(_) => usize::MAX,
+            };
+            parts.push((at, part));
+        }
+        parts.sort_by_key(|(at, _)| *at);
+        let mut report = LoadReport::default();
+        for (_, part) in parts {
+            report.failures.extend(part.failures);
+            report.warnings.extend(part.warnings);
         }
         report
+    }
+
+    /// Add a toolset loaded by [`load_all`](Self::load_all), or report why
+    /// it was not.
+    fn admit_loaded(&self, (toolset, source, outcome): Loading, report: &mut LoadReport) {
+        let prepared = outcome.is_ok();
+        match outcome.and_then(|(loaded, warnings)| self.insert(loaded).map(|()| warnings).map_err(Error::from)) {
+            Ok(warnings) => report.warnings.extend(warnings),
+            Err(error) => {
+                if prepared {
+                    self.admission_failed(&toolset, &error);
+                }
+                report.failures.push(ToolsetFailure { toolset, source, error })
+            }
+        }
     }
 
     /// [`prepare_logged`] of `config` on a task of its own: its id, where it

@@ -403,6 +403,46 @@ mod https {
     const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
     /// The whole download may take this long.
     const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+    /// The answer's head must come within this long of the request.
+    const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+    /// A download must bring at least [`MIN_BYTES_PER_WINDOW`] in every
+    /// window this long (about 3 KiB/s): a server that dribbles a byte a
+    /// second is given up on after one window, not after the whole
+    /// [`DOWNLOAD_TIMEOUT`].
+    const RATE_WINDOW: Duration = Duration::from_secs(20);
+    /// See [`RATE_WINDOW`].
+    const MIN_BYTES_PER_WINDOW: u64 = 64 * 1024;
+
+    /// A body that must keep up a minimum rate ([`MIN_BYTES_PER_WINDOW`]
+    /// every [`RATE_WINDOW`]); the end of the body is never too slow.
+    struct MinimumRate<R> {
+        inner: R,
+        window_start: std::time::Instant,
+        in_window: u64,
+    }
+
+    impl<R: std::io::Read> std::io::Read for MinimumRate<R> {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            let read = self.inner.read(buffer)?;
+            self.in_window += read as u64;
+            if read > 0 && self.window_start.elapsed() >= RATE_WINDOW {
+                if self.in_window < MIN_BYTES_PER_WINDOW {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "slower than {} KiB in {}s ({} bytes came)",
+                            MIN_BYTES_PER_WINDOW / 1024,
+                            RATE_WINDOW.as_secs(),
+                            self.in_window
+                        ),
+                    ));
+                }
+                self.window_start = std::time::Instant::now();
+                self.in_window = 0;
+            }
+            Ok(read)
+        }
+    }
 
     pub(super) fn download(plugin: &RemotePlugin, hosts: Option<&[String]>) -> Result<Vec<u8>, SourceError> {
         let fail = |message: String| SourceError::Fetch { url: plugin.url.clone(), message };
@@ -421,6 +461,7 @@ mod https {
             .max_redirects(0)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_global(Some(DOWNLOAD_TIMEOUT))
+            .timeout_recv_response(Some(RESPONSE_TIMEOUT))
             .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
             .tls_config(tls.build())
             .build();
@@ -477,11 +518,8 @@ mod https {
             });
         }
         let mut wasm = Vec::new();
-        response
-            .into_body()
-            .into_with_config()
-            .limit(MAX_PLUGIN_BYTES + 1)
-            .reader()
+        let body = response.into_body().into_with_config().limit(MAX_PLUGIN_BYTES + 1).reader();
+        MinimumRate { inner: body, window_start: std::time::Instant::now(), in_window: 0 }
             .take(MAX_PLUGIN_BYTES + 1)
             .read_to_end(&mut wasm)
             .map_err(|e| fail(format!("download failed: {e}")))?;
