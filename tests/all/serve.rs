@@ -176,15 +176,20 @@ struct Session {
 
 impl Session {
     fn start(args: &[&str]) -> Session {
-        Session::spawn(args, false)
+        Session::spawn(args, false, "2025-06-18")
+    }
+
+    /// A session initialized at protocol `version`.
+    fn start_at(args: &[&str], version: &str) -> Session {
+        Session::spawn(args, false, version)
     }
 
     /// A session whose server logs at debug level; see `wait_for_log`.
     fn start_logging(args: &[&str]) -> Session {
-        Session::spawn(args, true)
+        Session::spawn(args, true, "2025-06-18")
     }
 
-    fn spawn(args: &[&str], logging: bool) -> Session {
+    fn spawn(args: &[&str], logging: bool, version: &str) -> Session {
         let mut command = Command::new(toolhost());
         command.arg("serve").args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
         if logging {
@@ -210,7 +215,7 @@ impl Session {
         });
         let mut session = Session { _server: Server(child), stdin, messages, logs };
         session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}));
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}));
         session.wait_for(|m| m["id"] == 1, Duration::from_secs(30)).expect("initialize answered");
         session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         session
@@ -893,7 +898,14 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     session.send(json!({"jsonrpc": "2.0", "id": 11, "method": "ping"}));
     let next = session.wait_for(|m| m.get("id").is_some(), Duration::from_secs(30)).expect("answered");
     assert!(next["id"] == 11 && next.get("result").is_some(), "{next}");
-    // A batch: one array with an answer per request.
+    // 2025-06-18 has no batches: one refusal, saying so.
+    session.send(json!([{"jsonrpc": "2.0", "id": 14, "method": "ping"}]));
+    let refused = session.wait_for(|m| m.get("error").is_some(), Duration::from_secs(30)).expect("refused");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not part of protocol version 2025-06-18"), "{refused}");
+    let mut session = Session::start_at(&[&example("calculator").display().to_string()], "2025-03-26");
+    // A batch (2025-03-26): one array with an answer per request.
     session.send(json!([
         {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
         {"jsonrpc": "2.0", "id": 8, "method": "tools/call"},
@@ -905,6 +917,15 @@ fn json_rpc_errors_over_stdio_follow_the_specification() {
     assert!(answers.iter().any(|a| a["id"] == 7 && a["result"]["structuredContent"]["result"] == 3.0), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 8 && a["error"]["code"] == -32602), "{answers:?}");
     assert!(answers.iter().any(|a| a["id"] == 9 && a["result"]["tools"].is_array()), "{answers:?}");
+    // A request of a batch that the client cancels is not waited for: the
+    // batch's other answers come.
+    session.send(json!([
+        {"jsonrpc": "2.0", "id": 15, "method": "tools/list"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 15}},
+        {"jsonrpc": "2.0", "id": 16, "method": "ping"}
+    ]));
+    let batch = session.wait_for(Value::is_array, Duration::from_secs(30)).expect("the batch's answers");
+    assert!(batch.as_array().is_some_and(|a| a.iter().any(|m| m["id"] == 16)), "{batch}");
     // A call's members written as an array is a batch of four messages
     // that are not requests, and a call's params as an array are invalid:
     // neither runs the tool.
@@ -995,4 +1016,51 @@ fn ctrl_c_stops_the_server_while_the_typescript_sdk_holds_its_stream() {
     let _ = client.kill();
     let _ = client.wait();
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// An `initialize` whose `clientInfo` has no `version` is taken, on both
+/// transports, as the reference SDKs take it; and a batch in a 2025-06-18
+/// request over HTTP is refused, saying why, as over stdio.
+#[test]
+fn an_unversioned_client_is_taken_and_batches_belong_to_2025_03_26_on_both_transports() {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "no version"}}});
+    let mut child = Command::new(toolhost())
+        .arg("serve")
+        .arg(example("calculator"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn toolhost serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let _server = Server(child);
+    writeln!(stdin, "{initialize}").expect("write");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("the answer");
+    let answer: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18", "{answer}");
+
+    let (server, url, _logs) = spawn_http(&[&example("calculator").display().to_string()]);
+    let (status, headers, body) = http_exchange(&url, "POST", &[JSON_AND_SSE, JSON_BODY], &initialize.to_string());
+    assert_eq!(status, 200, "{body}");
+    let answer = messages_in(&body).into_iter().find(|m| m["id"] == 1).unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18", "{answer}");
+    let session = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("mcp-session-id"))
+        .map(|(_, value)| value.clone())
+        .expect("a session id");
+    let in_session = [
+        JSON_AND_SSE,
+        JSON_BODY,
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    let batch = json!([{"jsonrpc": "2.0", "id": 2, "method": "ping"}]).to_string();
+    let (status, _, body) = http_exchange(&url, "POST", &in_session, &batch);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("not part of protocol version 2025-06-18"), "{body}");
+    drop(server);
 }

@@ -742,6 +742,13 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     };
     match message {
         Value::Array(batch) => {
+            // Batches are 2025-03-26's (and before): a client of a later
+            // version says so in every request's header.
+            if let Some(version) = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
+                && !crate::jsonrpc::batches_allowed(version)
+            {
+                return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_not_in_version(version));
+            }
             if batch.is_empty() {
                 return json_response(
                     StatusCode::BAD_REQUEST,
@@ -792,13 +799,18 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             }
             json_response(StatusCode::OK, &Value::Array(answers))
         }
-        message => match malformed_call(&message) {
+        mut message => match malformed_call(&message) {
             Some(answer) => json_response(StatusCode::OK, &answer),
             None => {
                 #[cfg(feature = "production")]
                 if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
                     return refusal;
                 }
+                let bytes = if crate::jsonrpc::accept_unversioned_client(&mut message) {
+                    axum::body::Bytes::from(message.to_string())
+                } else {
+                    bytes
+                };
                 if opens_session(&parts, &message) {
                     return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
                 }

@@ -60,14 +60,53 @@ pub(crate) fn malformed_call(message: &Value) -> Option<Value> {
 }
 
 /// Check one parsed message (not a batch): forward it or answer it.
-pub(crate) fn check_message(message: Value) -> Result<Value, Value> {
+pub(crate) fn check_message(mut message: Value) -> Result<Value, Value> {
     if !message.is_object() {
         return Err(error_response(Value::Null, -32600, "a JSON-RPC message must be an object"));
     }
+    accept_unversioned_client(&mut message);
     match malformed_call(&message) {
         Some(answer) => Err(answer),
         None => Ok(message),
     }
+}
+
+/// An `initialize` whose `clientInfo` has no `version` is taken, as the
+/// reference SDKs take it, with an empty version (rmcp's types require
+/// one, and its refusal spoke of another protocol version's `_meta`).
+/// Whether the message was changed.
+pub(crate) fn accept_unversioned_client(message: &mut Value) -> bool {
+    if message.get("method").and_then(Value::as_str) != Some("initialize") {
+        return false;
+    }
+    match message.pointer_mut("/params/clientInfo") {
+        Some(Value::Object(info)) if !info.contains_key("version") => {
+            info.insert("version".to_owned(), Value::from(""));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The protocol versions whose sessions may send JSON-RPC batches: those
+/// before 2025-06-18, which removed them.
+const BATCHING_VERSIONS: [&str; 2] = ["2024-11-05", "2025-03-26"];
+
+/// Whether a session of protocol `version` may send a batch.
+pub(crate) fn batches_allowed(version: &str) -> bool {
+    BATCHING_VERSIONS.contains(&version)
+}
+
+/// The refusal of a batch in a session (or request) of protocol `version`.
+pub(crate) fn batch_not_in_version(version: &str) -> Value {
+    error_response(
+        Value::Null,
+        -32600,
+        format!(
+            "JSON-RPC batches are not part of protocol version {version} (they were removed after \
+             2025-03-26): send each message on its own"
+        ),
+    )
 }
 
 /// A well-formed `tools/call` request as rmcp's message, built without

@@ -3,8 +3,11 @@
 //! rmcp does the protocol; [`StdioFront`] is the transport it is given, and
 //! reads the lines itself: an unparsable line is answered with `-32700` (id
 //! null), a line over [`MAX_LINE`] with `-32700` too instead of being
-//! dropped, a JSON-RPC batch is split and its answers joined again, and a
-//! `tools/call` with malformed params gets `-32602` (see DESIGN.md, `serve`).
+//! dropped, a JSON-RPC batch (in a session of 2025-03-26 or before: later
+//! versions removed them, and get `-32600`) is split and its answers
+//! joined again (a request of it the client cancels is not waited for),
+//! and a `tools/call` with malformed params gets `-32602` (see DESIGN.md,
+//! `serve`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -90,6 +93,7 @@ where
         queued: VecDeque::new(),
         out: sender,
         pending,
+        version: None,
     };
     let running = server.serve(front).await.map_err(|e| ServeError::Start(e.to_string()))?;
     let cancel = running.cancellation_token();
@@ -126,6 +130,9 @@ struct StdioFront<I> {
     out: UnboundedSender<Outgoing>,
     /// What is read and not yet answered, or answered and not yet written.
     pending: Arc<Pending>,
+    /// The protocol version the client's `initialize` asked for (`None`
+    /// until one came): whether it may send batches.
+    version: Option<String>,
 }
 
 /// Requests and lines the client has not had back yet. Past
@@ -239,6 +246,9 @@ enum Outgoing {
     Line { line: Vec<u8>, answers: Option<RequestId> },
     /// A batch whose answers are to be joined.
     Batch(PendingBatch),
+    /// The client cancelled this request: a batch waiting for its answer
+    /// waits no more (a cancelled request may never be answered).
+    Cancelled(RequestId),
     /// rmcp closed the transport: the session is over.
     ServerDone,
 }
@@ -341,10 +351,23 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
             Ok(Value::Array(batch)) if batch.len() > crate::jsonrpc::MAX_BATCH => {
                 self.answer(crate::jsonrpc::batch_too_long(batch.len()))
             }
-            Ok(Value::Array(batch)) => self.take_batch(batch),
+            Ok(Value::Array(batch)) => match self.version.as_deref() {
+                Some(version) if crate::jsonrpc::batches_allowed(version) => self.take_batch(batch),
+                Some(version) => self.answer(crate::jsonrpc::batch_not_in_version(version)),
+                None => self.answer(error_response(
+                    Value::Null,
+                    -32600,
+                    "a JSON-RPC batch before initialize: send initialize on its own (batches are part of a \
+                     session of protocol version 2025-03-26 or before)",
+                )),
+            },
             Ok(message) => match check_message(message) {
                 Err(answer) => self.answer(answer),
                 Ok(message) => {
+                    if message.get("method").and_then(Value::as_str) == Some("initialize") {
+                        let asked = message.pointer("/params/protocolVersion").and_then(Value::as_str);
+                        self.version = asked.map(str::to_owned);
+                    }
                     if let Some(message) = self.typed(message) {
                         self.queued.push_back(message);
                     }
@@ -467,6 +490,13 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
         loop {
             if let Some(message) = self.queued.pop_front() {
                 self.pending.given(&message);
+                if let ClientJsonRpcMessage::Notification(notification) = &message
+                    && let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    let _ = self.out.send(Outgoing::Cancelled(id.clone()));
+                }
                 return Some(message);
             }
             // Nothing more is read while the client has too much pending
@@ -507,6 +537,12 @@ async fn write_out<O: tokio::io::AsyncWrite + Unpin>(
             Outgoing::ServerDone => break,
             Outgoing::Batch(batch) => {
                 batches.push(batch);
+                None
+            }
+            Outgoing::Cancelled(id) => {
+                for batch in &mut batches {
+                    batch.waiting.retain(|waiting| *waiting != id);
+                }
                 None
             }
             Outgoing::Line { line, answers } => {
@@ -583,6 +619,7 @@ mod tests {
             queued: VecDeque::new(),
             out,
             pending: Arc::clone(&pending),
+            version: None,
         };
         let small = front.send(notification(10));
         tokio::pin!(small);
