@@ -279,8 +279,17 @@ fn a_remote_servers_notices_carry_no_handed_secret_into_any_log_line_at_any_leve
     let (config, store) = (config.display().to_string(), store.display().to_string());
     for format in ["text", "json"] {
         for level in ["trace", "debug", "info"] {
-            let args =
-                ["call", "--config", &config, "--secrets-dir", &store, "--log-format", format, "py__chatty", r#"{"name": "CHATTY"}"#];
+            let args = [
+                "call",
+                "--config",
+                &config,
+                "--secrets-dir",
+                &store,
+                "--log-format",
+                format,
+                "py__chatty",
+                r#"{"name": "CHATTY"}"#,
+            ];
             let output = run(&args, None, &[("TOOLHOST_LOG", level), ("NO_COLOR", "1")]);
             let (out, err) = (stdout(&output), stderr(&output));
             assert_eq!(output.status.code(), Some(0), "{format} {level}: {out}\n{err}");

@@ -1052,12 +1052,8 @@ fn an_unversioned_client_is_taken_and_batches_belong_to_2025_03_26_on_both_trans
         .find(|(name, _)| name.eq_ignore_ascii_case("mcp-session-id"))
         .map(|(_, value)| value.clone())
         .expect("a session id");
-    let in_session = [
-        JSON_AND_SSE,
-        JSON_BODY,
-        ("Mcp-Session-Id", session.as_str()),
-        ("MCP-Protocol-Version", "2025-06-18"),
-    ];
+    let in_session =
+        [JSON_AND_SSE, JSON_BODY, ("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
     let batch = json!([{"jsonrpc": "2.0", "id": 2, "method": "ping"}]).to_string();
     let (status, _, body) = http_exchange(&url, "POST", &in_session, &batch);
     assert_eq!(status, 400, "{body}");

@@ -725,7 +725,12 @@ fn serve_answers_with_what_is_loaded_while_a_slow_download_goes_on_and_announces
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
     let names = |answer: &Value| -> Vec<String> {
-        answer["result"]["tools"].as_array().expect("tools").iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+        answer["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     };
     let first = receive("the first tools/list");
     // Answered with the local toolset while the download still goes on.

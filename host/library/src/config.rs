@@ -474,7 +474,8 @@ fn take_call_settings(
         }
     }
     *server = map;
-    let settings: CallSettings = serde_json::from_value(Value::Object(taken)).map_err(|e| (String::new(), e.to_string()))?;
+    let settings: CallSettings =
+        serde_json::from_value(Value::Object(taken)).map_err(|e| (String::new(), e.to_string()))?;
     settings.limits.check().map_err(|e| ("/limits".to_owned(), e.to_string()))?;
     Ok(settings)
 }

@@ -88,6 +88,7 @@ pub use error::{
 };
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use host_fn::{HostCall, HostFunction};
+pub use log_secrets::{RedactingWriter, redact_log_text, remember_secret};
 pub use model::{AnthropicTool, ModelTool, OpenAiTool};
 pub use plugin::{Offers, Plugin, PluginBuilder, PoolStats};
 pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
@@ -100,7 +101,6 @@ pub use sandbox::{
     Access, AddressRefused, Limits, PathGrant, Policy, TRANSPORT_HEADERS, address_allowed, check_host_pattern,
     host_matches, is_public, parse_duration, parse_size, transport_header,
 };
-pub use log_secrets::{RedactingWriter, redact_log_text, remember_secret};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,

@@ -382,7 +382,10 @@ impl Service {
             }
         };
         for adapter in ["mcp", "http"] {
-            problems.extend(transport_headers(&format!("/spec/adapter/{adapter}/headers"), spec.pointer(&format!("/adapter/{adapter}/headers"))));
+            problems.extend(transport_headers(
+                &format!("/spec/adapter/{adapter}/headers"),
+                spec.pointer(&format!("/adapter/{adapter}/headers")),
+            ));
         }
         if let Some(url) = spec.pointer("/adapter/mcp/url").and_then(Value::as_str) {
             problems.extend(url_allowed("/spec/adapter/mcp/url", url, &["http", "https"]));
