@@ -33,6 +33,7 @@ mod deploy;
 mod embed;
 mod faults;
 mod features;
+mod floors;
 mod http_limits;
 mod hyper;
 mod lifecycle;

@@ -2,7 +2,6 @@
 
 use toolhost::Error;
 
-use crate::scaffold;
 use crate::terminal::escaped;
 
 /// The tool returned `isError: true` (or the call was not approved).
@@ -27,15 +26,6 @@ impl From<Error> for Failure {
         };
         Failure { code, error: error.into() }
     }
-}
-
-pub(crate) fn scaffold_failure(error: scaffold::ScaffoldError) -> Failure {
-    let code = match &error {
-        scaffold::ScaffoldError::Usage(_) => USAGE,
-        scaffold::ScaffoldError::BuildFailed(_) => TOOL_ERROR,
-        scaffold::ScaffoldError::Other(_) => PLUGIN_FAILED,
-    };
-    Failure { code, error: error.into() }
 }
 
 pub(crate) fn usage(error: anyhow::Error) -> Failure {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::exit::{Failure, scaffold_failure};
+use crate::exit::Failure;
 use crate::{exit, scaffold};
 
 use std::io::{BufRead as _, BufReader};
@@ -37,6 +37,19 @@ pub enum ScaffoldError {
     /// Anything else (I/O).
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+/// A scaffolding failure's exit code: the user's mistake, the plugin's
+/// build failing, or anything else.
+impl From<ScaffoldError> for Failure {
+    fn from(error: ScaffoldError) -> Self {
+        let code = match &error {
+            ScaffoldError::Usage(_) => exit::USAGE,
+            ScaffoldError::BuildFailed(_) => exit::TOOL_ERROR,
+            ScaffoldError::Other(_) => exit::PLUGIN_FAILED,
+        };
+        Failure { code, error: error.into() }
+    }
 }
 
 /// Create the crate `name` in `dir` (which must not exist, or be empty).
@@ -253,7 +266,7 @@ pub(crate) struct NewArgs {
 pub(crate) async fn new_command(args: NewArgs) -> Result<u8, Failure> {
     let NewArgs { name, path, sdk_path } = args;
     let dir = path.unwrap_or_else(|| PathBuf::from(&name));
-    let written = scaffold::new_plugin(&name, &dir, sdk_path.as_deref()).map_err(scaffold_failure)?;
+    let written = scaffold::new_plugin(&name, &dir, sdk_path.as_deref()).map_err(Failure::from)?;
     eprintln!("Created plugin `{name}` in {}:", dir.display());
     for file in &written {
         eprintln!("  {}", file.display());
@@ -284,7 +297,7 @@ pub(crate) async fn build_command(args: BuildArgs) -> Result<u8, Failure> {
     let built = tokio::task::spawn_blocking(move || scaffold::build_plugin(&path, &target, &profile))
         .await
         .map_err(|e| Failure { code: exit::PLUGIN_FAILED, error: e.into() })?
-        .map_err(scaffold_failure)?;
+        .map_err(Failure::from)?;
     let mut stdout = std::io::stdout().lock();
     for wasm in built {
         let size = std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0);

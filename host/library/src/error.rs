@@ -278,7 +278,33 @@ impl Error {
     /// Its kind as a short label, as in spans, call records and metrics:
     /// `invalid_arguments`, `trap`, `timeout`, `unknown_tool`...
     pub fn outcome(&self) -> &'static str {
-        crate::telemetry::error_outcome(self)
+        match self {
+            Error::UnknownTool { .. } | Error::NoSuchTool { .. } => "unknown_tool",
+            Error::NotOffered { .. } => "not_offered",
+            Error::InvalidArguments { .. } => "invalid_arguments",
+            Error::MissingSecret { .. } => "missing_secret",
+            Error::MissingUserId { .. } => "missing_user_id",
+            Error::Cancelled { .. } => "cancelled",
+            Error::ShutDown { .. } => "shut_down",
+            Error::InvalidOutput { .. } => "invalid_output",
+            Error::InvalidPlugin { .. } => "invalid_plugin",
+            Error::Read { .. } | Error::Load { .. } => "load_failed",
+            Error::Policy { .. } => "policy",
+            Error::Registry(_) => "registry",
+            Error::Host(_) => "host_error",
+            Error::PluginFailed { fault, .. } => match fault.kind {
+                FaultKind::Trap => "trap",
+                FaultKind::Error => "plugin_error",
+                FaultKind::Exit => "exit",
+                FaultKind::Timeout => "timeout",
+                FaultKind::MemoryLimit => "memory_limit",
+                FaultKind::FuelExhausted => "fuel_exhausted",
+                FaultKind::OutputTooLarge => "output_too_large",
+                FaultKind::Cancelled => "cancelled",
+                FaultKind::Denied => "denied",
+                FaultKind::Runtime => "runtime",
+            },
+        }
     }
 
     /// The plugin's `describe` output has problems (every one is listed).

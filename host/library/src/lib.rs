@@ -50,6 +50,7 @@
 
 mod approval;
 mod builtin;
+mod cache_folder;
 mod client;
 mod config;
 mod context;
@@ -76,6 +77,7 @@ mod watch;
 
 pub use approval::{Approval, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use builtin::{BuiltinCall, BuiltinError, BuiltinHandler, BuiltinTool, BuiltinToolset, ToolsetConnector};
+pub use cache_folder::CACHE_DIR_ENV;
 pub use client::{CallClient, ClientNotice, ClientRequest};
 pub use config::{
     ConfigError, ConfigProblem, KeyringEntry, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride,
@@ -96,7 +98,7 @@ pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
 #[cfg_attr(docsrs, doc(cfg(feature = "cache")))]
 pub use runtime::cache::ModuleCache;
 pub use runtime::compile::{CacheStatus, CompileInfo};
-pub use runtime::{CACHE_DIR_ENV, Compilers, PluginKind, Runtime, RuntimeBuilder, ShutdownReport, Tier};
+pub use runtime::{Compilers, PluginKind, Runtime, RuntimeBuilder, ShutdownReport, Tier};
 pub use sandbox::{
     Access, AddressRefused, Limits, PathGrant, Policy, TRANSPORT_HEADERS, address_allowed, check_host_pattern,
     host_matches, is_public, parse_duration, parse_size, transport_header,

@@ -24,20 +24,22 @@ use crate::runtime::cache::ModuleCache;
 use crate::runtime::compile::{CacheStatus, CompileInfo, Compiled};
 #[cfg(feature = "component")]
 use crate::runtime::component::ComponentModule;
+use crate::runtime::extism::user;
 use crate::runtime::extism::{ExtismModule, Interface, NotAPlugin};
 use crate::runtime::guest::{HostEnv, RunOptions, ToolSecrets};
 use crate::runtime::instance::{Instance, Module, Payload, PluginKind};
+use crate::runtime::kernel;
 use crate::runtime::outcome::{CallOutput, RunError};
 use crate::runtime::{Compilers, EngineKind, Engines, Runtime, Tier};
-use crate::runtime::{kernel, user};
 use crate::sandbox::{Limits, PathGrant, Policy};
 use crate::secrets::{NoSecrets, Redacted, Redactor, SecretOutput, SecretProvider, SensitiveValues};
 use crate::telemetry::{CallTrace, Meter};
 use crate::tool::RegisteredTool;
-use crate::validate::{self, CheckedTool, ValidationOptions};
+use crate::validate::{self, CheckedTool, ValidationOptions, protocol_violation};
 
 mod offers;
 pub(crate) mod protected;
+mod sources;
 mod tiers;
 
 pub use offers::Offers;
@@ -2119,11 +2121,6 @@ pub struct PoolStats {
     /// Of the idle instances, those running the baseline compiler's code
     /// ([`Tier`]).
     pub idle_on_baseline: usize,
-}
-
-/// A JSON value that does not deserialize into the protocol type.
-pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {
-    Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }
 }
 
 /// The JSON Schema name of a value's type.

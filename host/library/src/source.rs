@@ -193,7 +193,7 @@ impl DownloadCache {
     /// empty: no cache), else `$XDG_CACHE_HOME/toolhost/downloads`, else
     /// `$HOME/.cache/toolhost/downloads`; none if none of these is set.
     pub fn from_env() -> Self {
-        DownloadCache { dir: crate::runtime::cache_dir_from_env("downloads", true) }
+        DownloadCache { dir: crate::cache_folder::cache_dir_from_env("downloads", true) }
     }
 
     /// Keep downloads in this directory (created when first written).
@@ -233,7 +233,7 @@ impl DownloadCache {
         (&file).take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes).ok()?;
         if Sha256Digest::of(&bytes) == *digest {
             // Used now: trimming takes the least recently used first.
-            crate::runtime::touch(&file);
+            crate::cache_folder::touch(&file);
             return Some(bytes);
         }
         tracing::warn!(path = %path.display(), "a kept download no longer matches its digest; removing it");
@@ -256,7 +256,7 @@ impl DownloadCache {
         // (never one, or a link, someone put there first).
         let write = || {
             use std::io::Write as _;
-            crate::runtime::create_private_dir(dir)?;
+            crate::cache_folder::create_private_dir(dir)?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
@@ -273,7 +273,7 @@ impl DownloadCache {
         // At most 1,024 entries and 2 GiB: a download is up to 256 MiB, and
         // every new pin or artifact is a new entry.
         // (An entry is named by its digest, as `Sha256Digest::hex` writes it.)
-        crate::runtime::trim(dir, &path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
+        crate::cache_folder::trim(dir, &path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
             entry
                 .file_name()
                 .and_then(|name| name.to_str())

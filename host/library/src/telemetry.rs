@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use toolhost_protocol::CallToolResult;
 use tracing::Instrument as _;
 
-use crate::error::{Error, FaultKind};
+use crate::error::Error;
 
 /// Call ids, unique within the process.
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
@@ -30,38 +30,7 @@ pub(crate) fn call_outcome(outcome: &Result<CallToolResult, Error>) -> &'static 
     match outcome {
         Ok(result) if result.is_error() => "tool_error",
         Ok(_) => "ok",
-        Err(error) => error_outcome(error),
-    }
-}
-
-/// The outcome name of a failure.
-pub(crate) fn error_outcome(error: &Error) -> &'static str {
-    match error {
-        Error::UnknownTool { .. } | Error::NoSuchTool { .. } => "unknown_tool",
-        Error::NotOffered { .. } => "not_offered",
-        Error::InvalidArguments { .. } => "invalid_arguments",
-        Error::MissingSecret { .. } => "missing_secret",
-        Error::MissingUserId { .. } => "missing_user_id",
-        Error::Cancelled { .. } => "cancelled",
-        Error::ShutDown { .. } => "shut_down",
-        Error::InvalidOutput { .. } => "invalid_output",
-        Error::InvalidPlugin { .. } => "invalid_plugin",
-        Error::Read { .. } | Error::Load { .. } => "load_failed",
-        Error::Policy { .. } => "policy",
-        Error::Registry(_) => "registry",
-        Error::Host(_) => "host_error",
-        Error::PluginFailed { fault, .. } => match fault.kind {
-            FaultKind::Trap => "trap",
-            FaultKind::Error => "plugin_error",
-            FaultKind::Exit => "exit",
-            FaultKind::Timeout => "timeout",
-            FaultKind::MemoryLimit => "memory_limit",
-            FaultKind::FuelExhausted => "fuel_exhausted",
-            FaultKind::OutputTooLarge => "output_too_large",
-            FaultKind::Cancelled => "cancelled",
-            FaultKind::Denied => "denied",
-            FaultKind::Runtime => "runtime",
-        },
+        Err(error) => error.outcome(),
     }
 }
 
@@ -216,6 +185,6 @@ pub(crate) async fn traced_load<T>(plugin: &str, load: impl Future<Output = Resu
     );
     let mut guard = Unfinished { span: span.clone(), started: Some(Instant::now()), trace: None, done: false };
     let outcome = load.instrument(span).await;
-    guard.finish(outcome.as_ref().map_or_else(error_outcome, |_| "ok"), None);
+    guard.finish(outcome.as_ref().map_or_else(Error::outcome, |_| "ok"), None);
     outcome
 }

@@ -495,6 +495,11 @@ pub(crate) fn normalize_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> Vec
     out
 }
 
+/// A JSON value that does not deserialize into the protocol type.
+pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {
+    Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }
+}
+
 /// Violations listed at most; past them, one more says how many were left
 /// out. (A schema may report thousands at one place: every branch of an
 /// `allOf`.)
@@ -643,7 +648,7 @@ pub(crate) fn check_result(raw: Value, output: Option<&Schema>) -> Result<CallTo
             if !problems.is_empty() {
                 return Err(problems);
             }
-            serde_json::from_value(raw).map_err(|error| vec![crate::plugin::protocol_violation(&error)])?
+            serde_json::from_value(raw).map_err(|error| vec![protocol_violation(&error)])?
         }
     };
     check_structured(&result, output)?;

@@ -22,6 +22,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
+/// Its production layer: bearer tokens, scopes, the metadata and metrics
+/// endpoints.
+#[cfg(feature = "production")]
+mod production;
+
+pub use crate::http_limits::HttpLimits;
 use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response, malformed_call};
 use crate::{McpServer, ServeError};
 
@@ -41,58 +47,6 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
     }
     hosts.dedup();
     hosts.into_iter().map(|host| format!("http://{host}:{port}")).collect()
-}
-
-/// Bounds on what the clients of an [`HttpServer`] may hold at once.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct HttpLimits {
-    /// Connections served at once; further ones wait in the listen backlog
-    /// until one closes. Default 512.
-    pub connections: usize,
-    /// MCP sessions open at once, all clients together; an `initialize`
-    /// past it is refused with `503`. A session ends when its client
-    /// deletes it or after 5 minutes without a request. Default 1024.
-    pub sessions: usize,
-    /// Sessions one authenticated client (a token's subject) may have open;
-    /// an `initialize` past it is refused with `429`. Default 64.
-    pub sessions_per_client: usize,
-    /// How long a request's head may take to arrive (and a kept-alive
-    /// connection may sit idle), and, once it has, its body. Default 30 s;
-    /// between 100 ms and an hour.
-    pub request_timeout: std::time::Duration,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            connections: 512,
-            sessions: 1024,
-            sessions_per_client: 64,
-            request_timeout: std::time::Duration::from_secs(30),
-        }
-    }
-}
-
-impl HttpLimits {
-    /// Serve at most `connections` connections at once.
-    pub fn with_connections(mut self, connections: usize) -> Self {
-        self.connections = connections;
-        self
-    }
-
-    /// Hold at most `sessions` sessions, and `per_client` of one client's.
-    pub fn with_sessions(mut self, sessions: usize, per_client: usize) -> Self {
-        self.sessions = sessions;
-        self.sessions_per_client = per_client;
-        self
-    }
-
-    /// Give a request's head, and then its body, `timeout` each to arrive.
-    pub fn with_request_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
 }
 
 /// The most connections [`HttpLimits::connections`] can allow.
@@ -460,11 +414,11 @@ impl HttpServer {
         {
             if let Some(auth) = &options.auth {
                 router = router
-                    .route(&auth.metadata_path(), axum::routing::get(crate::production::metadata))
-                    .route("/.well-known/oauth-protected-resource", axum::routing::get(crate::production::metadata));
+                    .route(&auth.metadata_path(), axum::routing::get(production::metadata))
+                    .route("/.well-known/oauth-protected-resource", axum::routing::get(production::metadata));
             }
             if options.metrics.is_some() {
-                router = router.route("/metrics", axum::routing::get(crate::production::metrics));
+                router = router.route("/metrics", axum::routing::get(production::metrics));
             }
         }
         // Shared, not cloned per request (it holds rmcp's service and its
@@ -621,7 +575,7 @@ async fn http_front(
         return json_response(StatusCode::BAD_REQUEST, &error);
     }
     #[cfg(feature = "production")]
-    let request = match crate::production::authorize(&front, request).await {
+    let request = match production::authorize(&front, request).await {
         Ok(request) => request,
         Err(refusal) => return *refusal,
     };
@@ -682,7 +636,7 @@ async fn open_session(front: &Front, request: Request<Body>, message: &Value) ->
     let subject = request.extensions().get::<crate::auth::Principal>().map(crate::auth::Principal::key);
     #[cfg(feature = "production")]
     if let Some(subject) = &subject {
-        let held = crate::production::sessions_of(front, subject).await;
+        let held = production::sessions_of(front, subject).await;
         if held >= front.limits.sessions_per_client {
             let text =
                 format!("this client has {held} sessions open, its most: close one (DELETE) before opening another");
@@ -694,7 +648,7 @@ async fn open_session(front: &Front, request: Request<Body>, message: &Value) ->
     if let Some(subject) = subject
         && let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
     {
-        crate::production::opened(front, session.to_owned(), subject);
+        production::opened(front, session.to_owned(), subject);
     }
     response
 }
@@ -720,7 +674,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     // once, straight into the call.
     if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, &bytes) {
         #[cfg(feature = "production")]
-        if let Some(refusal) = crate::production::scope_refusal_of(front, &parts, &call.1.name) {
+        if let Some(refusal) = production::scope_refusal_of(front, &parts, &call.1.name) {
             return refusal;
         }
         return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
@@ -762,7 +716,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             // not make refuses the whole batch before any of it runs.
             #[cfg(feature = "production")]
             for message in &batch {
-                if let Some(refusal) = crate::production::scope_refusal(front, &parts, message) {
+                if let Some(refusal) = production::scope_refusal(front, &parts, message) {
                     return refusal;
                 }
             }
@@ -803,7 +757,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             Some(answer) => json_response(StatusCode::OK, &answer),
             None => {
                 #[cfg(feature = "production")]
-                if let Some(refusal) = crate::production::scope_refusal(front, &parts, &message) {
+                if let Some(refusal) = production::scope_refusal(front, &parts, &message) {
                     return refusal;
                 }
                 let bytes = if crate::jsonrpc::accept_unversioned_client(&mut message) {

@@ -39,13 +39,13 @@ mod direct;
 mod elicit;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
+mod http_limits;
 mod jsonrpc;
 #[cfg(feature = "production")]
 pub mod limits;
 #[cfg(feature = "production")]
 mod metrics;
-#[cfg(feature = "production")]
-mod production;
 #[cfg(feature = "client")]
 mod reach;
 mod server;
@@ -56,6 +56,7 @@ mod stdio;
 mod talkback;
 #[cfg(feature = "production")]
 pub mod telemetry;
+mod tool_source;
 
 #[cfg(feature = "client")]
 pub use client::McpConnector;
@@ -66,13 +67,14 @@ pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
 pub use metrics::Metrics;
 #[cfg(feature = "client")]
 pub use reach::GrantedAddresses;
-#[cfg(feature = "production")]
-pub use server::Tenants;
-pub use server::{Approvals, McpServer, ToolSource};
+pub use server::{Approvals, McpServer};
 #[cfg(feature = "production")]
 pub use settings::{LimitSettings, Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};
 #[cfg(feature = "stdio")]
 pub use stdio::{serve_stdio, serve_stdio_on};
+#[cfg(feature = "production")]
+pub use tool_source::Tenants;
+pub use tool_source::ToolSource;
 
 /// Why serving failed.
 #[derive(Debug, thiserror::Error)]

@@ -20,78 +20,13 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::Value;
 
-use toolhost::{Approver, CallContext, Error, Plugin, Registry};
+use toolhost::{Approver, CallContext, Error, Registry};
 
 use crate::caller::{Caller, Outlet};
 use crate::elicit::Elicitor;
-
-/// What the server exposes.
-#[derive(Clone)]
-pub enum ToolSource {
-    /// One plugin, its tools under their own names.
-    Plugin(Plugin),
-    /// A registry, its tools under namespaced names.
-    Registry(Arc<Registry>),
-    /// A registry chosen per caller by its token (the tool-set service
-    /// serves each workspace its own), its tools under namespaced names.
-    #[cfg(feature = "production")]
-    Tenants(Arc<dyn Tenants>),
-}
-
-/// Registries chosen per caller ([`ToolSource::Tenants`]).
 #[cfg(feature = "production")]
-pub trait Tenants: Send + Sync + 'static {
-    /// The registry whose tools this caller sees and calls (`None`: a
-    /// request with no principal, over stdio or without authorization).
-    fn registry_for(&self, principal: Option<&crate::auth::Principal>) -> Arc<Registry>;
-    /// Every registry, labelled, for metrics and readiness.
-    fn registries(&self) -> Vec<(String, Arc<Registry>)>;
-}
-
-/// The source a request is served from: the plugin, or the registry (the
-/// caller's, for [`ToolSource::Tenants`]).
-pub(crate) enum Resolved<'a> {
-    Plugin(&'a Plugin),
-    Registry(Arc<Registry>),
-}
-
-impl ToolSource {
-    /// What serves a request whose extensions are these.
-    pub(crate) fn resolve(&self, extensions: &rmcp::model::Extensions) -> Resolved<'_> {
-        let _ = extensions;
-        match self {
-            ToolSource::Plugin(plugin) => Resolved::Plugin(plugin),
-            ToolSource::Registry(registry) => Resolved::Registry(Arc::clone(registry)),
-            #[cfg(feature = "production")]
-            ToolSource::Tenants(tenants) => Resolved::Registry(tenants.registry_for(principal_in(extensions))),
-        }
-    }
-
-    /// What serves an HTTP request (its principal set by authorization).
-    #[cfg(feature = "production")]
-    pub(crate) fn resolve_parts(&self, parts: &axum::http::request::Parts) -> Resolved<'_> {
-        let _ = parts;
-        match self {
-            ToolSource::Plugin(plugin) => Resolved::Plugin(plugin),
-            ToolSource::Registry(registry) => Resolved::Registry(Arc::clone(registry)),
-            #[cfg(feature = "production")]
-            ToolSource::Tenants(tenants) => {
-                Resolved::Registry(tenants.registry_for(parts.extensions.get::<crate::auth::Principal>()))
-            }
-        }
-    }
-
-    /// Every registry behind it, labelled (none for a plugin).
-    #[cfg(feature = "http")]
-    pub(crate) fn registries(&self) -> Vec<(String, Arc<Registry>)> {
-        match self {
-            ToolSource::Plugin(_) => Vec::new(),
-            ToolSource::Registry(registry) => vec![(String::new(), Arc::clone(registry))],
-            #[cfg(feature = "production")]
-            ToolSource::Tenants(tenants) => tenants.registries(),
-        }
-    }
-}
+use crate::tool_source::principal_in;
+use crate::tool_source::{Resolved, ToolSource};
 
 /// Who approves the calls of tools that require approval.
 #[derive(Clone)]
@@ -643,12 +578,6 @@ impl Drop for Finish<'_> {
 #[cfg(feature = "production")]
 fn principal(context: &Caller) -> Option<&crate::auth::Principal> {
     principal_in(&context.extensions)
-}
-
-/// The principal in a message's extensions (the HTTP request's).
-#[cfg(feature = "production")]
-fn principal_in(extensions: &rmcp::model::Extensions) -> Option<&crate::auth::Principal> {
-    extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
 }
 
 /// Who a request counts against for rate limits: the token's subject (by

@@ -35,7 +35,7 @@ pub struct ServeSettings {
     #[serde(default)]
     pub telemetry: TelemetrySettings,
     /// Bounds on connections, sessions and slow requests (each defaults to
-    /// [`HttpLimits`](crate::HttpLimits)'s).
+    /// [`HttpLimits`](crate::http_limits::HttpLimits)'s).
     #[serde(default)]
     pub limits: LimitSettings,
     /// The tool-set service (`toolhost-service` reads it): its store, the
@@ -127,7 +127,7 @@ pub struct LimitSettings {
 
 impl LimitSettings {
     /// `limits` with what this section gives instead.
-    pub fn apply(&self, mut limits: crate::HttpLimits) -> crate::HttpLimits {
+    pub fn apply(&self, mut limits: crate::http_limits::HttpLimits) -> crate::http_limits::HttpLimits {
         if let Some(connections) = self.connections {
             limits.connections = connections;
         }

@@ -18,8 +18,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actor::Actor;
-use crate::model::{ProfileType, ToolSetSpec};
-use crate::store::{EventRow, StoreError, ToolRow, ToolSetRow};
+use crate::model::{ProfileType, ToolSetSpec, event_json};
+use crate::store::{StoreError, ToolRow, ToolSetRow};
 use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};
 
@@ -499,21 +499,6 @@ fn tool_set_json(row: &ToolSetRow) -> Value {
         info["lastSync"] = last.clone();
     }
     json!({"metadata": tool_set_metadata(row), "spec": row.spec, "info": info})
-}
-
-/// An event as the API shows it.
-pub(crate) fn event_json(event: &EventRow) -> Value {
-    json!({
-        "metadata": {
-            "id": event.id,
-            "accountId": event.account_id,
-            "workspaceId": event.workspace_id,
-            "createdAt": event.created_at,
-        },
-        "event": event.event,
-        "info": event.info,
-        "toolSetId": event.tool_set_id,
-    })
 }
 
 async fn list_tool_sets(State(service): State<Service>, headers: HeaderMap, Query(page): Query<PageQuery>) -> Answer {

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::store::EventRow;
 
 /// What a tool set is: its adapter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -175,4 +177,19 @@ pub enum ProfileType {
     /// The service itself (syncs).
     #[serde(rename = "PROFILE_TYPE_SYSTEM")]
     System,
+}
+
+/// An event as the API shows it.
+pub(crate) fn event_json(event: &EventRow) -> Value {
+    json!({
+        "metadata": {
+            "id": event.id,
+            "accountId": event.account_id,
+            "workspaceId": event.workspace_id,
+            "createdAt": event.created_at,
+        },
+        "event": event.event,
+        "info": event.info,
+        "toolSetId": event.tool_set_id,
+    })
 }

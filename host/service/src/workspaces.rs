@@ -348,7 +348,7 @@ impl Workspaces {
             created_at: crate::now_rfc3339(),
         };
         self.store.record_event(&event).await?;
-        Ok(crate::api::event_json(&event))
+        Ok(crate::model::event_json(&event))
     }
 
     /// Bring tool sets of a workspace (`which`) in line with the store: the

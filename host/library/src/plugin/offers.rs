@@ -18,10 +18,11 @@ use toolhost_protocol::{
     ListResourcesResult, ReadResourceResult,
 };
 
-use super::{Cancellable, Job, Plugin, Ran, protocol_violation, redacted_output, run_error};
+use super::{Cancellable, Job, Plugin, Ran, redacted_output, run_error};
 use crate::context::CallContext;
 use crate::error::{Error, Operation, OutputProblem, Violation};
 use crate::runtime::guest::RunOptions;
+use crate::validate::protocol_violation;
 
 /// What a plugin offers besides tools, by the exports it has.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

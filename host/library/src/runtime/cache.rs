@@ -79,7 +79,7 @@ impl ModuleCache {
     /// `$XDG_CACHE_HOME/toolhost/modules`, else
     /// `$HOME/.cache/toolhost/modules`; no cache if none of these is set.
     pub fn from_env() -> Self {
-        ModuleCache { dir: super::cache_dir_from_env("modules", false) }
+        ModuleCache { dir: crate::cache_folder::cache_dir_from_env("modules", false) }
     }
 
     /// A cache in this directory (created when first written).
@@ -268,7 +268,7 @@ fn share_mapped(path: &Path, compiled: Compiled) -> Compiled {
 /// Check and map cache entry `path`.
 fn map_entry(engine: &Engine, path: &Path, key: &[u8; KEY], kind: PluginKind) -> Result<Compiled, CacheStatus> {
     match std::fs::File::open(path) {
-        Ok(mut file) => match check_file(&mut file, key).inspect(|()| super::touch(&file)) {
+        Ok(mut file) => match check_file(&mut file, key).inspect(|()| crate::cache_folder::touch(&file)) {
             // SAFETY: the file's payload is what `Module::serialize` wrote
             // for this engine configuration (the key says so) and its
             // checksum matches; wasmtime checks its own header too. Entries
@@ -453,7 +453,7 @@ fn check_trailer(trailer: &[u8; TRAILER], key: &[u8; KEY], payload: u64) -> Resu
 /// Write an entry atomically, then trim the cache.
 fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io::Result<()> {
     let payload = module.serialize().map_err(std::io::Error::other)?;
-    super::create_private_dir(dir)?;
+    crate::cache_folder::create_private_dir(dir)?;
     // Made by someone else in the meantime?
     if let Some(reason) = unsafe_dir(dir) {
         return Err(std::io::Error::other(reason));
@@ -462,7 +462,9 @@ fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io
     temp.write_all(&entry(key, &payload))?;
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
-    super::trim(dir, path, MAX_ENTRIES, MAX_BYTES, |entry| entry.extension().is_some_and(|x| x == "cwasm"));
+    crate::cache_folder::trim(dir, path, MAX_ENTRIES, MAX_BYTES, |entry| {
+        entry.extension().is_some_and(|x| x == "cwasm")
+    });
     Ok(())
 }
 
@@ -543,21 +545,21 @@ mod tests {
             names
         };
         // A hit on entry 1 marks it used now.
-        super::super::touch(&std::fs::File::open(&paths[1]).unwrap());
+        crate::cache_folder::touch(&std::fs::File::open(&paths[1]).unwrap());
         // Within both bounds: nothing goes (other files are not entries).
-        super::super::trim(dir.path(), &paths[4], 5, 50, is_entry);
+        crate::cache_folder::trim(dir.path(), &paths[4], 5, 50, is_entry);
         assert_eq!(left().len(), 6);
         // Four entries at most: the least recently used (0) goes.
-        super::super::trim(dir.path(), &paths[4], 4, 1000, is_entry);
+        crate::cache_folder::trim(dir.path(), &paths[4], 4, 1000, is_entry);
         assert_eq!(left(), ["1.cwasm", "2.cwasm", "3.cwasm", "4.cwasm", "other.txt"]);
         // 25 bytes at most: 2 and 3 go, then 4 and 1 are within bounds.
-        super::super::trim(dir.path(), &paths[4], 100, 25, is_entry);
+        crate::cache_folder::trim(dir.path(), &paths[4], 100, 25, is_entry);
         assert_eq!(left(), ["1.cwasm", "4.cwasm", "other.txt"]);
         // The entry just written stays, however old it looks.
         let old = dir.path().join("5.cwasm");
         std::fs::write(&old, [0u8; 10]).unwrap();
         std::fs::File::options().write(true).open(&old).unwrap().set_modified(now - hour * 9).unwrap();
-        super::super::trim(dir.path(), &old, 1, 1000, is_entry);
+        crate::cache_folder::trim(dir.path(), &old, 1, 1000, is_entry);
         assert_eq!(left(), ["5.cwasm", "other.txt"]);
     }
 
@@ -592,7 +594,7 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("modules");
         assert_eq!(unsafe_dir(&dir), None, "not there yet, in a private parent");
-        super::super::create_private_dir(&dir).unwrap();
+        crate::cache_folder::create_private_dir(&dir).unwrap();
         assert_eq!(unsafe_dir(&dir), None);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(unsafe_dir(&dir).unwrap().contains("written by other users"), "{:?}", unsafe_dir(&dir));

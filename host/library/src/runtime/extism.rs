@@ -22,6 +22,10 @@ use wasmtime::{
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+/// The host functions of hyper-mcp's `extism:host/user` (talking back to
+/// the client, keyring secrets, OAuth tokens): part of this flavour.
+pub(crate) mod user;
+
 use super::compile::Mapping;
 use super::files::P1Guest;
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
@@ -37,7 +41,7 @@ use crate::sandbox::format_size;
 pub(crate) const ENV: &str = "extism:host/env";
 /// The import module of host functions the embedding program supplies
 /// ([`HostFunction`]) and of hyper-mcp's ([`super::user`]).
-use super::user::USER;
+use user::USER;
 /// WASI preview 1.
 const WASI_P1: &str = "wasi_snapshot_preview1";
 
@@ -319,7 +323,7 @@ fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
     linker.func_wrap(ENV, "get_log_level", |c: Caller<'_, State>| log_level(&c.data().core))?;
 
     // hyper-mcp's host functions: talking back to the client.
-    super::user::define(&mut linker)?;
+    user::define(&mut linker)?;
     Ok(linker)
 }
 
@@ -463,7 +467,7 @@ impl ExtismModule {
                         user.push(embedders(function, ty)?);
                         continue;
                     }
-                    let Some(&(_, takes, returns)) = super::user::FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
+                    let Some(&(_, takes, returns)) = user::FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
                         let supplied: Vec<&str> = functions.iter().map(HostFunction::name).collect();
                         return Err(NotAPlugin(format!(
                             "it imports the host function `{USER}::{name}`, which is neither one of hyper-mcp's \
@@ -475,9 +479,9 @@ impl ExtismModule {
                             }
                         )));
                     };
-                    let (params, results) = super::user::signature(takes, returns);
+                    let (params, results) = user::signature(takes, returns);
                     check_type(&import.ty(), USER, name, &params, &results)?;
-                    dynamic_tools |= name == super::user::NOTIFY_TOOL_LIST_CHANGED;
+                    dynamic_tools |= name == user::NOTIFY_TOOL_LIST_CHANGED;
                 }
                 other => {
                     return Err(NotAPlugin(format!(

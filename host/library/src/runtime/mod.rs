@@ -29,104 +29,6 @@ pub(crate) mod builtin;
 #[cfg(feature = "cache")]
 pub(crate) mod cache;
 
-/// Create `dir` and the directories above it that are missing, each
-/// readable and writable by the current user alone (the umask may allow
-/// more: a cache directory others may write is refused as unsafe).
-#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
-pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
-/// Remove the least recently used files of `dir` that `is_entry` names
-/// (by modification time: written, or marked by a hit) while there are
-/// more than `max_entries` or they hold more than `max_bytes`; never
-/// `kept`, the entry just written.
-#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
-pub(crate) fn trim(
-    dir: &std::path::Path,
-    kept: &std::path::Path,
-    max_entries: usize,
-    max_bytes: u64,
-    is_entry: impl Fn(&std::path::Path) -> bool,
-) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| is_entry(&e.path()))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), e.path()))
-        })
-        .collect();
-    let (mut count, mut bytes) = (files.len(), files.iter().map(|f| f.1).sum::<u64>());
-    if count <= max_entries && bytes <= max_bytes {
-        return;
-    }
-    files.sort();
-    for (_, len, path) in &files {
-        if count <= max_entries && bytes <= max_bytes {
-            break;
-        }
-        if path != kept && std::fs::remove_file(path).is_ok() {
-            count -= 1;
-            bytes = bytes.saturating_sub(*len);
-        }
-    }
-}
-
-/// A hit older than this marks its cache entry used again (its
-/// modification time), so that trimming removes the least recently used
-/// first, at most one metadata write per entry per hour.
-#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
-const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Mark a hit's entry as used now, if it was last marked (or written)
-/// more than [`TOUCH_AFTER`] ago. Best effort: a cache on a read-only file
-/// system just trims by age of writing.
-#[cfg(any(feature = "cache", feature = "https", feature = "oci"))]
-pub(crate) fn touch(file: &std::fs::File) {
-    let now = std::time::SystemTime::now();
-    let stale = file
-        .metadata()
-        .and_then(|meta| meta.modified())
-        .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > TOUCH_AFTER));
-    if stale {
-        let _ = file.set_modified(now);
-    }
-}
-
-/// The environment variable that moves (or, set to `off` or empty, turns
-/// off) the CLI's caches: compiled modules
-/// ([`ModuleCache::from_env`](crate::ModuleCache)) in it, downloaded
-/// plugins ([`DownloadCache::from_env`](crate::DownloadCache::from_env)) in
-/// its `downloads` directory.
-pub const CACHE_DIR_ENV: &str = "TOOLHOST_CACHE_DIR";
-
-/// The CLI's directory for its cache `name`: `$TOOLHOST_CACHE_DIR` (with
-/// `name` under it if `nested`; `off` or empty: none), else
-/// `$XDG_CACHE_HOME/toolhost/<name>`, else `$HOME/.cache/toolhost/<name>`.
-pub(crate) fn cache_dir_from_env(name: &str, nested: bool) -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV) {
-        if dir.is_empty() || dir == "off" {
-            return None;
-        }
-        let dir = PathBuf::from(dir);
-        return Some(if nested { dir.join(name) } else { dir });
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("toolhost").join(name))
-}
 pub(crate) mod compile;
 #[cfg(feature = "component")]
 pub(crate) mod component;
@@ -140,7 +42,6 @@ pub(crate) mod outcome;
 pub(crate) mod output;
 mod stdio;
 pub(crate) mod ticker;
-pub(crate) mod user;
 #[cfg(feature = "wasi-http")]
 mod wasi_http;
 
@@ -506,63 +407,6 @@ impl Runtime {
     pub fn shared() -> &'static Runtime {
         static SHARED: OnceLock<Runtime> = OnceLock::new();
         SHARED.get_or_init(Runtime::new)
-    }
-
-    /// Configure a plugin loaded from a `.wasm` file, on this runtime.
-    pub fn plugin_from_file(&self, path: impl AsRef<std::path::Path>) -> crate::PluginBuilder {
-        crate::PluginBuilder::from_file(self.clone(), path.as_ref())
-    }
-
-    /// Configure a "plugin" whose tools are the embedding program's own
-    /// ([`BuiltinToolset`](crate::BuiltinToolset)): no Wasm, the same
-    /// checks, approvals, limits and telemetry as a plugin's tools.
-    pub fn plugin_from_builtin(&self, toolset: crate::BuiltinToolset) -> crate::PluginBuilder {
-        crate::PluginBuilder::from_builtin(self.clone(), Arc::new(toolset))
-    }
-
-    /// Configure a plugin loaded from Wasm bytes, on this runtime.
-    pub fn plugin_from_bytes(&self, wasm: impl Into<Arc<[u8]>>) -> crate::PluginBuilder {
-        crate::PluginBuilder::from_bytes(self.clone(), wasm.into())
-    }
-
-    /// Configure a plugin from wherever `source` says: a file, or a
-    /// download checked against its pin (from the
-    /// [download cache](RuntimeBuilder::with_download_cache) when it is
-    /// there).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Load`](crate::Error::Load) with the [`SourceError`](crate::SourceError)
-    /// as its source when a download fails, does not match its pin, or
-    /// this build cannot fetch from such a source.
-    pub async fn plugin_from_source(
-        &self,
-        source: &crate::PluginSource,
-        name: &str,
-    ) -> Result<crate::PluginBuilder, crate::Error> {
-        let fetched = match source {
-            crate::PluginSource::File(path) => return Ok(self.plugin_from_file(path)),
-            crate::PluginSource::Https(plugin) => {
-                crate::source::fetch_https(plugin, &self.inner.downloads, self.download_hosts()).await
-            }
-            crate::PluginSource::Oci(plugin) => {
-                crate::source::fetch_oci(plugin, &self.inner.downloads, self.download_hosts()).await
-            }
-        };
-        match fetched {
-            Ok(fetched) => {
-                tracing::debug!(
-                    plugin = name,
-                    from_cache = fetched.from_cache,
-                    bytes = fetched.wasm.len(),
-                    "plugin fetched"
-                );
-                Ok(self.plugin_from_bytes(fetched.wasm))
-            }
-            Err(e) => {
-                Err(crate::Error::Load { plugin: name.to_owned(), message: e.to_string(), source: Some(Box::new(e)) })
-            }
-        }
     }
 
     /// Where plugins downloaded by this runtime are kept.

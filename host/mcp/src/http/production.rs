@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::{Front, json_response};
 use crate::auth::{AuthFailure, Principal};
-use crate::http::{Front, json_response};
 
 /// A refusal by authorization: `401` (no token, or not a valid one) or
 /// `403` (a scope missing), with the `WWW-Authenticate` challenge.
@@ -91,7 +91,7 @@ pub(crate) fn scope_refusal_of(
     name: &str,
 ) -> Option<Response<Body>> {
     let principal = parts.extensions.get::<Principal>()?;
-    let crate::server::Resolved::Registry(registry) = front.source.resolve_parts(parts) else { return None };
+    let crate::tool_source::Resolved::Registry(registry) = front.source.resolve_parts(parts) else { return None };
     let missing: Vec<String> = registry
         .with_tool(name, |tool| {
             tool.enabled.then(|| tool.missing_scopes(&principal.scopes).into_iter().map(str::to_owned).collect())

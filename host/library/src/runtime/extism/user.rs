@@ -20,11 +20,11 @@ use wasmtime::{Caller, Linker, ValType};
 
 use std::sync::Arc;
 
-use super::extism::{State, kernel_parts, write_new};
-use super::guest::{self, GuestCore};
-use super::outcome::Stop;
+use super::{State, kernel_parts, write_new};
 use crate::client::{CallClient, ClientNotice, ClientRequest};
 use crate::context::LogLevel;
+use crate::runtime::guest::{self, GuestCore};
+use crate::runtime::outcome::Stop;
 
 /// The import module of hyper-mcp's host functions.
 pub(crate) const USER: &str = "extism:host/user";
@@ -349,7 +349,7 @@ pub(crate) fn json_argument(
             format!("its argument is {} bytes, more than the output limit of {max}", bytes.len()),
         ));
     }
-    super::output::parse_object(bytes, max).map_err(|problem| host_error(function, problem))
+    crate::runtime::output::parse_object(bytes, max).map_err(|problem| host_error(function, problem))
 }
 
 /// `value` as a new block of JSON.
