@@ -437,22 +437,21 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// Start one, or `None` (saying why on stderr) where PostgreSQL is not
-    /// installed and `TOOLHOST_REQUIRE_POSTGRES` is not set (CI sets it:
-    /// there a missing server fails the test).
-    pub fn start(name: &str) -> Option<Postgres> {
+    /// Start one. PostgreSQL is required: without it the test fails,
+    /// naming the package to install (`.ci/run` installs it).
+    pub fn start(name: &str) -> Postgres {
+        Postgres::start_if_installed(name).unwrap_or_else(|| {
+            panic!("{}", missing_service("PostgreSQL (/usr/lib/postgresql/*/bin/initdb)", "postgresql"))
+        })
+    }
+
+    /// Start one, or `None` where PostgreSQL is not installed: for a
+    /// benchmark, which then prints that it skipped its PostgreSQL part.
+    pub fn start_if_installed(name: &str) -> Option<Postgres> {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|versions| versions.filter_map(Result::ok).map(|v| v.path().join("bin")).max())
-            .filter(|bin| bin.join("initdb").exists());
-        let Some(bin) = bin else {
-            assert!(
-                std::env::var_os("TOOLHOST_REQUIRE_POSTGRES").is_none(),
-                "PostgreSQL is required (TOOLHOST_REQUIRE_POSTGRES) but /usr/lib/postgresql/*/bin/initdb is missing"
-            );
-            eprintln!("skipped: PostgreSQL is not installed (apt-get install postgresql)");
-            return None;
-        };
+            .filter(|bin| bin.join("initdb").exists())?;
         let dir = std::env::temp_dir().join(format!("toolhost-pg-{name}-{}", std::process::id()));
         std::fs::remove_dir_all(&dir).ok();
         std::fs::create_dir_all(&dir).expect("a directory for PostgreSQL");
@@ -501,4 +500,21 @@ impl Drop for Postgres {
         let _ = self.command("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output();
         std::fs::remove_dir_all(&self.dir).ok();
     }
+}
+
+/// Why a test that needs an external service fails without it: what is
+/// missing and the Debian package that brings it. The suite never skips
+/// such a test, so a green run has run them all.
+pub fn missing_service(what: &str, package: &str) -> String {
+    format!("{what} is not installed: this test needs it (Debian: apt-get install {package}; .ci/run installs it)")
+}
+
+/// The first of `paths` that is a file: the program an external service
+/// runs as; the test fails, naming the package, when none is.
+pub fn required_program(paths: &[&str], what: &str, package: &str) -> std::path::PathBuf {
+    paths
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{}", missing_service(what, package)))
 }

@@ -22,17 +22,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Debian's HAProxy, or `None` (the test is skipped, unless CI requires it).
-fn haproxy() -> Option<&'static str> {
-    let found = ["/usr/sbin/haproxy", "/usr/bin/haproxy"].into_iter().find(|p| std::path::Path::new(p).is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("TOOLHOST_REQUIRE_HAPROXY").is_none(),
-            "haproxy is not installed (Debian: apt-get install haproxy); .ci/run installs it"
-        );
-        eprintln!("SKIPPED: the load-balancer test needs Debian's haproxy (apt-get install haproxy)");
-    }
-    found
+/// Debian's HAProxy: the test fails, naming the package, without it.
+fn haproxy() -> std::path::PathBuf {
+    toolhost_tests::required_program(&["/usr/sbin/haproxy", "/usr/bin/haproxy"], "HAProxy", "haproxy")
 }
 
 fn free_port() -> u16 {
@@ -94,7 +86,7 @@ fn balancer_config(port: u16, backends: &[u16]) -> String {
 
 #[test]
 fn two_instances_behind_haproxy_serve_clients_across_both_and_survive_losing_one() {
-    let Some(haproxy) = haproxy() else { return };
+    let haproxy = haproxy();
     let dir = scratch("haproxy");
     let config = dir.join("toolsets.json");
     let document = json!({

@@ -444,7 +444,7 @@ fn a_managed_tool_sets_tools_are_changed_only_by_api_key_actors() {
 
 #[test]
 fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_postgresql() {
-    let Some(postgres) = toolhost_tests::Postgres::start("scenario") else { return };
+    let postgres = toolhost_tests::Postgres::start("scenario");
     let dir = scratch("postgres");
     drive(&postgres.url, &dir);
     std::fs::remove_dir_all(dir).ok();
@@ -488,7 +488,7 @@ fn notifications(mcp: &str, token: &str, session: &str) -> std::sync::mpsc::Rece
 
 #[test]
 fn two_instances_on_one_postgresql_share_tool_sets_and_record_each_sync_once() {
-    let Some(postgres) = toolhost_tests::Postgres::start("two") else { return };
+    let postgres = toolhost_tests::Postgres::start("two");
     let dir = scratch("two");
     let (_upstream, upstream_url) = upstream();
     let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
@@ -839,7 +839,7 @@ fn quotas_bound_tool_sets_per_workspace_and_tools_per_tool_set_on_sqlite() {
 
 #[test]
 fn quotas_bound_tool_sets_per_workspace_and_tools_per_tool_set_on_postgresql() {
-    let Some(postgres) = toolhost_tests::Postgres::start("quotas") else { return };
+    let postgres = toolhost_tests::Postgres::start("quotas");
     let dir = scratch("quotas-pg");
     quotas(&postgres.url, &dir);
     std::fs::remove_dir_all(dir).ok();

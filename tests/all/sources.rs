@@ -359,30 +359,23 @@ struct OciScene {
     client: oci_client::Client,
 }
 
-/// The registry of a test named `name`; `None` where the registry is not
-/// installed (outside CI).
-fn oci_scene(name: &str) -> Option<OciScene> {
-    let binary = registry_binary()?;
+/// The registry of a test named `name`, with a CA and a client of its own.
+fn oci_scene(name: &str) -> OciScene {
+    let binary = registry_binary();
     let dir = scratch(name);
     let ca = test_ca(&dir, "oci");
     let server = oci_registry(&binary, &dir, &ca);
     let host = format!("127.0.0.1:{}", server.port);
-    Some(OciScene { dir, server, host, client: pusher(&ca) })
+    OciScene { dir, server, host, client: pusher(&ca) }
 }
 
-/// Whether the reference registry is installed; in CI it must be.
-fn registry_binary() -> Option<PathBuf> {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+/// The reference registry's program, on the `PATH`: the test fails,
+/// naming the package, without it.
+fn registry_binary() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|dir| dir.join("docker-registry"))
-        .find(|path| path.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("TOOLHOST_REQUIRE_REGISTRY").is_none(),
-            "docker-registry is not installed (Debian: apt-get install docker-registry); .ci/run installs it"
-        );
-        eprintln!("SKIPPED: the OCI tests need Debian's docker-registry (apt-get install docker-registry)");
-    }
-    found
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{}", toolhost_tests::missing_service("docker-registry", "docker-registry")))
 }
 
 /// The reference registry on a free loopback port, over TLS with `ca`'s
@@ -471,7 +464,7 @@ fn tar_gz(files: &[(&str, &[u8])]) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oci_plugins_are_pulled_from_a_registry_by_digest_in_both_published_layouts() {
-    let Some(OciScene { dir, server: mut registry_server, host, client }) = oci_scene("oci") else { return };
+    let OciScene { dir, server: mut registry_server, host, client } = oci_scene("oci");
     let calculator = std::fs::read(example("calculator")).expect("calculator");
     let text = std::fs::read(example("text")).expect("text");
 
@@ -533,7 +526,7 @@ async fn oci_plugins_are_pulled_from_a_registry_by_digest_in_both_published_layo
 /// the manifest names many times is read (and unpacked) once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_artifacts_layers_are_bounded() {
-    let Some(OciScene { dir, server: _server, host, client }) = oci_scene("oci-layers") else { return };
+    let OciScene { dir, server: _server, host, client } = oci_scene("oci-layers");
     let image_config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
     let tar_type = "application/vnd.oci.image.layer.v1.tar+gzip";
     let two_modules = tar_gz(&[("a.wasm", b"\0asm\x01\0\0\0"), ("b.wasm", b"\0asm\x01\0\0\0")]);
@@ -575,7 +568,7 @@ async fn an_oci_artifacts_layers_are_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_image_index_resolves_to_the_wasm_platform_and_the_cli_lists_it() {
-    let Some(OciScene { dir, server: registry_server, host, client }) = oci_scene("oci-index") else { return };
+    let OciScene { dir, server: registry_server, host, client } = oci_scene("oci-index");
     let calculator = std::fs::read(example("calculator")).expect("calculator");
     let text = std::fs::read(example("text")).expect("text");
     // linux/amd64 holds the text plugin, wasi/wasm the calculator: the

@@ -133,7 +133,7 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("scratch");
     println!("tool-set service, {} tool sets in one workspace", tool_sets());
     run(&format!("sqlite://{}", dir.join("bench.db").display()), "sqlite", &dir);
-    if let Some(postgres) = toolhost_tests::Postgres::start("bench") {
+    if let Some(postgres) = toolhost_tests::Postgres::start_if_installed("bench") {
         run(&postgres.url, "postgres", &dir);
     }
     std::fs::remove_dir_all(&dir).ok();
