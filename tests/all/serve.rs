@@ -244,13 +244,9 @@ impl Session {
     }
 }
 
-/// A client that sends requests and does not read its answers is not read
-/// from either, once 1,024 are pending: its own pipe fills, not the
-/// server's memory (rmcp ran a task for every request, and the answers
-/// waited in memory). Once it reads, every answer comes.
-#[test]
-fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
-    const PINGS: usize = 10_000;
+/// `toolhost serve` of the calculator over stdio, with nothing sent yet:
+/// the server (killed when dropped), its input and its output.
+fn raw_stdio_calculator() -> (Server, ChildStdin, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(toolhost())
         .arg("serve")
         .arg(example("calculator"))
@@ -259,9 +255,19 @@ fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn toolhost serve");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let _server = Server(child);
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    (Server(child), stdin, stdout)
+}
+
+/// A client that sends requests and does not read its answers is not read
+/// from either, once 1,024 are pending: its own pipe fills, not the
+/// server's memory (rmcp ran a task for every request, and the answers
+/// waited in memory). Once it reads, every answer comes.
+#[test]
+fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
+    const PINGS: usize = 10_000;
+    let (_server, mut stdin, mut stdout) = raw_stdio_calculator();
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
     writeln!(stdin, "{initialize}").expect("write");
@@ -1025,17 +1031,7 @@ fn ctrl_c_stops_the_server_while_the_typescript_sdk_holds_its_stream() {
 fn an_unversioned_client_is_taken_and_batches_belong_to_2025_03_26_on_both_transports() {
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "no version"}}});
-    let mut child = Command::new(toolhost())
-        .arg("serve")
-        .arg(example("calculator"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn toolhost serve");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let _server = Server(child);
+    let (_server, mut stdin, mut stdout) = raw_stdio_calculator();
     writeln!(stdin, "{initialize}").expect("write");
     let mut line = String::new();
     stdout.read_line(&mut line).expect("the answer");
