@@ -564,14 +564,14 @@ impl Inner {
     }
 
     /// Whether checking `output` of the tool at `index` fits the async
-    /// executor ([`fits_inline`]). A result of the plain shape (text items; [`validate::plain`]) is
-    /// taken by hand, its texts unread, so only its `structuredContent`
-    /// is weighed, against the `outputSchema`; any other result is checked
-    /// against the protocol's schema, which matches base64 data with a
-    /// `pattern`, and is weighed whole, strings by their length. A typed
-    /// result (a component's, or a plain one read straight into the type)
-    /// is checked by its types, and its `structuredContent` against the
-    /// `outputSchema`.
+    /// executor ([`fits_inline`]). A result of the plain shape (text items;
+    /// [`validate::plain`]) is taken by hand, its texts unread, so only its
+    /// `structuredContent` is weighed, against the `outputSchema`; any
+    /// other result is checked against the protocol's schema, which
+    /// matches base64 data with a `pattern`, and is weighed whole, strings
+    /// by their length. A typed result (a component's, or a plain one read
+    /// straight into the type) is checked by its types, and its
+    /// `structuredContent` against the `outputSchema`.
     pub(super) fn output_fits_inline(&self, index: usize, output: &CallOutput) -> bool {
         let schema = self.output_schema(Some(index));
         let reads_text = schema.is_some_and(|schema| schema.reads_text);
