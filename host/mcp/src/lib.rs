@@ -44,6 +44,7 @@ mod http_limits;
 mod jsonrpc;
 #[cfg(feature = "production")]
 pub mod limits;
+mod listings;
 #[cfg(feature = "production")]
 mod metrics;
 #[cfg(feature = "client")]
@@ -57,6 +58,7 @@ mod talkback;
 #[cfg(feature = "production")]
 pub mod telemetry;
 mod tool_source;
+mod wire;
 
 #[cfg(feature = "client")]
 pub use client::McpConnector;

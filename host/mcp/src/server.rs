@@ -9,7 +9,6 @@
 //! stops the call's guest; a change of the registry's tools is announced
 //! with `notifications/tools/list_changed`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
@@ -20,13 +19,15 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::Value;
 
-use toolhost::{Approver, CallContext, Error, Registry};
+use toolhost::{Approver, CallContext, Error};
 
 use crate::caller::{Caller, Outlet};
 use crate::elicit::Elicitor;
+use crate::listings::Listings;
 #[cfg(feature = "production")]
 use crate::tool_source::principal_in;
 use crate::tool_source::{Resolved, ToolSource};
+use crate::wire;
 
 /// Who approves the calls of tools that require approval.
 #[derive(Clone)]
@@ -205,10 +206,7 @@ impl McpServer {
     /// grow the metrics or the limits' state.
     #[cfg(feature = "production")]
     fn serves(&self, source: &Resolved<'_>, name: &str) -> bool {
-        match source {
-            Resolved::Plugin(plugin) => plugin.tool(name).is_some(),
-            Resolved::Registry(registry) => registry.has_tool(name),
-        }
+        source.has_tool(name)
     }
 
     /// How many `tools/call` requests are being answered now, in every
@@ -282,7 +280,7 @@ impl McpServer {
     /// for [`ToolSource::Tenants`], those of the registry of a caller
     /// without a principal.
     pub fn tools_for(&self, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
-        tools_of(&self.source.resolve(&Default::default()), scopes)
+        self.source.resolve(&Default::default()).tools(scopes)
     }
 
     async fn call(
@@ -292,209 +290,7 @@ impl McpServer {
         approver: &dyn Approver,
         context: &CallContext,
     ) -> Result<toolhost_protocol::CallToolResult, Error> {
-        match source {
-            Resolved::Plugin(plugin) => plugin.call_tool_with(name, arguments, context).await,
-            Resolved::Registry(registry) => registry.call_with(name, arguments, approver, context).await,
-        }
-    }
-}
-
-/// The `tools/list` answers of registries, each kept until its registry
-/// changes (its [`generation`](Registry::generation) moves): listing 10,000
-/// tools does not clone and convert each tool's schemas again for every
-/// client that lists them.
-#[derive(Default)]
-struct Listings(std::sync::Mutex<HashMap<(usize, Option<toolhost::Scopes>), Listing>>);
-
-/// One registry's tools as `tools/list` lists them, for callers holding
-/// some scopes.
-struct Listing {
-    /// The registry listed (its address is the key; a registry dropped and
-    /// another made at the same address is not this one).
-    registry: std::sync::Weak<Registry>,
-    /// Its generation when listed.
-    generation: u64,
-    tools: Arc<Vec<rmcp::model::Tool>>,
-}
-
-/// Listings kept at most: one per registry (workspace) and set of scopes
-/// listing at once. Past it, the map starts again.
-const LISTINGS: usize = 256;
-
-impl Listings {
-    /// The tools of `registry` that callers holding `scopes` see, listed
-    /// anew only if the registry changed since they were last listed.
-    fn of(&self, registry: &Arc<Registry>, scopes: Option<&toolhost::Scopes>) -> Arc<Vec<rmcp::model::Tool>> {
-        // Read before the tools are: a change after this is listed again
-        // next time (its generation moves after its tools do).
-        let generation = registry.generation();
-        let key = (Arc::as_ptr(registry) as usize, scopes.cloned());
-        let kept = |map: &HashMap<_, Listing>| {
-            map.get(&key)
-                .filter(|l| l.generation == generation && std::ptr::eq(l.registry.as_ptr(), Arc::as_ptr(registry)))
-                .map(|l| Arc::clone(&l.tools))
-        };
-        if let Some(tools) = kept(&self.lock()) {
-            return tools;
-        }
-        let tools: Arc<Vec<rmcp::model::Tool>> = Arc::new(
-            registry
-                .snapshot()
-                .tools()
-                .into_iter()
-                .filter(|t| t.permits(scopes))
-                .map(|t| wire::tool(t.exposed()))
-                .collect(),
-        );
-        let mut map = self.lock();
-        if map.len() >= LISTINGS {
-            map.retain(|_, l| l.registry.strong_count() > 0);
-            if map.len() >= LISTINGS {
-                map.clear();
-            }
-        }
-        map.insert(key, Listing { registry: Arc::downgrade(registry), generation, tools: Arc::clone(&tools) });
-        tools
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, Option<toolhost::Scopes>), Listing>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The tools of `source` a caller holding `scopes` may see (`None`: every
-/// tool), sorted by name.
-fn tools_of(source: &Resolved<'_>, scopes: Option<&toolhost::Scopes>) -> Vec<toolhost_protocol::Tool> {
-    match source {
-        Resolved::Plugin(plugin) => {
-            let mut tools = plugin.tools().to_vec();
-            tools.sort_by(|a, b| a.name.cmp(&b.name));
-            tools
-        }
-        Resolved::Registry(registry) => {
-            registry.tools().iter().filter(|t| t.permits(scopes)).map(|t| t.exposed()).collect()
-        }
-    }
-}
-
-/// rmcp's types built from ours, field by field: no JSON round trip per
-/// call, and every result gets rmcp's defaults (`resultType: "complete"`,
-/// which protocol 2026-07-28 requires and rmcp strips for older peers).
-/// Fields our types keep only in `extra` (unknown to the protocol) are not
-/// carried over, as rmcp's types have nowhere to put them.
-mod wire {
-    use std::sync::Arc;
-
-    use rmcp::model as m;
-    use toolhost_protocol as p;
-
-    fn meta(meta: Option<p::JsonObject>) -> Option<m::MetaObject> {
-        meta.map(m::MetaObject)
-    }
-
-    fn annotations(annotations: Option<p::Annotations>) -> Option<m::Annotations> {
-        let a = annotations?;
-        let mut out = m::Annotations::default();
-        out.audience = a.audience.map(|roles| {
-            roles
-                .into_iter()
-                .map(|role| match role {
-                    p::Role::User => m::Role::User,
-                    p::Role::Assistant => m::Role::Assistant,
-                })
-                .collect()
-        });
-        // A priority is within 0.0..=1.0: f32 holds it.
-        out.priority = a.priority.map(|p| p as f32);
-        out.last_modified = a.last_modified;
-        Some(out)
-    }
-
-    fn resource_contents(r: p::ResourceContents) -> m::ResourceContents {
-        match (r.text, r.blob) {
-            (None, Some(blob)) => m::ResourceContents::BlobResourceContents {
-                uri: r.uri,
-                mime_type: r.mime_type,
-                blob,
-                meta: meta(r.meta),
-            },
-            (text, _) => m::ResourceContents::TextResourceContents {
-                uri: r.uri,
-                mime_type: r.mime_type,
-                text: text.unwrap_or_default(),
-                meta: meta(r.meta),
-            },
-        }
-    }
-
-    fn content(content: p::Content) -> m::ContentBlock {
-        match content {
-            p::Content::Text(t) => {
-                let mut out = m::TextContent::new(t.text);
-                out.meta = meta(t.meta);
-                out.annotations = annotations(t.annotations);
-                m::ContentBlock::Text(out)
-            }
-            p::Content::Image(b) => {
-                let mut out = m::ImageContent::new(b.data, b.mime_type);
-                out.meta = meta(b.meta);
-                out.annotations = annotations(b.annotations);
-                m::ContentBlock::Image(out)
-            }
-            p::Content::Audio(b) => {
-                let mut out = m::AudioContent::new(b.data, b.mime_type);
-                out.meta = meta(b.meta);
-                out.annotations = annotations(b.annotations);
-                m::ContentBlock::Audio(out)
-            }
-            p::Content::Resource(r) => {
-                let mut out = m::EmbeddedResource::new(resource_contents(r.resource));
-                out.meta = meta(r.meta);
-                out.annotations = annotations(r.annotations);
-                m::ContentBlock::Resource(out)
-            }
-            p::Content::ResourceLink(l) => {
-                let mut out = m::Resource::new(l.uri, l.name);
-                out.title = l.title;
-                out.description = l.description;
-                out.mime_type = l.mime_type;
-                out.size = l.size;
-                out.meta = meta(l.meta);
-                out.annotations = annotations(l.annotations);
-                m::ContentBlock::ResourceLink(out)
-            }
-        }
-    }
-
-    /// A tool's result as rmcp's `CallToolResult` (`resultType: "complete"`).
-    pub(super) fn call_tool_result(result: p::CallToolResult) -> m::CallToolResult {
-        let mut out = m::CallToolResult::default();
-        out.content = result.content.into_iter().map(content).collect();
-        out.structured_content = result.structured_content;
-        out.is_error = result.is_error;
-        out.meta = meta(result.meta);
-        out
-    }
-
-    /// A tool description as rmcp's `Tool`.
-    pub(super) fn tool(tool: p::Tool) -> m::Tool {
-        let mut out = m::Tool::default();
-        out.name = tool.name.into();
-        out.title = tool.title;
-        out.description = tool.description.map(Into::into);
-        out.input_schema = Arc::new(tool.input_schema);
-        out.output_schema = tool.output_schema.map(Arc::new);
-        out.annotations = tool.annotations.map(|a| {
-            m::ToolAnnotations::from_raw(
-                a.title,
-                a.read_only_hint,
-                a.destructive_hint,
-                a.idempotent_hint,
-                a.open_world_hint,
-            )
-        });
-        out.meta = meta(tool.meta);
-        out
+        source.call(name, arguments, approver, context).await
     }
 }
 
@@ -620,10 +416,7 @@ impl McpServer {
         let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
         #[cfg(feature = "production")]
         let span = self.tracer.as_ref().map(|tracer| {
-            let toolset = match &source {
-                Resolved::Plugin(plugin) => plugin.name().to_owned(),
-                Resolved::Registry(_) => name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned(),
-            };
+            let toolset = source.toolset_of(&name);
             let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
             let id = context.id.to_string();
             crate::telemetry::CallSpan::start(tracer, label, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
@@ -790,7 +583,7 @@ impl rmcp::ServerHandler for McpServer {
         };
         let tools = match self.source.resolve(&context.extensions) {
             Resolved::Registry(registry) => self.listings.of(&registry, scopes).as_ref().clone(),
-            plugin => tools_of(&plugin, scopes).into_iter().map(wire::tool).collect(),
+            plugin => plugin.tools(scopes).into_iter().map(wire::tool).collect(),
         };
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -810,10 +603,7 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
         let mut context = Caller::from(context);
         let call = self.call_context(&mut context);
-        let prompts = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => plugin.list_prompts(&call).await.map_err(offer_error)?.prompts,
-            Resolved::Registry(registry) => registry.list_prompts(&call).await,
-        };
+        let prompts = self.source.resolve(&context.extensions).list_prompts(&call).await.map_err(offer_error)?;
         Ok(rmcp::model::ListPromptsResult::with_all_items(to_rmcp(prompts)?))
     }
 
@@ -824,10 +614,7 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
         let mut context = Caller::from(context);
         let call = self.call_context(&mut context);
-        let result = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => plugin.get_prompt(&request.name, request.arguments, &call).await,
-            Resolved::Registry(registry) => registry.get_prompt(&request.name, request.arguments, &call).await,
-        };
+        let result = self.source.resolve(&context.extensions).get_prompt(&request.name, request.arguments, &call).await;
         let result: rmcp::model::GetPromptResult = to_rmcp(result.map_err(offer_error)?)?;
         Ok(result.into())
     }
@@ -839,10 +626,7 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
         let mut context = Caller::from(context);
         let call = self.call_context(&mut context);
-        let resources = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => plugin.list_resources(&call).await.map_err(offer_error)?.resources,
-            Resolved::Registry(registry) => registry.list_resources(&call).await,
-        };
+        let resources = self.source.resolve(&context.extensions).list_resources(&call).await.map_err(offer_error)?;
         Ok(rmcp::model::ListResourcesResult::with_all_items(to_rmcp(resources)?))
     }
 
@@ -853,12 +637,8 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
         let mut context = Caller::from(context);
         let call = self.call_context(&mut context);
-        let templates = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => {
-                plugin.list_resource_templates(&call).await.map_err(offer_error)?.resource_templates
-            }
-            Resolved::Registry(registry) => registry.list_resource_templates(&call).await,
-        };
+        let templates =
+            self.source.resolve(&context.extensions).list_resource_templates(&call).await.map_err(offer_error)?;
         Ok(rmcp::model::ListResourceTemplatesResult::with_all_items(to_rmcp(templates)?))
     }
 
@@ -869,10 +649,7 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
         let mut context = Caller::from(context);
         let call = self.call_context(&mut context);
-        let result = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => plugin.read_resource(&request.uri, &call).await,
-            Resolved::Registry(registry) => registry.read_resource(&request.uri, &call).await,
-        };
+        let result = self.source.resolve(&context.extensions).read_resource(&request.uri, &call).await;
         let result: rmcp::model::ReadResourceResult = to_rmcp(result.map_err(offer_error)?)?;
         Ok(result.into())
     }
@@ -889,10 +666,7 @@ impl rmcp::ServerHandler for McpServer {
         let arguments = request.context.and_then(|c| c.arguments).map(|arguments| {
             arguments.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<toolhost::protocol::JsonObject>()
         });
-        let result = match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => plugin.complete(&reference, argument, arguments, &call).await,
-            Resolved::Registry(registry) => registry.complete(&reference, argument, arguments, &call).await,
-        };
+        let result = self.source.resolve(&context.extensions).complete(&reference, argument, arguments, &call).await;
         to_rmcp(result.map_err(offer_error)?)
     }
 
@@ -916,14 +690,7 @@ impl rmcp::ServerHandler for McpServer {
 
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         let call = CallContext::new();
-        match self.source.resolve(&context.extensions) {
-            Resolved::Plugin(plugin) => {
-                if let Err(error) = plugin.roots_list_changed(&call).await {
-                    tracing::warn!("the plugin could not be told the roots changed: {error}");
-                }
-            }
-            Resolved::Registry(registry) => registry.roots_list_changed(&call).await,
-        }
+        self.source.resolve(&context.extensions).roots_list_changed(&call).await;
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

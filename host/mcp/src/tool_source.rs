@@ -3,7 +3,12 @@
 
 use std::sync::Arc;
 
-use toolhost::{Plugin, Registry};
+use serde_json::Value;
+use toolhost::protocol::{
+    CallToolResult, CompleteResult, CompletionReference, GetPromptResult, JsonObject, Prompt, ReadResourceResult,
+    Resource, ResourceTemplate, Tool,
+};
+use toolhost::{Approver, CallContext, Error, Plugin, Registry};
 
 /// What the server exposes.
 #[derive(Clone)]
@@ -77,4 +82,123 @@ impl ToolSource {
 #[cfg(feature = "production")]
 pub(crate) fn principal_in(extensions: &rmcp::model::Extensions) -> Option<&crate::auth::Principal> {
     extensions.get::<axum::http::request::Parts>()?.extensions.get::<crate::auth::Principal>()
+}
+
+/// What a plugin and a registry serve alike, each handler's one call:
+/// the only place that tells them apart.
+impl Resolved<'_> {
+    /// Whether `name` is one of its tools (to anyone).
+    #[cfg(feature = "production")]
+    pub(crate) fn has_tool(&self, name: &str) -> bool {
+        match self {
+            Resolved::Plugin(plugin) => plugin.tool(name).is_some(),
+            Resolved::Registry(registry) => registry.has_tool(name),
+        }
+    }
+
+    /// The toolset a tool's name belongs to: the plugin's name, or the
+    /// namespace before the separator.
+    #[cfg(feature = "production")]
+    pub(crate) fn toolset_of(&self, name: &str) -> String {
+        match self {
+            Resolved::Plugin(plugin) => plugin.name().to_owned(),
+            Resolved::Registry(_) => name.split_once(toolhost::NAMESPACE_SEPARATOR).map_or("", |p| p.0).to_owned(),
+        }
+    }
+
+    /// The tools a caller holding `scopes` may see (`None`: every tool),
+    /// sorted by name.
+    pub(crate) fn tools(&self, scopes: Option<&toolhost::Scopes>) -> Vec<Tool> {
+        match self {
+            Resolved::Plugin(plugin) => {
+                let mut tools = plugin.tools().to_vec();
+                tools.sort_by(|a, b| a.name.cmp(&b.name));
+                tools
+            }
+            Resolved::Registry(registry) => {
+                registry.tools().iter().filter(|t| t.permits(scopes)).map(|t| t.exposed()).collect()
+            }
+        }
+    }
+
+    /// Call a tool (a plugin's tools need no approval of the server's: its
+    /// caller approves them).
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        approver: &dyn Approver,
+        context: &CallContext,
+    ) -> Result<CallToolResult, Error> {
+        match self {
+            Resolved::Plugin(plugin) => plugin.call_tool_with(name, arguments, context).await,
+            Resolved::Registry(registry) => registry.call_with(name, arguments, approver, context).await,
+        }
+    }
+
+    pub(crate) async fn list_prompts(&self, call: &CallContext) -> Result<Vec<Prompt>, Error> {
+        match self {
+            Resolved::Plugin(plugin) => Ok(plugin.list_prompts(call).await?.prompts),
+            Resolved::Registry(registry) => Ok(registry.list_prompts(call).await),
+        }
+    }
+
+    pub(crate) async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        call: &CallContext,
+    ) -> Result<GetPromptResult, Error> {
+        match self {
+            Resolved::Plugin(plugin) => plugin.get_prompt(name, arguments, call).await,
+            Resolved::Registry(registry) => registry.get_prompt(name, arguments, call).await,
+        }
+    }
+
+    pub(crate) async fn list_resources(&self, call: &CallContext) -> Result<Vec<Resource>, Error> {
+        match self {
+            Resolved::Plugin(plugin) => Ok(plugin.list_resources(call).await?.resources),
+            Resolved::Registry(registry) => Ok(registry.list_resources(call).await),
+        }
+    }
+
+    pub(crate) async fn list_resource_templates(&self, call: &CallContext) -> Result<Vec<ResourceTemplate>, Error> {
+        match self {
+            Resolved::Plugin(plugin) => Ok(plugin.list_resource_templates(call).await?.resource_templates),
+            Resolved::Registry(registry) => Ok(registry.list_resource_templates(call).await),
+        }
+    }
+
+    pub(crate) async fn read_resource(&self, uri: &str, call: &CallContext) -> Result<ReadResourceResult, Error> {
+        match self {
+            Resolved::Plugin(plugin) => plugin.read_resource(uri, call).await,
+            Resolved::Registry(registry) => registry.read_resource(uri, call).await,
+        }
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        reference: &CompletionReference,
+        argument: (&str, &str),
+        arguments: Option<JsonObject>,
+        call: &CallContext,
+    ) -> Result<CompleteResult, Error> {
+        match self {
+            Resolved::Plugin(plugin) => plugin.complete(reference, argument, arguments, call).await,
+            Resolved::Registry(registry) => registry.complete(reference, argument, arguments, call).await,
+        }
+    }
+
+    /// Tell it the client's roots changed (a plugin that fails to hear it
+    /// is logged: nobody asked).
+    pub(crate) async fn roots_list_changed(&self, call: &CallContext) {
+        match self {
+            Resolved::Plugin(plugin) => {
+                if let Err(error) = plugin.roots_list_changed(call).await {
+                    tracing::warn!("the plugin could not be told the roots changed: {error}");
+                }
+            }
+            Resolved::Registry(registry) => registry.roots_list_changed(call).await,
+        }
+    }
 }
