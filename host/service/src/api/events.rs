@@ -1,0 +1,28 @@
+//! `/v1/tool_sets/{id}/events`: a tool set's sync events.
+
+use super::*;
+
+pub(super) async fn list_events(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Answer {
+    let actor = actor(&service, &headers).await?;
+    let (after, size) = page.limits()?;
+    // Events outlive their tool set: a deleted one's events are still
+    // listed (only ever to its own workspace).
+    if !after.is_empty() && !service.store.event_exists(&actor.workspace_id, &id, &after).await? {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("pageToken `{after}` is not an event of this tool set"),
+        ));
+    }
+    let events = service.store.list_events(&actor.workspace_id, &id, &after, size).await?;
+    if events.is_empty() && after.is_empty() {
+        find_tool_set(&service, &actor, &id).await?;
+    }
+    let next = next_token(&events, size, |e| &e.id);
+    let items: Vec<Value> = events.iter().map(event_json).collect();
+    Ok(json_response(StatusCode::OK, &json!({"events": items, "nextPageToken": next})))
+}
