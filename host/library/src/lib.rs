@@ -68,7 +68,7 @@ mod runtime;
 mod sandbox;
 mod secrets;
 mod source;
-mod sync;
+mod sync_events;
 mod telemetry;
 mod tool;
 mod validate;
@@ -110,7 +110,7 @@ pub use secrets::{
 pub use source::{
     DigestParseError, DownloadCache, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, SourceError,
 };
-pub use sync::{SyncEvent, ToolStatus, ToolsetEvent};
+pub use sync_events::{SyncEvent, ToolStatus, ToolsetEvent};
 pub use telemetry::{CallObserver, CallRecord};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::RegisteredTool;

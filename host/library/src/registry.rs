@@ -23,7 +23,7 @@ use crate::plugin::protected::{self, Reach};
 use crate::plugin::{Arguments, Asking, Plugin};
 use crate::runtime::Runtime;
 use crate::secrets::SecretProvider;
-use crate::sync::{SyncEvent, SyncLog, ToolsetEvent};
+use crate::sync_events::{SyncEvent, SyncLog, ToolsetEvent};
 use crate::tool::RegisteredTool;
 
 mod loading;

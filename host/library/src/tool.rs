@@ -65,8 +65,8 @@ impl RegisteredTool {
 
     /// `AVAILABLE` when callers see it, `FILTERED` when configuration or a
     /// filter left it out (the tool-set service model's status).
-    pub fn status(&self) -> crate::sync::ToolStatus {
-        if self.enabled { crate::sync::ToolStatus::Available } else { crate::sync::ToolStatus::Filtered }
+    pub fn status(&self) -> crate::sync_events::ToolStatus {
+        if self.enabled { crate::sync_events::ToolStatus::Available } else { crate::sync_events::ToolStatus::Filtered }
     }
 
     /// The tool as callers see it: its namespaced name, everything else as

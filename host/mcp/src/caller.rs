@@ -1,6 +1,6 @@
 //! Who a request answers to, however it arrived: through rmcp's service
 //! (stdio, sessions, every method) or answered on the HTTP connection's
-//! own task (a well-formed 2026-07-28 `tools/call`, see `direct.rs`).
+//! own task (a well-formed 2026-07-28 `tools/call`, see `stateless_call.rs`).
 
 use rmcp::model::{
     ClientCapabilities, Extensions, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,

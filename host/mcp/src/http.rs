@@ -192,7 +192,7 @@ pub(crate) struct Front {
     /// Set when shutting down: `/readyz` says so, for load balancers.
     pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
     /// What answers a 2026-07-28 `tools/call` on its connection's task.
-    pub(crate) direct: crate::direct::Direct,
+    pub(crate) direct: crate::stateless_call::Direct,
     /// How many sessions may be open, and how long a body may take.
     pub(crate) limits: HttpLimits,
     /// Held while a session is admitted and opened, so that two opened at
@@ -370,7 +370,7 @@ impl HttpServer {
         let mut hosts = own_hosts(bound);
         hosts.extend(options.allowed_hosts);
         // The hosts as rmcp's service is given them, for the direct path.
-        let direct_hosts = crate::direct::Hosts::new(&hosts);
+        let direct_hosts = crate::stateless_call::Hosts::new(&hosts);
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins)
             .enforce_origin_validation()
@@ -384,7 +384,7 @@ impl HttpServer {
             // MiB): a message is as large over a session as over stdio.
             .with_max_request_body_bytes(MAX_LINE);
         let stop = config.cancellation_token.clone();
-        let direct = crate::direct::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
+        let direct = crate::stateless_call::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
         let sessions = Arc::new(LocalSessionManager::default());
         let source = server.source().clone();
         let counting = server.clone();
@@ -672,12 +672,12 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     };
     // A well-formed 2026-07-28 tools/call: answered here, its body parsed
     // once, straight into the call.
-    if let Some(call) = crate::direct::admit(&front.direct.hosts, &parts, &bytes) {
+    if let Some(call) = crate::stateless_call::admit(&front.direct.hosts, &parts, &bytes) {
         #[cfg(feature = "production")]
         if let Some(refusal) = production::scope_refusal_of(front, &parts, &call.1.name) {
             return refusal;
         }
-        return crate::direct::answer(&front.direct.server, &front.direct.stop, parts, call).await;
+        return crate::stateless_call::answer(&front.direct.server, &front.direct.stop, parts, call).await;
     }
     let message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) => message,

@@ -31,11 +31,10 @@
 
 #[cfg(feature = "production")]
 pub mod auth;
+mod call_relay;
 mod caller;
 #[cfg(feature = "client")]
-mod client;
-#[cfg(feature = "http")]
-mod direct;
+mod connector;
 mod elicit;
 #[cfg(feature = "http")]
 mod http;
@@ -48,27 +47,28 @@ mod listings;
 #[cfg(feature = "production")]
 mod metrics;
 #[cfg(feature = "client")]
-mod reach;
+mod resolve;
 mod server;
 #[cfg(feature = "production")]
 mod settings;
+#[cfg(feature = "http")]
+mod stateless_call;
 #[cfg(feature = "stdio")]
 mod stdio;
-mod talkback;
 #[cfg(feature = "production")]
 pub mod telemetry;
 mod tool_source;
 mod wire;
 
 #[cfg(feature = "client")]
-pub use client::McpConnector;
+pub use connector::McpConnector;
 #[cfg(feature = "http")]
 pub use http::{HttpLimits, HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
 #[cfg(feature = "production")]
 pub use metrics::Metrics;
 #[cfg(feature = "client")]
-pub use reach::GrantedAddresses;
+pub use resolve::GrantedAddresses;
 pub use server::{Approvals, McpServer};
 #[cfg(feature = "production")]
 pub use settings::{LimitSettings, Rate, RateLimits, ServeSettings, SettingsError, TelemetrySettings};

@@ -234,7 +234,7 @@ impl McpServer {
     /// level or above. The caller's `_meta` is moved into the context, not
     /// copied.
     fn call_context(&self, context: &mut Caller) -> CallContext {
-        let client = crate::talkback::PeerClient {
+        let client = crate::call_relay::PeerClient {
             outlet: context.outlet.clone(),
             version: context.version.clone(),
             capabilities: context.capabilities.clone(),
@@ -264,7 +264,7 @@ impl McpServer {
             }
         });
         call_context.with_log_sink(move |line| {
-            let level = crate::talkback::mcp_level(line.level);
+            let level = crate::call_relay::mcp_level(line.level);
             if severity(level) >= severity(wanted) {
                 let _ = lines.send((level, line.plugin.to_owned(), line.message.to_owned()));
             }

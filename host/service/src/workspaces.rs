@@ -32,11 +32,11 @@ const CLAIM_SECONDS: i64 = 30;
 
 /// What this instance last saw of a tool set's sync: its outcome and its
 /// tools (to record only what changed).
-type Seen = (Value, Vec<(String, Value)>);
+type Recorded = (Value, Vec<(String, Value)>);
 
 /// A tool set's toolset (or why it has none) and the revision it was made
 /// from.
-type Made = (i64, Result<ToolsetConfig, String>);
+type Applied = (i64, Result<ToolsetConfig, String>);
 
 /// What this instance keeps of one tool set it follows.
 #[derive(Debug, Clone, Default)]
@@ -47,12 +47,12 @@ struct Tracked {
     name: String,
     /// Its toolset (or why it has none), made from the revision it names:
     /// that revision is what this instance applied.
-    made: Option<Made>,
+    applied: Option<Applied>,
     /// What was last recorded of its sync.
-    seen: Option<Seen>,
+    recorded: Option<Recorded>,
     /// When the registry's sync that was last settled (recorded, or found
     /// recorded) happened.
-    settled: Option<std::time::SystemTime>,
+    settled_at: Option<std::time::SystemTime>,
     /// This instance recorded `SyncStarted` for it: the sync's outcome is
     /// recorded whatever the store holds already.
     started: bool,
@@ -66,13 +66,13 @@ pub(crate) struct Held {
     _lock: tokio::sync::OwnedMutexGuard<()>,
 }
 
-/// Which of a workspace's tool sets a sync brings in line.
-enum Which {
+/// ToolSets of a workspace's tool sets a sync brings in line.
+enum ToolSets {
     /// All of them (the registry is made to match the store).
     All,
     /// These (by id; one that is gone from the store is removed), the
     /// others left as they are.
-    Some(Vec<String>),
+    Named(Vec<String>),
 }
 
 /// The registries of every workspace, and what keeps them in line with
@@ -197,7 +197,7 @@ impl Workspaces {
         workspaces.sort();
         workspaces.dedup();
         for workspace in workspaces {
-            self.sync(&workspace, Which::All).await?;
+            self.sync(&workspace, ToolSets::All).await?;
         }
         Ok(())
     }
@@ -227,13 +227,13 @@ impl Workspaces {
         {
             let tracked = self.tracked();
             for (id, (workspace, revision)) in &now {
-                let applied = tracked.get(id).and_then(|t| t.made.as_ref()).map(|(revision, _)| *revision);
+                let applied = tracked.get(id).and_then(|t| t.applied.as_ref()).map(|(revision, _)| *revision);
                 if applied != Some(*revision) {
                     changed.entry(workspace.clone()).or_default().push(id.clone());
                 }
             }
             // (An entry not applied yet is a create in progress here.)
-            for (id, t) in tracked.iter().filter(|(id, t)| !now.contains_key(*id) && t.made.is_some()) {
+            for (id, t) in tracked.iter().filter(|(id, t)| !now.contains_key(*id) && t.applied.is_some()) {
                 changed.entry(t.workspace.clone()).or_default().push(id.clone());
             }
         }
@@ -249,7 +249,7 @@ impl Workspaces {
             ids.dedup();
             let this = Arc::clone(&this);
             syncs.spawn(async move {
-                if let Err(error) = this.sync(&workspace, Which::Some(ids)).await {
+                if let Err(error) = this.sync(&workspace, ToolSets::Named(ids)).await {
                     tracing::warn!(workspace, "cannot sync the workspace: {error}");
                 }
             });
@@ -270,13 +270,13 @@ impl Workspaces {
             .tracked()
             .iter()
             .filter(|(_, t)| t.workspace == workspace)
-            .filter(|(_, t)| registry.last_sync(&t.name).is_some_and(|event| t.settled != Some(event.at)))
+            .filter(|(_, t)| registry.last_sync(&t.name).is_some_and(|event| t.settled_at != Some(event.at)))
             .map(|(id, _)| id.clone())
             .collect();
         if ids.is_empty() {
             return Ok(());
         }
-        self.sync(workspace, Which::Some(ids)).await
+        self.sync(workspace, ToolSets::Named(ids)).await
     }
 
     /// Hold off this instance's syncs of `workspace` while a change is
@@ -303,7 +303,7 @@ impl Workspaces {
             self.pending().insert((workspace.to_owned(), row.id.clone()));
             return Err(error);
         }
-        self.sync_locked(workspace, Which::Some(vec![row.id.clone()])).await
+        self.sync_locked(workspace, ToolSets::Named(vec![row.id.clone()])).await
     }
 
     /// Claim the right to record `row`'s syncs and record that one starts.
@@ -326,7 +326,7 @@ impl Workspaces {
         let mut tracked = self.tracked();
         let t = tracked.entry(row.id.clone()).or_default();
         t.workspace = row.workspace_id.clone();
-        (t.seen, t.settled, t.started) = (None, None, true);
+        (t.recorded, t.settled_at, t.started) = (None, None, true);
         Ok(())
     }
 
@@ -334,7 +334,7 @@ impl Workspaces {
     /// syncs since before the delete (`held`): its toolset goes.
     pub(crate) async fn deleted(&self, held: Held, workspace: &str, id: &str) -> Result<(), StoreError> {
         let _one_at_a_time = held;
-        self.sync_locked(workspace, Which::Some(vec![id.to_owned()])).await
+        self.sync_locked(workspace, ToolSets::Named(vec![id.to_owned()])).await
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
@@ -354,7 +354,7 @@ impl Workspaces {
     /// Bring tool sets of a workspace (`which`) in line with the store: the
     /// registry reloads only what changed, and what the syncs did is
     /// recorded.
-    async fn sync(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
+    async fn sync(&self, workspace: &str, which: ToolSets) -> Result<(), StoreError> {
         let lock = self.lock(workspace);
         let _one_at_a_time = lock.lock().await;
         self.sync_locked(workspace, which).await
@@ -362,10 +362,10 @@ impl Workspaces {
 
     /// [`sync`](Self::sync), the workspace's lock held by the caller. Tool
     /// sets whose sync fails are tried again on the next poll.
-    async fn sync_locked(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
+    async fn sync_locked(&self, workspace: &str, which: ToolSets) -> Result<(), StoreError> {
         let retry = match &which {
-            Which::Some(ids) => ids.clone(),
-            Which::All => Vec::new(),
+            ToolSets::Named(ids) => ids.clone(),
+            ToolSets::All => Vec::new(),
         };
         let done = self.bring_in_line(workspace, which).await;
         if done.is_err() {
@@ -375,14 +375,14 @@ impl Workspaces {
     }
 
     /// The work of [`sync_locked`](Self::sync_locked).
-    async fn bring_in_line(&self, workspace: &str, which: Which) -> Result<(), StoreError> {
+    async fn bring_in_line(&self, workspace: &str, which: ToolSets) -> Result<(), StoreError> {
         // Read under the lock: a sync never applies rows older than the
         // last one applied.
         let mut rows = Vec::new();
         let mut gone = Vec::new();
-        let all = matches!(which, Which::All);
+        let all = matches!(which, ToolSets::All);
         match which {
-            Which::All => {
+            ToolSets::All => {
                 rows = self.store.workspace_tool_sets(workspace).await?;
                 let present: HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
                 gone = (self.tracked().iter())
@@ -390,7 +390,7 @@ impl Workspaces {
                     .map(|(id, _)| id.clone())
                     .collect();
             }
-            Which::Some(ids) => {
+            ToolSets::Named(ids) => {
                 for id in ids {
                     match self.store.get_tool_set(workspace, &id).await {
                         Ok(row) => rows.push(row),
@@ -410,7 +410,7 @@ impl Workspaces {
         let mut made_now = Vec::new();
         for row in &rows {
             let (cached, old_name) = match self.tracked().get(&row.id) {
-                Some(t) => (t.made.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
+                Some(t) => (t.applied.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
                 None => (None, None),
             };
             let made = match cached {
@@ -452,7 +452,7 @@ impl Workspaces {
                 let t = tracked.entry(row.id.clone()).or_default();
                 t.workspace = row.workspace_id.clone();
                 t.name = row.name.clone();
-                t.made = Some((row.revision, made));
+                t.applied = Some((row.revision, made));
             }
             for id in &gone {
                 tracked.remove(id);
@@ -469,7 +469,7 @@ impl Workspaces {
                     // A toolset whose last sync was settled already has
                     // nothing new.
                     let Some(event) = registry.last_sync(&row.name) else { continue };
-                    if self.tracked().get(&row.id).is_some_and(|t| t.settled == Some(event.at) && !t.started) {
+                    if self.tracked().get(&row.id).is_some_and(|t| t.settled_at == Some(event.at) && !t.started) {
                         continue;
                     }
                     let found =
@@ -481,7 +481,7 @@ impl Workspaces {
                 && let Some(at) = at
                 && let Some(t) = self.tracked().get_mut(&row.id)
             {
-                t.settled = Some(at);
+                t.settled_at = Some(at);
             }
         }
         Ok(())
@@ -494,7 +494,7 @@ impl Workspaces {
     async fn settle(&self, row: &ToolSetRow, outcome: Value, found: Vec<(String, Value)>) -> Result<bool, StoreError> {
         let seen = (outcome.clone(), found.clone());
         let (known, started) = match self.tracked().get(&row.id) {
-            Some(t) => (t.seen.clone(), t.started),
+            Some(t) => (t.recorded.clone(), t.started),
             None => (None, false),
         };
         if known.as_ref() == Some(&seen) {
@@ -515,7 +515,7 @@ impl Workspaces {
         // record.
         if known.is_none() && !started && self.recorded_already(row, &outcome, &found).await? {
             if let Some(t) = self.tracked().get_mut(&row.id) {
-                t.seen = Some(seen);
+                t.recorded = Some(seen);
             }
             return Ok(true);
         }
@@ -532,7 +532,7 @@ impl Workspaces {
         }
         // Seen once recorded: a write that failed is tried again.
         if let Some(t) = self.tracked().get_mut(&row.id) {
-            (t.seen, t.started) = (Some(seen), false);
+            (t.recorded, t.started) = (Some(seen), false);
         }
         Ok(true)
     }
