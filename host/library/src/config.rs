@@ -496,110 +496,180 @@ struct RawValidation {
     lenient: bool,
 }
 
+/// The problems found in one toolset, each at a pointer under it.
+struct Problems<'a> {
+    pointer: &'a str,
+    found: Vec<ConfigProblem>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, at: &str, message: String) {
+        self.found.push(ConfigProblem { pointer: format!("{}{at}", self.pointer), message });
+    }
+}
+
+/// What a toolset's `server` sets: for `uri`, the plugin's source and its
+/// whole policy; for other kinds, the call settings, the rest of `server`
+/// going to the kind's connector.
+#[derive(Default)]
+struct ServerParts {
+    source: Option<PluginSource>,
+    policy: Policy,
+    validation: ValidationOptions,
+    secret_output: SecretOutput,
+    remote: serde_json::Map<String, Value>,
+}
+
 fn parse_toolset(
     base: &Path,
     pointer: &str,
     raw: Value,
     secrets: &Prefetched,
 ) -> Result<ToolsetConfig, Vec<ConfigProblem>> {
-    let problem = |at: &str, message: String| vec![ConfigProblem { pointer: format!("{pointer}{at}"), message }];
-    let raw: RawToolset = serde_json::from_value(raw).map_err(|e| problem("", e.to_string()))?;
-    let mut problems = Vec::new();
+    let mut problems = Problems { pointer, found: Vec::new() };
+    let raw: RawToolset = match serde_json::from_value(raw) {
+        Ok(raw) => raw,
+        Err(e) => {
+            problems.add("", e.to_string());
+            return Err(problems.found);
+        }
+    };
     let mut resolved = Vec::new();
     if raw.id.contains(NAMESPACE_SEPARATOR) {
-        problems.extend(problem("/id", format!("a toolset id may not contain `{NAMESPACE_SEPARATOR}`")));
+        problems.add("/id", format!("a toolset id may not contain `{NAMESPACE_SEPARATOR}`"));
     }
-
-    // Resolve references in `headers` (checked now, used by remote kinds) and `server`.
+    // References in `headers` (checked now, used by remote kinds) and `server`.
     let mut remote = RemoteServer::default();
     if let Some(mut headers) = raw.headers.clone() {
         match resolve_references(&mut headers, &format!("{pointer}/headers"), secrets, &mut resolved) {
-            Err(found) => problems.extend(found),
-            Ok(()) => match headers {
-                Value::Object(headers) => {
-                    for (name, value) in headers {
-                        match value {
-                            Value::String(value) => {
-                                remote.headers.insert(name, value);
-                            }
-                            _ => {
-                                let at = format!("/headers/{}", name.replace('~', "~0").replace('/', "~1"));
-                                problems.extend(problem(&at, "a header value is a string".to_owned()))
-                            }
-                        }
-                    }
-                }
-                _ => problems.extend(problem("/headers", "headers are an object of strings".to_owned())),
-            },
+            Err(found) => problems.found.extend(found),
+            Ok(()) => remote.headers = read_headers(headers, &mut problems),
         }
     }
-    let mut source = None;
-    let mut policy = Policy::default();
-    let mut validation = ValidationOptions::default();
-    let mut secret_output = SecretOutput::default();
+    let mut parts = ServerParts::default();
     if let Some(mut server) = raw.server.clone() {
         match resolve_references(&mut server, &format!("{pointer}/server"), secrets, &mut resolved) {
-            Err(found) => problems.extend(found),
-            Ok(()) if raw.kind == "uri" => match serde_json::from_value::<RawServer>(server) {
-                Ok(server) => {
-                    match plugin_source(base, &server) {
-                        Ok(found) => source = Some(found),
-                        Err((at, message)) => problems.extend(problem(&format!("/server/{at}"), message)),
-                    }
-                    if let Err(e) = server.policy.check() {
-                        problems.extend(problem("/server", e.to_string()));
-                    }
-                    policy = server.policy;
-                    validation.enforce_formats = server.validation.enforce_formats;
-                    validation.lenient = server.validation.lenient;
-                    secret_output = server.secret_output;
-                }
-                Err(e) => problems.extend(problem("/server", e.to_string())),
-            },
-            Ok(()) => {
-                if let Value::Object(mut server) = server {
-                    match take_call_settings(&mut server, &raw.kind) {
-                        Ok(settings) => {
-                            policy.limits = settings.limits;
-                            validation.enforce_formats = settings.validation.enforce_formats;
-                            validation.lenient = settings.validation.lenient;
-                            secret_output = settings.secret_output;
-                        }
-                        Err((at, message)) => problems.extend(problem(&format!("/server{at}"), message)),
-                    }
-                    remote.server = server;
-                }
-            }
+            Err(found) => problems.found.extend(found),
+            Ok(()) => parts = read_server(base, &raw.kind, server, &mut problems),
         }
     }
-    for (name, filter) in
-        [("includeTools", &raw.extensions.include_tools), ("excludeTools", &raw.extensions.exclude_tools)]
-    {
-        if let Some(Err(message)) = filter.as_ref().map(ToolFilter::check) {
-            problems.extend(problem(&format!("/extensions/{name}"), message));
-        }
-    }
-    if let Some(Err(message)) = raw.extensions.tool_approvals.only.as_ref().map(ToolFilter::check) {
-        problems.extend(problem("/extensions/toolApprovals/only", message));
-    }
-    if !problems.is_empty() {
+    remote.server = std::mem::take(&mut parts.remote);
+    check_filters(&raw.extensions, &mut problems);
+    if !problems.found.is_empty() {
         // A parse error may quote a value; secret values never leave.
-        for problem in &mut problems {
+        for problem in &mut problems.found {
             for (name, value) in &resolved {
                 if !value.is_empty() {
                     problem.message = problem.message.replace(value.as_str(), &format!("[secret {name}]"));
                 }
             }
         }
-        return Err(problems);
+        return Err(problems.found);
     }
+    let mut sensitive = SensitiveValues::new();
+    for (name, value) in resolved {
+        sensitive.push(name, value);
+    }
+    Ok(ToolsetConfig {
+        defaults: ToolSettings {
+            enabled: raw.toolset_defaults.enabled.unwrap_or(true),
+            requires_approval: raw.toolset_defaults.requires_approval.unwrap_or(false),
+        },
+        tools: tool_overrides(raw.tools),
+        id: raw.id,
+        kind: raw.kind,
+        version: raw.version,
+        source: parts.source,
+        policy: parts.policy,
+        validation: parts.validation,
+        secret_output: parts.secret_output,
+        secrets: raw.secrets,
+        keyring: raw.keyring,
+        sensitive,
+        include: raw.extensions.include_tools,
+        exclude: raw.extensions.exclude_tools,
+        approvals: raw.extensions.tool_approvals,
+        required_scopes: raw.extensions.required_scopes,
+        remote,
+        pointer: pointer.to_owned(),
+        file: None,
+    })
+}
 
-    let defaults = ToolSettings {
-        enabled: raw.toolset_defaults.enabled.unwrap_or(true),
-        requires_approval: raw.toolset_defaults.requires_approval.unwrap_or(false),
+/// `headers` (references resolved) as names and values; what is not a
+/// string is a problem at its member.
+fn read_headers(headers: Value, problems: &mut Problems) -> BTreeMap<String, String> {
+    let mut read = BTreeMap::new();
+    let Value::Object(headers) = headers else {
+        problems.add("/headers", "headers are an object of strings".to_owned());
+        return read;
     };
-    let tools = raw
-        .tools
+    for (name, value) in headers {
+        match value {
+            Value::String(value) => {
+                read.insert(name, value);
+            }
+            _ => {
+                let at = format!("/headers/{}", name.replace('~', "~0").replace('/', "~1"));
+                problems.add(&at, "a header value is a string".to_owned());
+            }
+        }
+    }
+    read
+}
+
+/// What `server` (references resolved) sets for a toolset of `kind`.
+fn read_server(base: &Path, kind: &str, server: Value, problems: &mut Problems) -> ServerParts {
+    let mut parts = ServerParts::default();
+    if kind == "uri" {
+        match serde_json::from_value::<RawServer>(server) {
+            Ok(server) => {
+                match plugin_source(base, &server) {
+                    Ok(found) => parts.source = Some(found),
+                    Err((at, message)) => problems.add(&format!("/server/{at}"), message),
+                }
+                if let Err(e) = server.policy.check() {
+                    problems.add("/server", e.to_string());
+                }
+                parts.policy = server.policy;
+                parts.validation.enforce_formats = server.validation.enforce_formats;
+                parts.validation.lenient = server.validation.lenient;
+                parts.secret_output = server.secret_output;
+            }
+            Err(e) => problems.add("/server", e.to_string()),
+        }
+        return parts;
+    }
+    if let Value::Object(mut server) = server {
+        match take_call_settings(&mut server, kind) {
+            Ok(settings) => {
+                parts.policy.limits = settings.limits;
+                parts.validation.enforce_formats = settings.validation.enforce_formats;
+                parts.validation.lenient = settings.validation.lenient;
+                parts.secret_output = settings.secret_output;
+            }
+            Err((at, message)) => problems.add(&format!("/server{at}"), message),
+        }
+        parts.remote = server;
+    }
+    parts
+}
+
+/// The filters of `extensions` that the registry would refuse.
+fn check_filters(extensions: &RawExtensions, problems: &mut Problems) {
+    for (name, filter) in [("includeTools", &extensions.include_tools), ("excludeTools", &extensions.exclude_tools)] {
+        if let Some(Err(message)) = filter.as_ref().map(ToolFilter::check) {
+            problems.add(&format!("/extensions/{name}"), message);
+        }
+    }
+    if let Some(Err(message)) = extensions.tool_approvals.only.as_ref().map(ToolFilter::check) {
+        problems.add("/extensions/toolApprovals/only", message);
+    }
+}
+
+/// The settings the `tools` list gives tools, by name.
+fn tool_overrides(tools: Vec<RawTool>) -> BTreeMap<String, ToolOverride> {
+    tools
         .into_iter()
         .map(|t| {
             let listed = ToolOverride {
@@ -609,34 +679,7 @@ fn parse_toolset(
             };
             (t.name, listed)
         })
-        .collect();
-    Ok(ToolsetConfig {
-        id: raw.id,
-        kind: raw.kind,
-        version: raw.version,
-        source,
-        policy,
-        validation,
-        secret_output,
-        secrets: raw.secrets,
-        keyring: raw.keyring,
-        sensitive: {
-            let mut sensitive = SensitiveValues::new();
-            for (name, value) in resolved {
-                sensitive.push(name, value);
-            }
-            sensitive
-        },
-        defaults,
-        tools,
-        include: raw.extensions.include_tools,
-        exclude: raw.extensions.exclude_tools,
-        approvals: raw.extensions.tool_approvals,
-        required_scopes: raw.extensions.required_scopes,
-        remote,
-        pointer: pointer.to_owned(),
-        file: None,
-    })
+        .collect()
 }
 
 /// Where a `uri` toolset's plugin is: a path (relative to the configuration
