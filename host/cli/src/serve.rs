@@ -119,89 +119,17 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         secrets,
         options,
     } = args;
-    let (pairs, toolsets) = options.config(None).map_err(usage)?;
     let approvals = if yes {
         Approvals::Approver(Arc::new(ApproveAll))
     } else {
         Approvals::AskTheUser { timeout: approval_timeout }
     };
-    let mut watching = None;
-    let mut registry_of_file = None;
-    let mut settings = ServeSettings::default();
-    let mut base = std::path::PathBuf::from(".");
-    let source = match (plugin, toolsets) {
-        (Some(plugin), None) => ToolSource::Plugin(options.load(&plugin, pairs, Some(&secrets)).await?),
-        (None, Some(file)) => {
-            if options.configures_a_plugin() || !pairs.is_empty() {
-                return Err(usage(anyhow::anyhow!(
-                    "with a toolsets file, grants, limits and config come from the file, not from flags"
-                )));
-            }
-            secrets.not_with_toolsets()?;
-            let (registry, section) = load_serving(&file, &secrets).await?;
-            if let Some(section) = section {
-                settings = ServeSettings::from_section(&section)
-                    .map_err(|problem| usage(anyhow::anyhow!("invalid configuration {}: {problem}", file.display())))?;
-            }
-            base = file.parent().map(std::path::Path::to_path_buf).unwrap_or(base);
-            registry_of_file = Some(Arc::clone(&registry));
-            // Follows the file while serving (the handle lives as long as
-            // this function, which serves until the process ends).
-            watching = Some(
-                ToolsetsWatcher::new(file, secrets.provider(), Arc::clone(&registry))
-                    .on_event(|event| match event {
-                        WatchEvent::Applied(report) => crate::output::print_load_report(&report),
-                        WatchEvent::Rejected(error) => eprintln!(
-                            "warning: the changed configuration was not applied: {}",
-                            crate::terminal::escaped(&error.to_string())
-                        ),
-                        _ => {}
-                    })
-                    .spawn(),
-            );
-            ToolSource::Registry(registry)
-        }
-        _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
-    };
-    let service_settings = match (store, &settings.service) {
-        (None, None) => None,
-        (store, section) => {
-            let mut service = match section {
-                Some(section) => {
-                    let mut service = toolhost_service::ServiceSettings::from_section(section)
-                        .map_err(|problem| usage(anyhow::anyhow!("invalid configuration: {problem}")))?;
-                    // A relative SQLite path, like every path of the file,
-                    // is relative to the file.
-                    if let Some(path) = service.store.strip_prefix("sqlite://")
-                        && std::path::Path::new(path).is_relative()
-                    {
-                        service.store = format!("sqlite://{}", base.join(path).display());
-                    }
-                    service
-                }
-                None => toolhost_service::ServiceSettings::new(""),
-            };
-            if let Some(store) = store {
-                service.store = store;
-            }
-            if http.is_none() {
-                return Err(usage(anyhow::anyhow!("the tool-set service (--store, serve.service) needs --http")));
-            }
-            if settings.auth.is_none() {
-                return Err(usage(anyhow::anyhow!(
-                    "the tool-set service needs serve.auth in the toolsets file: every request's token names its workspace"
-                )));
-            }
-            if registry_of_file.as_ref().is_some_and(|registry| !registry.toolset_ids().is_empty()) {
-                return Err(usage(anyhow::anyhow!(
-                    "with the tool-set service, tool sets come from its store: the file's `toolsets` must be empty"
-                )));
-            }
-            Some(service)
-        }
-    };
+    let served = served(plugin, options, &secrets).await?;
+    let service_settings = service_settings(store, &served, http.is_some())?;
+    let settings = &served.settings;
     let metrics = (metrics || settings.telemetry.metrics).then(|| Arc::new(Metrics::new()));
-    let mut server = McpServer::with_approvals(source, approvals).with_rate_limits(settings.rate_limits.clone());
+    let mut server =
+        McpServer::with_approvals(served.source.clone(), approvals).with_rate_limits(settings.rate_limits.clone());
     if let Some(metrics) = &metrics {
         server = server.with_metrics(Arc::clone(metrics));
     }
@@ -223,7 +151,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
             None
         }
         Some(addr) => Some(
-            HttpOptions::from_settings(addr, &settings, &base, metrics)
+            HttpOptions::from_settings(addr, settings, &served.base, metrics)
                 .await
                 .map_err(|error| usage(anyhow::anyhow!(error)))?
                 .allow_origins(allow_origins)
@@ -234,26 +162,143 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     if let Some(service) = service_settings
         && let Some(options) = http.take()
     {
-        let Some(auth) = options.auth.clone() else {
-            return Err(usage(anyhow::anyhow!("the tool-set service needs serve.auth in the toolsets file")));
-        };
-        let redacted = service.store_redacted();
-        let service = toolhost_service::Service::start(service, auth, crate::runtime_builder()).await.map_err(
+        let (tenants, options) = start_service(service, options).await?;
+        server = server.with_source(tenants);
+        http = Some(options);
+    }
+    let outcome = serve::serve(server, http).await;
+    if let Some(tracing) = tracing {
+        // The spans not sent yet go now (the exporter blocks on its thread).
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
+    outcome.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+    drop(served);
+    Ok(0)
+}
+
+/// What `serve` serves: one plugin, or a toolsets file's registry (followed
+/// while serving) with its `serve` section.
+struct Served {
+    source: ToolSource,
+    /// The registry of a toolsets file.
+    registry_of_file: Option<Arc<toolhost::Registry>>,
+    settings: ServeSettings,
+    /// Where relative paths of the file are from.
+    base: PathBuf,
+    /// Follows the file while serving (dropped when serving ends).
+    _watching: Option<toolhost::WatchHandle>,
+}
+
+/// Load the plugin, or the toolsets file and its watcher.
+async fn served(plugin: Option<PathBuf>, options: PluginOptions, secrets: &SecretOptions) -> Result<Served, Failure> {
+    let (pairs, toolsets) = options.config(None).map_err(usage)?;
+    let file = match (plugin, toolsets) {
+        (Some(plugin), None) => {
+            return Ok(Served {
+                source: ToolSource::Plugin(options.load(&plugin, pairs, Some(secrets)).await?),
+                registry_of_file: None,
+                settings: ServeSettings::default(),
+                base: PathBuf::from("."),
+                _watching: None,
+            });
+        }
+        (None, Some(file)) => file,
+        _ => return Err(usage(anyhow::anyhow!("give PLUGIN.wasm or --config TOOLSETS_FILE (one of them)"))),
+    };
+    if options.configures_a_plugin() || !pairs.is_empty() {
+        return Err(usage(anyhow::anyhow!(
+            "with a toolsets file, grants, limits and config come from the file, not from flags"
+        )));
+    }
+    secrets.not_with_toolsets()?;
+    let (registry, section) = load_serving(&file, secrets).await?;
+    let settings = match section {
+        Some(section) => ServeSettings::from_section(&section)
+            .map_err(|problem| usage(anyhow::anyhow!("invalid configuration {}: {problem}", file.display())))?,
+        None => ServeSettings::default(),
+    };
+    let base = file.parent().map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
+    let watching = ToolsetsWatcher::new(file, secrets.provider(), Arc::clone(&registry))
+        .on_event(|event| match event {
+            WatchEvent::Applied(report) => crate::output::print_load_report(&report),
+            WatchEvent::Rejected(error) => eprintln!(
+                "warning: the changed configuration was not applied: {}",
+                crate::terminal::escaped(&error.to_string())
+            ),
+            _ => {}
+        })
+        .spawn();
+    Ok(Served {
+        source: ToolSource::Registry(Arc::clone(&registry)),
+        registry_of_file: Some(registry),
+        settings,
+        base,
+        _watching: Some(watching),
+    })
+}
+
+/// The tool-set service's settings, if it is asked for (`--store`, or
+/// `serve.service` in the file); what it needs is checked here.
+fn service_settings(
+    store: Option<String>,
+    served: &Served,
+    over_http: bool,
+) -> Result<Option<toolhost_service::ServiceSettings>, Failure> {
+    let section = &served.settings.service;
+    if store.is_none() && section.is_none() {
+        return Ok(None);
+    }
+    let mut service = match section {
+        Some(section) => {
+            let mut service = toolhost_service::ServiceSettings::from_section(section)
+                .map_err(|problem| usage(anyhow::anyhow!("invalid configuration: {problem}")))?;
+            // A relative SQLite path, like every path of the file, is
+            // relative to the file.
+            if let Some(path) = service.store.strip_prefix("sqlite://")
+                && std::path::Path::new(path).is_relative()
+            {
+                service.store = format!("sqlite://{}", served.base.join(path).display());
+            }
+            service
+        }
+        None => toolhost_service::ServiceSettings::new(""),
+    };
+    if let Some(store) = store {
+        service.store = store;
+    }
+    if !over_http {
+        return Err(usage(anyhow::anyhow!("the tool-set service (--store, serve.service) needs --http")));
+    }
+    if served.settings.auth.is_none() {
+        return Err(usage(anyhow::anyhow!(
+            "the tool-set service needs serve.auth in the toolsets file: every request's token names its workspace"
+        )));
+    }
+    if served.registry_of_file.as_ref().is_some_and(|registry| !registry.toolset_ids().is_empty()) {
+        return Err(usage(anyhow::anyhow!(
+            "with the tool-set service, tool sets come from its store: the file's `toolsets` must be empty"
+        )));
+    }
+    Ok(Some(service))
+}
+
+/// Start the tool-set service: what the server serves (each workspace its
+/// registry) and the HTTP options with its routes.
+async fn start_service(
+    service: toolhost_service::ServiceSettings,
+    options: HttpOptions,
+) -> Result<(ToolSource, HttpOptions), Failure> {
+    let Some(auth) = options.auth.clone() else {
+        return Err(usage(anyhow::anyhow!("the tool-set service needs serve.auth in the toolsets file")));
+    };
+    let redacted = service.store_redacted();
+    let service =
+        toolhost_service::Service::start(service, auth, crate::runtime_builder()).await.map_err(
             |error| match error {
                 toolhost_service::ServiceError::Settings(_) => usage(anyhow::anyhow!(error)),
                 _ => Failure { code: exit::PLUGIN_FAILED, error: anyhow::anyhow!(error) },
             },
         )?;
-        eprintln!("toolhost: the tool-set service is at /v1/tool_sets, its store {redacted}");
-        server = server.with_source(toolhost_mcp::ToolSource::Tenants(service.tenants()));
-        http = Some(options.with_routes(service.routes()));
-    }
-    let served = serve::serve(server, http).await;
-    if let Some(tracing) = tracing {
-        // The spans not sent yet go now (the exporter blocks on its thread).
-        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
-    }
-    served.map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
-    drop(watching);
-    Ok(0)
+    eprintln!("toolhost: the tool-set service is at /v1/tool_sets, its store {redacted}");
+    Ok((toolhost_mcp::ToolSource::Tenants(service.tenants()), options.with_routes(service.routes())))
 }
