@@ -269,11 +269,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        let sql = format!(
-            "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
-             WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $16"
-        );
-        let done = sqlx::query(&sql)
+        let sql = insert_within_quota_sql("tool_sets", TOOL_SET_COLUMNS, "workspace_id", 3);
+        let insert = sqlx::query(&sql)
             .bind(&row.id)
             .bind(&row.account_id)
             .bind(&row.workspace_id)
@@ -289,16 +286,9 @@ impl Store {
             .bind(row.revision)
             .bind(row.tool_count)
             .bind(row.last_sync.as_ref().map(Value::to_string))
-            .bind(quota)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| name_taken(e, &row.name))?;
-        if done.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Err(StoreError::Quota(format!("the workspace has {quota} tool sets, as many as it may have")));
-        }
-        tx.commit().await?;
-        Ok(())
+            .bind(quota);
+        let full = || format!("the workspace has {quota} tool sets, as many as it may have");
+        commit_within_quota(tx, insert, &row.name, full).await
     }
 
     /// Change a tool set's name, external id, labels and spec, if its
@@ -423,11 +413,8 @@ impl Store {
         if bumped.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
-        let sql = format!(
-            "INSERT INTO tools ({TOOL_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 \
-             WHERE (SELECT COUNT(*) FROM tools WHERE tool_set_id = $2) < $17"
-        );
-        let done = sqlx::query(&sql)
+        let sql = insert_within_quota_sql("tools", TOOL_COLUMNS, "tool_set_id", 2);
+        let insert = sqlx::query(&sql)
             .bind(&row.id)
             .bind(&row.tool_set_id)
             .bind(&row.account_id)
@@ -444,16 +431,9 @@ impl Store {
             .bind(row.version)
             .bind(row.enabled_override.map(i64::from))
             .bind(row.approval_override.map(i64::from))
-            .bind(quota)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| name_taken(e, &row.name))?;
-        if done.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Err(StoreError::Quota(format!("the tool set has {quota} tools, as many as it may have")));
-        }
-        tx.commit().await?;
-        Ok(())
+            .bind(quota);
+        let full = || format!("the tool set has {quota} tools, as many as it may have");
+        commit_within_quota(tx, insert, &row.name, full).await
     }
 
     /// Change a tool, if its version is still `expected`.
@@ -777,6 +757,38 @@ fn tool_row(row: &AnyRow) -> Result<ToolRow, StoreError> {
 }
 
 /// A unique-name violation as a conflict naming the name.
+/// An insert of a row into `table` (its `columns`, bound in order) that
+/// inserts nothing once the rows sharing its `scope` column (the
+/// `scope_at`-th bound value) number the quota, bound last: the count and
+/// the insert in one statement.
+fn insert_within_quota_sql(table: &str, columns: &str, scope: &str, scope_at: usize) -> String {
+    let count = columns.split(',').count();
+    let values: Vec<String> = (1..=count).map(|n| format!("${n}")).collect();
+    format!(
+        "INSERT INTO {table} ({columns}) SELECT {} WHERE (SELECT COUNT(*) FROM {table} WHERE {scope} = ${scope_at}) < ${}",
+        values.join(", "),
+        count + 1
+    )
+}
+
+/// Run a quota-checked insert ([`insert_within_quota_sql`]) in `tx` and
+/// commit it: a name already taken is a conflict naming `name`, and no row
+/// inserted means the quota is used up (`full` says whose).
+async fn commit_within_quota<'q>(
+    mut tx: sqlx::Transaction<'_, sqlx::Any>,
+    insert: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    name: &str,
+    full: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    let done = insert.execute(&mut *tx).await.map_err(|e| name_taken(e, name))?;
+    if done.rows_affected() == 0 {
+        tx.rollback().await?;
+        return Err(StoreError::Quota(full()));
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 fn name_taken(error: sqlx::Error, name: &str) -> StoreError {
     match &error {
         sqlx::Error::Database(db) if db.is_unique_violation() => {
@@ -791,4 +803,27 @@ fn changed_since(current: i64, expected: Option<i64>) -> StoreError {
         Some(expected) => format!("the resource is at version {current}, not {expected}: read it again"),
         None => "the resource changed meanwhile: read it again".to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_checked_insert_binds_every_column_then_the_quota() {
+        assert_eq!(
+            insert_within_quota_sql("tool_sets", TOOL_SET_COLUMNS, "workspace_id", 3),
+            format!(
+                "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+                 $13, $14, $15 WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $16"
+            )
+        );
+        assert_eq!(
+            insert_within_quota_sql("tools", TOOL_COLUMNS, "tool_set_id", 2),
+            format!(
+                "INSERT INTO tools ({TOOL_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+                 $14, $15, $16 WHERE (SELECT COUNT(*) FROM tools WHERE tool_set_id = $2) < $17"
+            )
+        );
+    }
 }
