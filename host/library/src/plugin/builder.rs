@@ -370,41 +370,7 @@ impl PluginBuilder {
         let kernel_cache = self.runtime.module_cache().clone();
         #[cfg(not(feature = "cache"))]
         let kernel_cache = NoCache;
-        let compilers = self.runtime.compilers();
-        // A warm load finds its module on this thread: see `cached`.
-        let hit = if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-            let (runtime, kernel_cache) = (&self.runtime, &kernel_cache);
-            tokio::task::block_in_place(|| {
-                let found = cached(&self.source, &cache, &engine, compilers)?;
-                // (A kernel that cannot be made: the lookup below says why.)
-                let kernel = found.compiled.module().is_none()
-                    || ready_kernel(runtime, kind, found.info.tier, kernel_cache).is_ok();
-                kernel.then_some(found)
-            })
-        } else {
-            None
-        };
-        let found = match hit {
-            Some(found) => found,
-            None => {
-                let (source, loading, runtime) = (self.source.clone(), name.clone(), self.runtime.clone());
-                let (cache, kernel_cache) = (cache.clone(), kernel_cache.clone());
-                let lookup = tokio::task::spawn_blocking(move || {
-                    // Made only when a plugin is compiled on it: a cache hit
-                    // needs no second engine.
-                    let baseline = || runtime.baseline_engines(kind).map(|engines| &engines.engine);
-                    // On a miss, the baseline compiler's kernel (when it is not
-                    // cached either) compiles beside the plugin, not after it.
-                    let kernel = || drop(ready_kernel(&runtime, kind, Tier::Baseline, &kernel_cache));
-                    let found = compile(&loading, &source, &cache, &engine, (compilers, &baseline), &kernel)?;
-                    if found.compiled.module().is_some() {
-                        ready_kernel(&runtime, kind, found.info.tier, &kernel_cache)?;
-                    }
-                    Ok::<_, Error>(found)
-                });
-                lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))??
-            }
-        };
+        let found = self.find_module(&name, kind, engine, &cache, &kernel_cache).await?;
         let Found { compiled: module, info: mut compiled, wasm, flavour } = found;
         let tier = compiled.tier;
         tracing::debug!(plugin = %name, cache = %compiled.cache, elapsed = ?compiled.elapsed, %tier, "compiled module ready");
@@ -447,27 +413,52 @@ impl PluginBuilder {
         // work (`describe`, its checks) has the cores first; a plugin whose
         // load failed costs no second compile.
         if let Some(optimize) = background {
-            let settling = tiers::Settling(Arc::downgrade(&code));
-            drop(code);
-            let counted = runtime.background_compile();
-            tokio::task::spawn_blocking(move || {
-                let _counted = counted;
-                let optimized = optimize();
-                // (A plugin dropped meanwhile still had its entry written
-                // to the cache.)
-                let Some(code) = settling.0.upgrade() else { return };
-                match optimized {
-                    Ok((module, info)) => {
-                        tracing::debug!(plugin = %name, cache = %info.cache, elapsed = ?info.elapsed, "Cranelift's code is ready");
-                        code.upgrade(module);
-                    }
-                    Err(error) => {
-                        tracing::warn!(plugin = %name, "Cranelift cannot compile it ({error}); it stays on the baseline compiler's code");
-                    }
-                }
-            });
+            optimize_in_background(&runtime, name, code, optimize);
         }
         Ok(plugin)
+    }
+
+    /// The plugin's compiled module (and the runtime's kernel beside it):
+    /// a warm load finds it on this thread (see `cached`), anything else
+    /// looks it up, or compiles it, on a blocking thread.
+    async fn find_module(
+        &self,
+        name: &str,
+        kind: EngineKind,
+        engine: wasmtime::Engine,
+        cache: &Cache,
+        kernel_cache: &Cache,
+    ) -> Result<Found, Error> {
+        let compilers = self.runtime.compilers();
+        if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            let runtime = &self.runtime;
+            let hit = tokio::task::block_in_place(|| {
+                let found = cached(&self.source, cache, &engine, compilers)?;
+                // (A kernel that cannot be made: the lookup below says why.)
+                let kernel = found.compiled.module().is_none()
+                    || ready_kernel(runtime, kind, found.info.tier, kernel_cache).is_ok();
+                kernel.then_some(found)
+            });
+            if let Some(found) = hit {
+                return Ok(found);
+            }
+        }
+        let (source, loading, runtime) = (self.source.clone(), name.to_owned(), self.runtime.clone());
+        let (cache, kernel_cache) = (cache.clone(), kernel_cache.clone());
+        let lookup = tokio::task::spawn_blocking(move || {
+            // Made only when a plugin is compiled on it: a cache hit needs
+            // no second engine.
+            let baseline = || runtime.baseline_engines(kind).map(|engines| &engines.engine);
+            // On a miss, the baseline compiler's kernel (when it is not
+            // cached either) compiles beside the plugin, not after it.
+            let kernel = || drop(ready_kernel(&runtime, kind, Tier::Baseline, &kernel_cache));
+            let found = compile(&loading, &source, &cache, &engine, (compilers, &baseline), &kernel)?;
+            if found.compiled.module().is_some() {
+                ready_kernel(&runtime, kind, found.info.tier, &kernel_cache)?;
+            }
+            Ok::<_, Error>(found)
+        });
+        lookup.await.map_err(|e| Error::Host(format!("the loading thread failed: {e}")))?
     }
 
     /// [`build`](Self::build), the module ready: call `describe`, check
@@ -660,4 +651,33 @@ pub(super) enum Reuse {
     /// Described again: the plugin's environment and pool, kept if the
     /// grants come out the same.
     Pool(Arc<HostEnv>, Arc<Pool<Instance>>),
+}
+
+/// Compile a plugin loaded on the baseline compiler's code with Cranelift,
+/// on a blocking thread, and swap the code in when it is ready (counted by
+/// the runtime, which waits for it at the end). A plugin dropped meanwhile
+/// still has its entry written to the cache.
+fn optimize_in_background(
+    runtime: &Runtime,
+    name: String,
+    code: Arc<Code>,
+    optimize: impl FnOnce() -> Result<(Module, CompileInfo), Error> + Send + 'static,
+) {
+    let settling = tiers::Settling(Arc::downgrade(&code));
+    drop(code);
+    let counted = runtime.background_compile();
+    tokio::task::spawn_blocking(move || {
+        let _counted = counted;
+        let optimized = optimize();
+        let Some(code) = settling.0.upgrade() else { return };
+        match optimized {
+            Ok((module, info)) => {
+                tracing::debug!(plugin = %name, cache = %info.cache, elapsed = ?info.elapsed, "Cranelift's code is ready");
+                code.upgrade(module);
+            }
+            Err(error) => {
+                tracing::warn!(plugin = %name, "Cranelift cannot compile it ({error}); it stays on the baseline compiler's code");
+            }
+        }
+    });
 }
