@@ -1,6 +1,8 @@
 //! [`PluginBuilder`]: what a plugin is loaded from and under which grants,
 //! its `describe` run and checked, and the plugin assembled.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// Where a plugin's Wasm comes from.
@@ -498,6 +500,90 @@ impl PluginBuilder {
         self.assemble(name, module, compiled, raw, describe_env, reuse).await
     }
 
+    /// The secrets the tools declare that are granted, looked up (each
+    /// remembered for the logs' redaction), and why the others are
+    /// missing. The plugin's declaration alone gets it nothing: the
+    /// provider is not even asked for a secret that was not granted.
+    async fn tool_secret_values(
+        &self,
+        name: &str,
+        tools: &[CheckedTool],
+    ) -> (BTreeMap<String, String>, BTreeMap<String, MissingSecretReason>) {
+        let mut secrets = BTreeMap::new();
+        let mut missing_secrets = BTreeMap::new();
+        let declared: BTreeSet<&str> =
+            tools.iter().flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str())).collect();
+        for id in declared {
+            if !self.granted.contains(id) {
+                missing_secrets.insert(id.to_owned(), MissingSecretReason::NotGranted);
+                continue;
+            }
+            match self.secrets.secret(id).await {
+                Ok(Some(value)) => {
+                    crate::log_secrets::remember_secret(id, &value);
+                    secrets.insert(id.to_owned(), value);
+                }
+                Ok(None) => {
+                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %name, secret = id, "cannot look the secret up: {error}");
+                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
+                }
+            }
+        }
+        (secrets, missing_secrets)
+    }
+
+    /// The granted keyring entries' values (hyper-mcp's
+    /// `get_keyring_secret`): the grant alone hands them over, to tool
+    /// calls.
+    async fn keyring_values(&self, name: &str) -> BTreeMap<(String, String), String> {
+        let mut keyring = BTreeMap::new();
+        for grant in &self.keyring {
+            match self.secrets.secret(&grant.secret).await {
+                Ok(Some(value)) => {
+                    crate::log_secrets::remember_secret(&grant.secret, &value);
+                    keyring.insert((grant.service.clone(), grant.user.clone()), value);
+                }
+                Ok(None) => {
+                    tracing::warn!(plugin = %name, secret = %grant.secret, "the secret of a granted keyring entry is not available")
+                }
+                Err(error) => {
+                    tracing::warn!(plugin = %name, secret = %grant.secret, "cannot look the secret up: {error}")
+                }
+            }
+        }
+        keyring
+    }
+
+    /// What the calls' instances are given: `describe`'s environment, with
+    /// the secrets and keyring values (which `describe` ran without) and a
+    /// redactor that knows them too.
+    fn call_env(
+        &self,
+        describe_env: Arc<HostEnv>,
+        secrets: BTreeMap<String, String>,
+        keyring: BTreeMap<(String, String), String>,
+    ) -> Arc<HostEnv> {
+        if secrets.is_empty() && keyring.is_empty() {
+            return describe_env;
+        }
+        let mut sensitive = self.sensitive.clone();
+        for (id, value) in &secrets {
+            sensitive.push(id.clone(), value.clone());
+        }
+        for ((service, user), value) in &keyring {
+            sensitive.push(format!("keyring {service}/{user}"), value.clone());
+        }
+        Arc::new(HostEnv {
+            secrets,
+            keyring,
+            redactor: Arc::new(Redactor::new(&sensitive)),
+            ..HostEnv::clone(&describe_env)
+        })
+    }
+
     /// The plugin from its checked `describe` output: the secrets its
     /// tools may have looked up, its pool made (or, when it described
     /// itself again, kept).
@@ -521,81 +607,10 @@ impl PluginBuilder {
         }
         let index = described.tools.iter().enumerate().map(|(i, tool)| (tool.name.clone(), i)).collect();
 
-        // A secret is handed over when it is granted and declared, and
-        // then only to the calls of the tools that declare it. The plugin's
-        // declaration alone gets it nothing: the provider is not even asked.
-        // `describe` ran without any.
-        let mut secrets = std::collections::BTreeMap::new();
-        let mut missing_secrets = std::collections::BTreeMap::new();
-        let declared: BTreeSet<&str> =
-            checked.tools.iter().flat_map(|t| t.requirements.secrets.iter().map(|s| s.id.as_str())).collect();
-        for id in declared {
-            if !self.granted.contains(id) {
-                missing_secrets.insert(id.to_owned(), MissingSecretReason::NotGranted);
-                continue;
-            }
-            match self.secrets.secret(id).await {
-                Ok(Some(value)) => {
-                    crate::log_secrets::remember_secret(id, &value);
-                    secrets.insert(id.to_owned(), value);
-                }
-                Ok(None) => {
-                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
-                }
-                Err(error) => {
-                    tracing::warn!(plugin = %name, secret = id, "cannot look the secret up: {error}");
-                    missing_secrets.insert(id.to_owned(), MissingSecretReason::NotAvailable);
-                }
-            }
-        }
-        // Granted keyring entries (hyper-mcp's `get_keyring_secret`): the
-        // grant alone hands them over, to tool calls.
-        let mut keyring = std::collections::BTreeMap::new();
-        for grant in &self.keyring {
-            match self.secrets.secret(&grant.secret).await {
-                Ok(Some(value)) => {
-                    crate::log_secrets::remember_secret(&grant.secret, &value);
-                    keyring.insert((grant.service.clone(), grant.user.clone()), value);
-                }
-                Ok(None) => {
-                    tracing::warn!(plugin = %name, secret = %grant.secret, "the secret of a granted keyring entry is not available")
-                }
-                Err(error) => {
-                    tracing::warn!(plugin = %name, secret = %grant.secret, "cannot look the secret up: {error}")
-                }
-            }
-        }
-        let tool_secrets: Vec<ToolSecrets> = checked
-            .tools
-            .iter()
-            .map(|t| {
-                t.requirements
-                    .secrets
-                    .iter()
-                    .map(|s| s.id.clone())
-                    .filter(|id| secrets.contains_key(id))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect()
-            })
-            .collect();
-        let env = if secrets.is_empty() && keyring.is_empty() {
-            describe_env
-        } else {
-            let mut sensitive = self.sensitive.clone();
-            for (id, value) in &secrets {
-                sensitive.push(id.clone(), value.clone());
-            }
-            for ((service, user), value) in &keyring {
-                sensitive.push(format!("keyring {service}/{user}"), value.clone());
-            }
-            Arc::new(HostEnv {
-                secrets,
-                keyring,
-                redactor: Arc::new(Redactor::new(&sensitive)),
-                ..HostEnv::clone(&describe_env)
-            })
-        };
+        let (secrets, missing_secrets) = self.tool_secret_values(&name, &checked.tools).await;
+        let keyring = self.keyring_values(&name).await;
+        let tool_secrets = tool_secrets_of(&checked.tools, &secrets);
+        let env = self.call_env(describe_env, secrets, keyring);
 
         // A plugin that says its tool list changes keeps its state in its
         // instance: it gets one, so every call and listing sees the same.
@@ -680,4 +695,22 @@ fn optimize_in_background(
             }
         }
     });
+}
+
+/// Each tool's secrets: those it declares that were handed over, in order,
+/// once each. A secret goes only to the calls of the tools that declare it.
+fn tool_secrets_of(tools: &[CheckedTool], secrets: &BTreeMap<String, String>) -> Vec<ToolSecrets> {
+    tools
+        .iter()
+        .map(|t| {
+            t.requirements
+                .secrets
+                .iter()
+                .map(|s| s.id.clone())
+                .filter(|id| secrets.contains_key(id))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        })
+        .collect()
 }
