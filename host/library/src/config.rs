@@ -866,7 +866,7 @@ fn substitute(
                 Ok(Some(value)) => {
                     // Kept out of every log line, whatever it configures
                     // (a toolset's server, or `serve`'s keys).
-                    crate::log_secrets::remember_secret(name, &value);
+                    crate::secrets::in_logs::remember_secret(name, &value);
                     resolved.push((name.to_owned(), value.clone()));
                     value
                 }

@@ -57,7 +57,6 @@ mod context;
 mod error;
 mod filter;
 mod host_fn;
-mod log_secrets;
 mod model;
 mod plugin;
 mod pool;
@@ -90,7 +89,6 @@ pub use error::{
 };
 pub use filter::{Attribute, FilterClause, Matcher, Operator, ToolApprovals, ToolFilter};
 pub use host_fn::{HostCall, HostFunction};
-pub use log_secrets::{RedactingWriter, redact_log_text, remember_secret};
 pub use model::{AnthropicTool, ModelTool, OpenAiTool};
 pub use plugin::{Offers, Plugin, PluginBuilder, PoolStats};
 pub use registry::{LoadReport, Registry, ToolsSnapshot, ToolsetFailure};
@@ -103,6 +101,7 @@ pub use sandbox::{
     Access, AddressRefused, Limits, PathGrant, Policy, TRANSPORT_HEADERS, address_allowed, check_host_pattern,
     host_matches, is_public, parse_duration, parse_size, transport_header,
 };
+pub use secrets::in_logs::{RedactingWriter, redact_log_text, remember_secret};
 pub use secrets::{
     BoxFuture, EnvSecretProvider, FileSecretProvider, NoSecrets, Requirements, SecretError, SecretOutput,
     SecretProvider, SecretRequirement, SensitiveValues,

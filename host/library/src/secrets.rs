@@ -24,6 +24,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolhost_protocol::{CallToolResult, Tool};
 
+/// Every secret handed out, kept out of the process's log lines.
+pub(crate) mod in_logs;
+
 /// A secret lookup that failed (not a missing secret: that is `Ok(None)`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -214,7 +217,7 @@ impl SensitiveValues {
     /// ([`remember_secret`](crate::remember_secret)).
     pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
         let (name, value) = (name.into(), value.into());
-        crate::log_secrets::remember_secret(&name, &value);
+        crate::secrets::in_logs::remember_secret(&name, &value);
         self.values.push((name, value));
     }
 
@@ -293,9 +296,15 @@ impl Redactor {
     /// A redactor for these values (empty values are ignored: they match
     /// everywhere and reveal nothing).
     pub(crate) fn new(values: &SensitiveValues) -> Self {
+        Redactor::of_pairs(values.pairs())
+    }
+
+    /// A redactor for these values, each known by its name (the first name
+    /// of a value given twice).
+    pub(crate) fn of_pairs<'a>(values: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut names = Vec::new();
         let mut patterns: Vec<&str> = Vec::new();
-        for (name, value) in values.pairs() {
+        for (name, value) in values {
             if value.is_empty() || patterns.contains(&value) {
                 continue;
             }
@@ -486,6 +495,12 @@ impl Redactor {
             Ok(Some(redacted)) => redacted,
             _ => window.to_vec(),
         }
+    }
+
+    /// `bytes` with every value replaced, however much that adds (a log
+    /// line's text, which no output cap bounds); `None` when it has none.
+    pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        self.replace(bytes, &mut Found::new(usize::MAX)).ok().flatten()
     }
 
     /// A text whose start was cut off (the last lines of a stream): redact

@@ -520,7 +520,7 @@ impl PluginBuilder {
             }
             match self.secrets.secret(id).await {
                 Ok(Some(value)) => {
-                    crate::log_secrets::remember_secret(id, &value);
+                    crate::secrets::in_logs::remember_secret(id, &value);
                     secrets.insert(id.to_owned(), value);
                 }
                 Ok(None) => {
@@ -543,7 +543,7 @@ impl PluginBuilder {
         for grant in &self.keyring {
             match self.secrets.secret(&grant.secret).await {
                 Ok(Some(value)) => {
-                    crate::log_secrets::remember_secret(&grant.secret, &value);
+                    crate::secrets::in_logs::remember_secret(&grant.secret, &value);
                     keyring.insert((grant.service.clone(), grant.user.clone()), value);
                 }
                 Ok(None) => {

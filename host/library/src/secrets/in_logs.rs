@@ -23,23 +23,18 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::{Arc, LazyLock, RwLock};
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 
-/// The values remembered, and the matcher built from them.
+use super::Redactor;
+
+/// The values remembered, and the redactor of every form of each.
 #[derive(Default)]
 struct Remembered {
     /// Name and value, each pair once.
     values: Vec<(String, String)>,
     /// Rebuilt when a value is added; `None` while there is none.
-    matcher: Option<Arc<Matcher>>,
-}
-
-/// Every form of every value, and the marker each is replaced with.
-struct Matcher {
-    automaton: AhoCorasick,
-    markers: Vec<String>,
+    redactor: Option<Arc<Redactor>>,
 }
 
 static REMEMBERED: LazyLock<RwLock<Remembered>> = LazyLock::new(|| RwLock::new(Remembered::default()));
@@ -59,25 +54,11 @@ pub fn remember_secret(name: &str, value: &str) {
         return;
     }
     remembered.values.push((name.to_owned(), value.to_owned()));
-    remembered.matcher = Matcher::new(&remembered.values).map(Arc::new);
-}
-
-impl Matcher {
-    fn new(values: &[(String, String)]) -> Option<Matcher> {
-        let mut patterns: Vec<String> = Vec::new();
-        let mut markers = Vec::new();
-        for (name, value) in values {
-            let marker = format!("[redacted secret {name}]");
-            for form in forms(value) {
-                if !form.is_empty() && !patterns.contains(&form) {
-                    patterns.push(form);
-                    markers.push(marker.clone());
-                }
-            }
-        }
-        let automaton = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok()?;
-        Some(Matcher { automaton, markers })
-    }
+    let forms: Vec<(&str, String)> = (remembered.values.iter())
+        .flat_map(|(name, value)| forms(value).into_iter().map(move |form| (name.as_str(), form)))
+        .collect();
+    let redactor = Redactor::of_pairs(forms.iter().map(|(name, form)| (*name, form.as_str())));
+    remembered.redactor = (!redactor.is_empty()).then(|| Arc::new(redactor));
 }
 
 /// The forms a value may take in a log line.
@@ -131,27 +112,18 @@ fn base64_forms(value: &[u8]) -> Vec<String> {
     forms
 }
 
-/// The matcher of the values remembered so far, if any.
-fn matcher() -> Option<Arc<Matcher>> {
-    REMEMBERED.read().unwrap_or_else(|poisoned| poisoned.into_inner()).matcher.clone()
+/// The redactor of the values remembered so far, if any.
+fn redactor() -> Option<Arc<Redactor>> {
+    REMEMBERED.read().unwrap_or_else(|poisoned| poisoned.into_inner()).redactor.clone()
 }
 
 /// `text` with every remembered secret value replaced by
 /// `[redacted secret NAME]` (as it is, escaped or in base64).
 pub fn redact_log_text(text: &[u8]) -> Cow<'_, [u8]> {
-    let Some(matcher) = matcher() else { return Cow::Borrowed(text) };
-    if !matcher.automaton.is_match(text) {
-        return Cow::Borrowed(text);
+    match redactor().and_then(|redactor| redactor.redact_bytes(text)) {
+        Some(redacted) => Cow::Owned(redacted),
+        None => Cow::Borrowed(text),
     }
-    let mut out = Vec::with_capacity(text.len());
-    let mut last = 0;
-    for hit in matcher.automaton.find_iter(text) {
-        out.extend_from_slice(&text[last..hit.start()]);
-        out.extend_from_slice(matcher.markers[hit.pattern().as_usize()].as_bytes());
-        last = hit.end();
-    }
-    out.extend_from_slice(&text[last..]);
-    Cow::Owned(out)
 }
 
 /// A writer for log lines that redacts every remembered secret value
