@@ -19,15 +19,25 @@ pub(crate) async fn load_configuration(
     file: &Path,
     secrets: &SecretOptions,
 ) -> Result<(Registry, Option<serde_json::Value>), Failure> {
+    let (parsed, registry) = parsed_with_registry(file, secrets).await?;
+    let report = registry.load_all(parsed.toolsets).await;
+    print_load_report(&report);
+    Ok((registry, parsed.serve))
+}
+
+/// A toolsets file, read, and an empty registry for its toolsets (on the
+/// CLI's runtime, with its secret provider, connecting `kind: mcp`).
+async fn parsed_with_registry(
+    file: &Path,
+    secrets: &SecretOptions,
+) -> Result<(toolhost::ToolsetsFile, Registry), Failure> {
     let provider = secrets.provider();
     let parsed = toolhost::load_toolsets(file, provider.as_ref())
         .await
         .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
     let registry = Registry::with_runtime(crate::runtime().clone(), provider)
         .with_connector("mcp", std::sync::Arc::new(toolhost_mcp::McpConnector::new()));
-    let report = registry.load_all(parsed.toolsets).await;
-    print_load_report(&report);
-    Ok((registry, parsed.serve))
+    Ok((parsed, registry))
 }
 
 /// How long `serve` waits for toolsets that come from elsewhere (an
@@ -44,14 +54,8 @@ pub(crate) async fn load_serving(
     file: &Path,
     secrets: &SecretOptions,
 ) -> Result<(std::sync::Arc<Registry>, Option<serde_json::Value>), Failure> {
-    let provider = secrets.provider();
-    let parsed = toolhost::load_toolsets(file, provider.as_ref())
-        .await
-        .map_err(|error| Failure { code: exit::USAGE, error: error.into() })?;
-    let registry = std::sync::Arc::new(
-        Registry::with_runtime(crate::runtime().clone(), provider)
-            .with_connector("mcp", std::sync::Arc::new(toolhost_mcp::McpConnector::new())),
-    );
+    let (parsed, registry) = parsed_with_registry(file, secrets).await?;
+    let registry = std::sync::Arc::new(registry);
     let (remote, local): (Vec<_>, Vec<_>) = parsed.toolsets.into_iter().partition(|config| {
         config.kind == "mcp"
             || matches!(config.source, Some(toolhost::PluginSource::Https(_) | toolhost::PluginSource::Oci(_)))
