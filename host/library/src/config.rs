@@ -456,34 +456,35 @@ fn take_call_settings(
     server: &mut serde_json::Map<String, Value>,
     kind: &str,
 ) -> Result<CallSettings, (String, String)> {
-    let whole = Value::Object(std::mem::take(server));
     for (at, what) in WASM_ONLY {
-        if whole.pointer(at).is_some_and(|value| !value.is_null()) {
-            *server = into_map(whole);
+        if member(server, at).is_some_and(|value| !value.is_null()) {
             return Err((
                 at.to_owned(),
                 format!("`{}` sets {what}; a toolset of kind `{kind}` runs no Wasm plugin", &at[1..]),
             ));
         }
     }
-    let mut map = into_map(whole);
-    let mut taken = serde_json::Map::new();
-    for key in ["limits", "validation", "secretOutput"] {
-        if let Some(value) = map.remove(key) {
-            taken.insert(key.to_owned(), value);
-        }
-    }
-    *server = map;
+    let taken: serde_json::Map<String, Value> = ["limits", "validation", "secretOutput"]
+        .into_iter()
+        .filter_map(|key| server.remove(key).map(|value| (key.to_owned(), value)))
+        .collect();
     let settings: CallSettings =
         serde_json::from_value(Value::Object(taken)).map_err(|e| (String::new(), e.to_string()))?;
     settings.limits.check().map_err(|e| ("/limits".to_owned(), e.to_string()))?;
     Ok(settings)
 }
 
-fn into_map(value: Value) -> serde_json::Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
+/// The member of `map` at `at`, a pointer of one or two members
+/// (`/config`, `/limits/fuel`).
+fn member<'a>(map: &'a serde_json::Map<String, Value>, at: &str) -> Option<&'a Value> {
+    let (first, second) = match at[1..].split_once('/') {
+        Some((first, second)) => (first, Some(second)),
+        None => (&at[1..], None),
+    };
+    let value = map.get(first)?;
+    match second {
+        Some(key) => value.get(key),
+        None => Some(value),
     }
 }
 

@@ -215,20 +215,23 @@ impl Pending {
     }
 
     /// `message` goes to rmcp: a request is pending until answered, and a
-    /// cancelled one no longer (it may never be answered).
-    fn given(&self, message: &ClientJsonRpcMessage) {
+    /// cancelled one no longer (it may never be answered): its id, then.
+    fn given(&self, message: &ClientJsonRpcMessage) -> Option<RequestId> {
         match message {
             ClientJsonRpcMessage::Request(request) => {
                 self.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(request.id.clone());
+                None
             }
             ClientJsonRpcMessage::Notification(notification) => {
-                if let rmcp::model::ClientNotification::CancelledNotification(cancelled) = &notification.notification
-                    && let Some(id) = &cancelled.params.request_id
-                {
-                    self.request_done(id);
-                }
+                let rmcp::model::ClientNotification::CancelledNotification(cancelled) = &notification.notification
+                else {
+                    return None;
+                };
+                let id = cancelled.params.request_id.clone()?;
+                self.request_done(&id);
+                Some(id)
             }
-            _ => {}
+            _ => None,
         }
     }
 
@@ -489,13 +492,8 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
             if let Some(message) = self.queued.pop_front() {
-                self.pending.given(&message);
-                if let ClientJsonRpcMessage::Notification(notification) = &message
-                    && let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
-                        &notification.notification
-                    && let Some(id) = &cancelled.params.request_id
-                {
-                    let _ = self.out.send(Outgoing::Cancelled(id.clone()));
+                if let Some(cancelled) = self.pending.given(&message) {
+                    let _ = self.out.send(Outgoing::Cancelled(cancelled));
                 }
                 return Some(message);
             }
