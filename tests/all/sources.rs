@@ -685,9 +685,10 @@ fn serve_answers_with_what_is_loaded_while_a_slow_download_goes_on_and_announces
     use std::io::Write as _;
     let dir = scratch("serve-slow");
     let ca = test_ca(&dir, "https");
-    // Fast enough for the minimum rate, slow enough to outlast the wait.
+    // Fast enough for the minimum rate, slow enough (about a minute) to
+    // outlast the 5 s wait by far, however long the local load takes.
     let size = std::fs::metadata(example("calculator")).expect("the calculator plugin").len() as usize;
-    let (server, url, digest) = paced_plugin(&dir, &ca, (size / 30).max(64 * 1024 / 20 + 1024));
+    let (server, url, digest) = paced_plugin(&dir, &ca, (size / 60).max(64 * 1024 / 20 + 1024));
     let config = write_config(
         &dir,
         json!([
