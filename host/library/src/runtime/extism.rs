@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wasmtime::{
-    AsContextMut, Caller, Engine, ExternType, FuncType, Instance, InstancePre, Linker, Module, Store, TypedFunc, Val,
-    ValType,
+    AsContextMut, Caller, ExternType, FuncType, Instance, InstancePre, Linker, Module, Store, TypedFunc, Val, ValType,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -26,16 +25,20 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 /// the client, keyring secrets, OAuth tokens): part of this flavour.
 pub(crate) mod user;
 
+/// Extism's own host functions (`extism:host/env`).
+mod env;
+
+use env::Vars;
+pub(crate) use env::linker;
+
 use super::compile::Mapping;
 use super::files::P1Guest;
 use super::guest::{self, Guest, GuestCore, HostEnv, RunOptions};
 use super::kernel::{self, Kernel};
 use super::outcome::Stop;
 use super::output;
-use crate::context::LogLevel;
 use crate::error::{Fault, FaultKind};
 use crate::host_fn::{HostCall, HostFunction};
-use crate::sandbox::format_size;
 
 /// The import module of Extism's host functions.
 pub(crate) const ENV: &str = "extism:host/env";
@@ -84,49 +87,6 @@ const ENV_FUNCTIONS: &[(&str, &[ValType], &[ValType])] = {
     ]
 };
 
-/// Most bytes of variables an instance may keep (Extism's default).
-const MAX_VAR_BYTES: usize = 1024 * 1024;
-/// What a variable costs the host beyond its key and value bytes (its
-/// place in the map, two allocations), counted against [`MAX_VAR_BYTES`]:
-/// a million one-byte variables would otherwise hold tens of MiB.
-const VAR_OVERHEAD: usize = 64;
-
-/// An instance's variables (Extism's `var_get`/`var_set`), kept between
-/// calls, with their total cost kept as they change.
-#[derive(Default)]
-struct Vars {
-    map: BTreeMap<String, Vec<u8>>,
-    /// Bytes of keys and values, plus [`VAR_OVERHEAD`] each.
-    held: usize,
-}
-
-impl Vars {
-    fn cost(key: &str, value: &[u8]) -> usize {
-        key.len() + value.len() + VAR_OVERHEAD
-    }
-
-    fn remove(&mut self, key: &str) {
-        if let Some(value) = self.map.remove(key) {
-            self.held -= Self::cost(key, &value);
-        }
-    }
-
-    /// Set `key`, unless the store would then hold more than
-    /// [`MAX_VAR_BYTES`].
-    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
-        let replaced = self.map.get(&key).map_or(0, |old| Self::cost(&key, old));
-        let held = self.held - replaced + Self::cost(&key, &value);
-        if held > MAX_VAR_BYTES {
-            return Err(format!(
-                "the variable store is full ({} at most, each variable counted with {VAR_OVERHEAD} bytes more)",
-                format_size(MAX_VAR_BYTES as u64)
-            ));
-        }
-        self.held = held;
-        self.map.insert(key, value);
-        Ok(())
-    }
-}
 /// The data of one instance's store.
 pub(crate) struct State {
     /// Grants, limits, memory budget, deadline, captured output.
@@ -161,199 +121,6 @@ pub(crate) fn write_new(store: &mut impl AsContextMut<Data = State>, bytes: &[u8
     kernel::write_new(store, bytes).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
 }
 
-/// The bytes of a live block, copied, and the block freed (host functions
-/// take ownership of the handles they are given). A block of more than
-/// `max` bytes is refused before it is copied: the copy is the host's
-/// memory, outside the plugin's limit.
-pub(crate) fn take_block(
-    store: &mut impl AsContextMut<Data = State>,
-    handle: u64,
-    what: &str,
-    max: usize,
-) -> wasmtime::Result<Vec<u8>> {
-    let (mem, state) = kernel_parts(store.as_context_mut())?;
-    let length = state.kernel.length(handle);
-    if length > max as u64 {
-        state.kernel.free(mem, handle);
-        return Err(wasmtime::Error::new(Stop::Host(format!(
-            "the {what} is {length} bytes, more than the {max} a plugin may pass"
-        ))));
-    }
-    let bytes = state
-        .kernel
-        .block(mem, handle)
-        .ok_or_else(|| wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for the {what}"))))?
-        .to_vec();
-    state.kernel.free(mem, handle);
-    Ok(bytes)
-}
-
-/// [`take_block`] of UTF-8 text.
-fn take_string(
-    store: &mut impl AsContextMut<Data = State>,
-    handle: u64,
-    what: &str,
-    max: usize,
-) -> wasmtime::Result<String> {
-    let bytes = take_block(store, handle, what, max)?;
-    String::from_utf8(bytes).map_err(|_| wasmtime::Error::new(Stop::Host(format!("the {what} is not UTF-8"))))
-}
-
-/// The linker of an engine: every host function of `extism:host/env` and
-/// WASI 0.1 (a runtime makes it once per engine).
-pub(crate) fn linker(engine: &Engine) -> Result<Linker<State>, String> {
-    define(engine).map_err(|e| format!("cannot define the host functions: {e}"))
-}
-
-fn define(engine: &Engine) -> wasmtime::Result<Linker<State>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state: &mut State| &mut state.wasi)?;
-    super::files::cap_p1(&mut linker)?;
-
-    // The kernel's host half: blocks, output and error. (Its Wasm half,
-    // the functions that copy bytes, is linked per instance.)
-    linker.func_wrap(ENV, "alloc", |mut c: Caller<'_, State>, n: u64| -> wasmtime::Result<u64> {
-        kernel::alloc(&mut c, n, true).map_err(|_| wasmtime::Error::new(Stop::MemoryLimit))
-    })?;
-    linker.func_wrap(ENV, "free", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<()> {
-        let (mem, state) = kernel_parts(&mut c)?;
-        state.kernel.free(mem, h);
-        Ok(())
-    })?;
-    linker.func_wrap(ENV, "length", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
-    linker.func_wrap(ENV, "length_unsafe", |c: Caller<'_, State>, h: u64| c.data().kernel.length(h))?;
-    linker.func_wrap(ENV, "input_set", |mut c: Caller<'_, State>, h: u64, n: u64| -> wasmtime::Result<()> {
-        let (mem, state) = kernel_parts(&mut c)?;
-        state.kernel.input_set(mem, h, n);
-        Ok(())
-    })?;
-    linker.func_wrap(ENV, "output_set", |mut c: Caller<'_, State>, h: u64, n: u64| {
-        c.data_mut().kernel.output_set(h, n)
-    })?;
-    linker.func_wrap(ENV, "output_length", |c: Caller<'_, State>| c.data().kernel.output_length())?;
-    linker.func_wrap(ENV, "output_offset", |c: Caller<'_, State>| c.data().kernel.output_offset())?;
-    linker.func_wrap(ENV, "error_set", |mut c: Caller<'_, State>, h: u64| c.data_mut().kernel.error_set(h))?;
-    linker.func_wrap(ENV, "error_get", |c: Caller<'_, State>| c.data().kernel.error_get())?;
-    linker.func_wrap(ENV, "memory_bytes", |c: Caller<'_, State>| c.data().kernel.memory_bytes())?;
-    linker.func_wrap(ENV, "reset", |mut c: Caller<'_, State>| -> wasmtime::Result<()> {
-        let (mem, state) = kernel_parts(&mut c)?;
-        state.kernel.reset(mem, &mut state.core.memory);
-        Ok(())
-    })?;
-    // The Wasm half's functions, declared with their types so that a
-    // plugin's imports are checked in full at load. An instance imports the
-    // Wasm half's own functions in their place (`instantiate`): these are
-    // never called.
-    for &name in kernel::WASM_FUNCTIONS {
-        let Some((_, params, results)) = ENV_FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
-            return Err(wasmtime::format_err!("the kernel's `{name}` has no signature"));
-        };
-        let ty = FuncType::new(engine, params.iter().cloned(), results.iter().cloned());
-        linker.func_new(ENV, name, ty, move |_, _, _| {
-            Err(wasmtime::Error::new(Stop::Host(format!("`{name}` is the kernel's Wasm half's, linked per instance"))))
-        })?;
-    }
-
-    // Config and variables.
-    linker.func_wrap(ENV, "config_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let key = take_string(&mut c, key, "config key", MAX_VAR_BYTES)?;
-        match c.data().core.config_value(&key).map(str::to_owned) {
-            Some(value) => write_new(&mut c, value.as_bytes()),
-            None => Ok(0),
-        }
-    })?;
-    linker.func_wrap(ENV, "var_get", |mut c: Caller<'_, State>, key: u64| -> wasmtime::Result<u64> {
-        let key = take_string(&mut c, key, "var key", MAX_VAR_BYTES)?;
-        match c.data().vars.map.get(&key).cloned() {
-            Some(value) => write_new(&mut c, &value),
-            None => Ok(0),
-        }
-    })?;
-    linker.func_wrap(ENV, "var_set", |mut c: Caller<'_, State>, key: u64, value: u64| -> wasmtime::Result<()> {
-        let key = take_string(&mut c, key, "var key", MAX_VAR_BYTES)?;
-        if value == 0 {
-            c.data_mut().vars.remove(&key);
-            return Ok(());
-        }
-        let value = take_block(&mut c, value, "var value", MAX_VAR_BYTES)?;
-        c.data_mut().vars.set(key, value).map_err(|full| wasmtime::Error::new(Stop::Host(full)))
-    })?;
-
-    // HTTP, through the allowed-host grants.
-    linker.func_wrap_async(ENV, "http_request", |mut c: Caller<'_, State>, (request, body): (u64, u64)| {
-        Box::new(async move {
-            let description =
-                take_block(&mut c, request, "HTTP request description", super::http::MAX_DESCRIPTION_BYTES)?;
-            let body = match body {
-                0 => None,
-                body => Some(take_block(&mut c, body, "HTTP request body", super::http::MAX_REQUEST_BODY_BYTES)?),
-            };
-            let state = c.data_mut();
-            state.http_status = 0;
-            state.http_headers = None;
-            let (allowed, deadline) = (state.core.env.allowed_hosts.clone(), state.core.deadline);
-            // The body goes into the kernel's memory, under the limit.
-            let limit = super::http::BodyLimit::within(
-                state.core.memory.room(),
-                "more than the plugin's memory limit leaves room for",
-            );
-            let response = super::http::request(&description, body, allowed, deadline, limit, ()).await?;
-            let state = c.data_mut();
-            state.http_status = response.status;
-            state.http_headers = Some(response.headers);
-            write_new(&mut c, &response.body)
-        })
-    })?;
-    linker.func_wrap(ENV, "http_status_code", |c: Caller<'_, State>| i32::from(c.data().http_status))?;
-    linker.func_wrap(ENV, "http_headers", |mut c: Caller<'_, State>| -> wasmtime::Result<u64> {
-        let Some(json) = c.data().http_headers.as_ref().map(|headers| serde_json::to_vec(headers).unwrap_or_default())
-        else {
-            return Ok(0);
-        };
-        write_new(&mut c, &json)
-    })?;
-
-    // Logs, into the host's tracing, tagged with the plugin's name, and to
-    // the call's log sink.
-    linker.func_wrap(ENV, "log_error", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Error, h))?;
-    linker.func_wrap(ENV, "log_warn", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Warn, h))?;
-    linker.func_wrap(ENV, "log_info", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Info, h))?;
-    linker.func_wrap(ENV, "log_debug", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Debug, h))?;
-    linker.func_wrap(ENV, "log_trace", |c: Caller<'_, State>, h: u64| log(c, LogLevel::Trace, h))?;
-    linker.func_wrap(ENV, "get_log_level", |c: Caller<'_, State>| log_level(&c.data().core))?;
-
-    // hyper-mcp's host functions: talking back to the client.
-    user::define(&mut linker)?;
-    Ok(linker)
-}
-
-fn log(mut caller: Caller<'_, State>, level: LogLevel, handle: u64) -> wasmtime::Result<()> {
-    let (mem, state) = kernel_parts(&mut caller)?;
-    if !state.core.wants_log(level) {
-        state.kernel.free(mem, handle);
-        return Ok(());
-    }
-    // At most a line's worth is read, within the call's log budget.
-    let Some(bytes) = state.kernel.block(mem, handle) else {
-        return Err(wasmtime::Error::new(Stop::Host(format!("invalid memory handle {handle} for log message"))));
-    };
-    state.core.log(level, bytes);
-    state.kernel.free(mem, handle);
-    Ok(())
-}
-
-/// Extism's numbering: trace 0 … error 4, `i32::MAX` when logging is off.
-fn log_level(core: &GuestCore) -> i32 {
-    match core.log_level() {
-        None => i32::MAX,
-        Some(LogLevel::Trace) => 0,
-        Some(LogLevel::Debug) => 1,
-        Some(LogLevel::Info) => 2,
-        Some(LogLevel::Warn) => 3,
-        Some(_) => 4,
-    }
-}
-
 /// The shape of an exported entry point: `() -> i32` (a return code) or
 /// `() -> ()`, as Extism accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,6 +128,9 @@ enum Shape {
     ReturnsCode,
     ReturnsNothing,
 }
+
+/// An entry point a module exports: its name and shape.
+type EntryPoint = (&'static str, Shape);
 
 /// A guest language runtime to start after instantiation, as Extism does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,7 +182,7 @@ pub(crate) struct ExtismModule {
     kernel: InstancePre<State>,
     interface: Interface,
     /// The entry points the module exports, by name.
-    entries: Vec<(&'static str, Shape)>,
+    entries: Vec<EntryPoint>,
     init: Init,
     /// It imports `notify_tool_list_changed`: its tool list may change
     /// while it runs.
@@ -442,90 +212,8 @@ impl ExtismModule {
         module: Module,
         functions: &[HostFunction],
     ) -> Result<ExtismModule, NotAPlugin> {
-        let mut user = Vec::new();
-        let mut dynamic_tools = false;
-        for import in module.imports() {
-            let (namespace, name) = (import.module(), import.name());
-            match namespace {
-                ENV => {
-                    let Some((_, params, results)) = ENV_FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
-                        return Err(NotAPlugin(format!(
-                            "it imports `{ENV}::{name}`, which this host does not know; the plugin kit \
-                             that built it may be newer than toolhost"
-                        )));
-                    };
-                    check_type(&import.ty(), ENV, name, params, results)?;
-                }
-                WASI_P1 => {}
-                USER => {
-                    if let Some(function) = functions.iter().find(|f| f.name() == name) {
-                        let ExternType::Func(ty) = import.ty() else {
-                            return Err(NotAPlugin(format!(
-                                "it imports `{USER}::{name}` as something other than a function"
-                            )));
-                        };
-                        user.push(embedders(function, ty)?);
-                        continue;
-                    }
-                    let Some(&(_, takes, returns)) = user::FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
-                        let supplied: Vec<&str> = functions.iter().map(HostFunction::name).collect();
-                        return Err(NotAPlugin(format!(
-                            "it imports the host function `{USER}::{name}`, which is neither one of hyper-mcp's \
-                             that toolhost serves nor one the host supplies{}",
-                            if supplied.is_empty() {
-                                " (it supplies none)".to_owned()
-                            } else {
-                                format!(" (it supplies {})", supplied.join(", "))
-                            }
-                        )));
-                    };
-                    let (params, results) = user::signature(takes, returns);
-                    check_type(&import.ty(), USER, name, &params, &results)?;
-                    dynamic_tools |= name == user::NOTIFY_TOOL_LIST_CHANGED;
-                }
-                other => {
-                    return Err(NotAPlugin(format!(
-                        "it imports `{other}::{name}`, which toolhost does not provide (only `{ENV}`, `{USER}` and `{WASI_P1}`)"
-                    )));
-                }
-            }
-        }
-        let shape = |export: &str| -> Result<Option<Shape>, NotAPlugin> {
-            let Some(ty) = module.get_export(export) else { return Ok(None) };
-            let ExternType::Func(ty) = ty else {
-                return Err(NotAPlugin(format!("its export `{export}` is not a function")));
-            };
-            let results: Vec<ValType> = ty.results().collect();
-            match (ty.params().len(), results.as_slice()) {
-                (0, []) => Ok(Some(Shape::ReturnsNothing)),
-                (0, [ValType::I32]) => Ok(Some(Shape::ReturnsCode)),
-                _ => Err(NotAPlugin(format!(
-                    "its export `{export}` has the type {ty}; an entry point takes nothing and returns an i32 or nothing"
-                ))),
-            }
-        };
-        let (describe, call) = (crate::protocol::exports::DESCRIBE, crate::protocol::exports::CALL);
-        let servlet = [describe, call];
-        let has = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
-        let servlet_and_offers: Vec<&'static str> = servlet.iter().chain(OFFER_EXPORTS).copied().collect();
-        let v2_exports: Vec<&'static str> = V2_TOOL_EXPORTS.iter().chain(OFFER_EXPORTS).copied().collect();
-        let (interface, names): (Interface, &[&'static str]) = if servlet.iter().all(|n| has(n)) {
-            (Interface::Servlet, &servlet_and_offers)
-        } else if v2_exports.iter().any(|n| has(n)) {
-            (Interface::V2, &v2_exports)
-        } else {
-            let missing = if has(describe) { call } else { describe };
-            return Err(NotAPlugin(format!(
-                "it does not export `{missing}`: a plugin exports `describe` and `call` (a servlet), or \
-                 hyper-mcp v2's `list_tools` and `call_tool`"
-            )));
-        };
-        let mut entries = Vec::new();
-        for &name in names {
-            if let Some(shape) = shape(name)? {
-                entries.push((name, shape));
-            }
-        }
+        let (user, dynamic_tools) = resolve_imports(&module, functions)?;
+        let (interface, entries) = entry_points(&module)?;
         let init = detect_init(&module);
         let cannot = |e: wasmtime::Error| NotAPlugin(format!("its imports cannot be satisfied ({e})"));
         let linker = if user.is_empty() {
@@ -649,6 +337,107 @@ impl ExtismModule {
     }
 }
 
+/// An embedder's function a module imports: the function, the type it is
+/// imported with, and whether it returns a memory handle.
+type EmbedderImport = (HostFunction, FuncType, bool);
+
+/// Check every import of a module against what toolhost serves and what
+/// the embedder supplies: the embedder's functions it imports (each with
+/// its type), and whether it imports `notify_tool_list_changed`.
+fn resolve_imports(module: &Module, functions: &[HostFunction]) -> Result<(Vec<EmbedderImport>, bool), NotAPlugin> {
+    let mut user = Vec::new();
+    let mut dynamic_tools = false;
+    for import in module.imports() {
+        let (namespace, name) = (import.module(), import.name());
+        match namespace {
+            ENV => {
+                let Some((_, params, results)) = ENV_FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
+                    return Err(NotAPlugin(format!(
+                        "it imports `{ENV}::{name}`, which this host does not know; the plugin kit \
+                         that built it may be newer than toolhost"
+                    )));
+                };
+                check_type(&import.ty(), ENV, name, params, results)?;
+            }
+            WASI_P1 => {}
+            USER => {
+                if let Some(function) = functions.iter().find(|f| f.name() == name) {
+                    let ExternType::Func(ty) = import.ty() else {
+                        return Err(NotAPlugin(format!(
+                            "it imports `{USER}::{name}` as something other than a function"
+                        )));
+                    };
+                    user.push(embedders(function, ty)?);
+                    continue;
+                }
+                let Some(&(_, takes, returns)) = user::FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
+                    let supplied: Vec<&str> = functions.iter().map(HostFunction::name).collect();
+                    return Err(NotAPlugin(format!(
+                        "it imports the host function `{USER}::{name}`, which is neither one of hyper-mcp's \
+                         that toolhost serves nor one the host supplies{}",
+                        if supplied.is_empty() {
+                            " (it supplies none)".to_owned()
+                        } else {
+                            format!(" (it supplies {})", supplied.join(", "))
+                        }
+                    )));
+                };
+                let (params, results) = user::signature(takes, returns);
+                check_type(&import.ty(), USER, name, &params, &results)?;
+                dynamic_tools |= name == user::NOTIFY_TOOL_LIST_CHANGED;
+            }
+            other => {
+                return Err(NotAPlugin(format!(
+                    "it imports `{other}::{name}`, which toolhost does not provide (only `{ENV}`, `{USER}` and `{WASI_P1}`)"
+                )));
+            }
+        }
+    }
+    Ok((user, dynamic_tools))
+}
+
+/// The interface a module speaks and the entry points it exports, each
+/// with its shape.
+fn entry_points(module: &Module) -> Result<(Interface, Vec<EntryPoint>), NotAPlugin> {
+    let shape = |export: &str| -> Result<Option<Shape>, NotAPlugin> {
+        let Some(ty) = module.get_export(export) else { return Ok(None) };
+        let ExternType::Func(ty) = ty else {
+            return Err(NotAPlugin(format!("its export `{export}` is not a function")));
+        };
+        let results: Vec<ValType> = ty.results().collect();
+        match (ty.params().len(), results.as_slice()) {
+            (0, []) => Ok(Some(Shape::ReturnsNothing)),
+            (0, [ValType::I32]) => Ok(Some(Shape::ReturnsCode)),
+            _ => Err(NotAPlugin(format!(
+                "its export `{export}` has the type {ty}; an entry point takes nothing and returns an i32 or nothing"
+            ))),
+        }
+    };
+    let (describe, call) = (crate::protocol::exports::DESCRIBE, crate::protocol::exports::CALL);
+    let servlet = [describe, call];
+    let has = |name: &str| matches!(module.get_export(name), Some(ExternType::Func(_)));
+    let servlet_and_offers: Vec<&'static str> = servlet.iter().chain(OFFER_EXPORTS).copied().collect();
+    let v2_exports: Vec<&'static str> = V2_TOOL_EXPORTS.iter().chain(OFFER_EXPORTS).copied().collect();
+    let (interface, names): (Interface, &[&'static str]) = if servlet.iter().all(|n| has(n)) {
+        (Interface::Servlet, &servlet_and_offers)
+    } else if v2_exports.iter().any(|n| has(n)) {
+        (Interface::V2, &v2_exports)
+    } else {
+        let missing = if has(describe) { call } else { describe };
+        return Err(NotAPlugin(format!(
+            "it does not export `{missing}`: a plugin exports `describe` and `call` (a servlet), or \
+             hyper-mcp v2's `list_tools` and `call_tool`"
+        )));
+    };
+    let mut entries = Vec::new();
+    for &name in names {
+        if let Some(shape) = shape(name)? {
+            entries.push((name, shape));
+        }
+    }
+    Ok((interface, entries))
+}
+
 /// Check an import's type against a function's.
 fn check_type(
     ty: &ExternType,
@@ -673,7 +462,7 @@ fn check_type(
 
 /// An embedder's function as the plugin imports it: the function, the
 /// import's type, and whether it returns a handle.
-fn embedders(function: &HostFunction, ty: FuncType) -> Result<(HostFunction, FuncType, bool), NotAPlugin> {
+fn embedders(function: &HostFunction, ty: FuncType) -> Result<EmbedderImport, NotAPlugin> {
     let name = function.name();
     let handles = match function.inputs() {
         1 => "1 memory handle (i64)".to_owned(),

@@ -70,6 +70,14 @@ pub(crate) fn signature(takes: bool, returns: bool) -> (Vec<ValType>, Vec<ValTyp
 
 /// Define every function of [`FUNCTIONS`] in `linker`.
 pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    define_requests(linker)?;
+    define_notices(linker)?;
+    define_secrets(linker)
+}
+
+/// The requests a plugin makes of the call's client: elicitation, sampling
+/// and roots.
+fn define_requests(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap_async(USER, "create_elicitation", |mut c: Caller<'_, State>, (h,): (u64,)| {
         Box::new(async move {
             let mut params = json_argument(&mut c, h, "create_elicitation")?;
@@ -121,34 +129,20 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             write_json(&mut c, &answer)
         })
     })?;
+    Ok(())
+}
+
+/// The notices a plugin sends: log lines, progress, list changes and
+/// resource updates.
+fn define_notices(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap(USER, "notify_logging_message", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<()> {
         let params = json_argument(&mut c, h, "notify_logging_message")?;
         let state = c.data_mut();
-        let level = match params.get("level").and_then(Value::as_str) {
-            Some("debug") => LogLevel::Debug,
-            Some("info" | "notice") => LogLevel::Info,
-            Some("warning") => LogLevel::Warn,
-            Some("error" | "critical" | "alert" | "emergency") => LogLevel::Error,
-            _ => {
-                return Err(host_error(
-                    "notify_logging_message",
-                    "its `level` is not one of debug, info, notice, warning, error, critical, alert, emergency".into(),
-                ));
-            }
-        };
+        let level = log_level(&params).map_err(|m| host_error("notify_logging_message", m))?;
         if !state.core.wants_log(level) {
             return Ok(());
         }
-        let text = match params.get("data") {
-            Some(Value::String(text)) => text.clone(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        };
-        let line = match params.get("logger").and_then(Value::as_str) {
-            Some(logger) => format!("{logger}: {text}"),
-            None => text,
-        };
-        state.core.log(level, line.as_bytes());
+        state.core.log(level, log_line(&params).as_bytes());
         Ok(())
     })?;
     linker.func_wrap_async(USER, "notify_progress", |mut c: Caller<'_, State>, (h,): (u64,)| {
@@ -211,6 +205,12 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             c.data().core.env.changes.send_modify(|n| *n = n.wrapping_add(1));
         }
     })?;
+    Ok(())
+}
+
+/// The secrets a plugin asks for: granted keyring entries and (refused)
+/// OAuth tokens.
+fn define_secrets(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap(USER, "get_keyring_secret", |mut c: Caller<'_, State>, h: u64| -> wasmtime::Result<u64> {
         let params = json_argument(&mut c, h, "get_keyring_secret")?;
         let state = c.data_mut();
@@ -246,6 +246,30 @@ pub(crate) fn define(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         write_json(&mut c, &Value::Null)
     })?;
     Ok(())
+}
+
+/// The level of a logging notice, as the protocol names it.
+fn log_level(params: &Map<String, Value>) -> Result<LogLevel, String> {
+    match params.get("level").and_then(Value::as_str) {
+        Some("debug") => Ok(LogLevel::Debug),
+        Some("info" | "notice") => Ok(LogLevel::Info),
+        Some("warning") => Ok(LogLevel::Warn),
+        Some("error" | "critical" | "alert" | "emergency") => Ok(LogLevel::Error),
+        _ => Err("its `level` is not one of debug, info, notice, warning, error, critical, alert, emergency".into()),
+    }
+}
+
+/// A logging notice's line: its logger's name, then its data as text.
+fn log_line(params: &Map<String, Value>) -> String {
+    let text = match params.get("data") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    match params.get("logger").and_then(Value::as_str) {
+        Some(logger) => format!("{logger}: {text}"),
+        None => text,
+    }
 }
 
 fn host_error(function: &str, message: String) -> wasmtime::Error {
