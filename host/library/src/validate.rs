@@ -13,9 +13,13 @@
 //! on a linear-time regex engine.
 
 pub(crate) mod cost;
+/// The `describe` output: the protocol, unique names, each tool's schemas
+/// and metadata.
+mod describe;
 pub(crate) mod plain;
 
-use std::collections::HashMap;
+pub(crate) use describe::{check_describe, one_tool_shape};
+
 use std::sync::{Arc, OnceLock};
 
 use jsonschema::{Draft, ValidationError, Validator};
@@ -253,248 +257,6 @@ pub(crate) fn compile_schema(schema: &JsonObject, enforce_formats: bool) -> Resu
     Ok(Schema { validator, cost, reads_text: cost::reads_text(&document) })
 }
 
-/// Check a `describe` output, compiling the validators of every valid tool.
-/// A `describe` output that is one tool object (`name` and `inputSchema`,
-/// no `tools`), an early shape of the servlet interface that published
-/// servlets still return, as the one-tool `ListToolsResult` it means, with
-/// a warning naming the shape. Anything else is returned as it is.
-pub(crate) fn one_tool_shape(raw: Value) -> (Value, Option<LoadProblem>) {
-    let is_one_tool = raw.as_object().is_some_and(|object| {
-        !object.contains_key("tools")
-            && object.get("name").is_some_and(Value::is_string)
-            && object.get("inputSchema").is_some_and(Value::is_object)
-    });
-    if !is_one_tool {
-        return (raw, None);
-    }
-    let name = raw.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let warning = LoadProblem {
-        message: format!(
-            "describe returned one tool object (`{}`) instead of a ListToolsResult ({{\"tools\": [...]}}), an \
-             early shape of the servlet interface; it is loaded as a list of that one tool",
-            name.chars().take(64).collect::<String>()
-        ),
-        tool: Some(name),
-        pointer: String::new(),
-        rule: LoadProblem::ONE_TOOL_SHAPE.to_owned(),
-    };
-    (serde_json::json!({ "tools": [raw] }), Some(warning))
-}
-
-pub(crate) fn check_describe(raw: &Value, options: &ValidationOptions) -> CheckedDescribe {
-    let mut problems = Vec::new();
-    let raw_tools = raw.get("tools").and_then(Value::as_array);
-    let tool_label = |index: usize| -> String {
-        raw_tools
-            .and_then(|tools| tools.get(index))
-            .and_then(|tool| tool.get("name"))
-            .and_then(Value::as_str)
-            .filter(|name| !name.is_empty())
-            .map_or_else(|| format!("#{index}"), str::to_owned)
-    };
-
-    // 1. The protocol, for the whole document at once.
-    let mut bad_tools = vec![false; raw_tools.map_or(0, Vec::len)];
-    let mut fatal = false;
-    for violation in violations(list_tools_result(), raw) {
-        let index = tool_index(&violation.instance_path);
-        match index {
-            Some(i) => bad_tools[i] = true,
-            None => fatal = true,
-        }
-        problems.push(LoadProblem {
-            tool: index.map(tool_label),
-            pointer: violation.instance_path,
-            rule: violation.keyword,
-            message: violation.message,
-        });
-    }
-    let Some(raw_tools) = raw_tools.filter(|_| !fatal) else {
-        return CheckedDescribe { tools: Vec::new(), problems, fatal: true };
-    };
-
-    // 2. Duplicate names, among all tools. Names that differ only in case
-    // are duplicates too: approval and filters name tools, and `Divide`
-    // must not slip past a rule about `divide`.
-    let mut first_seen: HashMap<String, (usize, &str)> = HashMap::new();
-    for (index, raw_tool) in raw_tools.iter().enumerate() {
-        let Some(name) = raw_tool.get("name").and_then(Value::as_str) else { continue };
-        let folded = name.to_lowercase();
-        if let Some(&(first, first_name)) = first_seen.get(&folded) {
-            bad_tools[index] = true;
-            let message = if first_name == name {
-                format!("duplicate tool name `{name}` (first at /tools/{first})")
-            } else {
-                format!(
-                    "tool name `{name}` differs from `{first_name}` (at /tools/{first}) only in case; tool names must be unique regardless of case"
-                )
-            };
-            problems.push(LoadProblem {
-                tool: Some(tool_label(index)),
-                pointer: format!("/tools/{index}/name"),
-                rule: "unique-name".to_owned(),
-                message,
-            });
-        } else {
-            first_seen.insert(folded, (index, name));
-        }
-    }
-
-    // 3. Each tool that follows the protocol: schemas, metadata. Tools
-    // often share a schema (`{"type": "object"}`, one argument type for
-    // several tools): each distinct one is compiled once.
-    let mut tools = Vec::new();
-    let mut compiled = Compiled::default();
-    for (index, raw_tool) in raw_tools.iter().enumerate() {
-        if bad_tools[index] {
-            continue;
-        }
-        let label = tool_label(index);
-        let at = |suffix: &str| format!("/tools/{index}{suffix}");
-        let mut tool_problems = Vec::new();
-        let mut problem = |pointer: String, rule: &str, message: String| {
-            tool_problems.push(LoadProblem { tool: Some(label.clone()), pointer, rule: rule.to_owned(), message });
-        };
-        let mut tool: Tool = match serde_json::from_value(raw_tool.clone()) {
-            Ok(tool) => tool,
-            Err(error) => {
-                problem(at(""), "protocol", error.to_string());
-                problems.extend(tool_problems);
-                continue;
-            }
-        };
-        let input = compiled
-            .get(&tool.input_schema, options.enforce_formats)
-            .map_err(|e| problem(at(&format!("/inputSchema{}", e.pointer)), e.rule, e.message))
-            .ok();
-        let output = match &tool.output_schema {
-            Some(schema) => compiled
-                .get(schema, options.enforce_formats)
-                .map(Some)
-                .map_err(|e| problem(at(&format!("/outputSchema{}", e.pointer)), e.rule, e.message))
-                .ok(),
-            None => Some(None),
-        };
-        let id = match normalize_metadata(&mut tool) {
-            Ok(id) => Some(id),
-            Err((field, rule, message)) => {
-                problem(at(&format!("/{field}")), rule, message);
-                None
-            }
-        };
-        let requirements = crate::secrets::Requirements::of(&tool)
-            .map_err(|message| {
-                let field = if tool.meta.as_ref().is_some_and(|m| m.contains_key("requirements")) {
-                    "/_meta/requirements"
-                } else {
-                    "/requirements"
-                };
-                problem(at(field), "requirements", message)
-            })
-            .ok();
-        let ok = tool_problems.is_empty();
-        problems.extend(tool_problems);
-        if let (true, Some(input), Some(output), Some(id), Some(requirements)) = (ok, input, output, id, requirements) {
-            tools.push(CheckedTool { tool, id, requirements, input, output });
-        }
-    }
-    CheckedDescribe { tools, problems, fatal: false }
-}
-
-/// The schemas of one `describe` compiled so far, by a fingerprint of
-/// their JSON (then compared whole), with what came of each. The
-/// fingerprint's hash is keyed at random, so a plugin cannot choose
-/// schemas that all land together and make each lookup compare them all.
-#[derive(Default)]
-struct Compiled {
-    keys: std::hash::RandomState,
-    by_fingerprint: HashMap<u64, Vec<(JsonObject, CompiledSchema)>>,
-}
-
-/// A schema compiled, or why it was refused.
-type CompiledSchema = Result<Arc<Schema>, SchemaProblem>;
-
-impl Compiled {
-    /// `schema` compiled ([`compile_schema`]), or its problem: once per
-    /// distinct schema.
-    fn get(&mut self, schema: &JsonObject, enforce_formats: bool) -> CompiledSchema {
-        // serde_json's own `Hash`, which agrees with its `==` (`1` and
-        // `1.0` differ, `0.0` and `-0.0` do not).
-        let fingerprint = std::hash::BuildHasher::hash_one(&self.keys, schema);
-        let same = self.by_fingerprint.entry(fingerprint).or_default();
-        if let Some((_, compiled)) = same.iter().find(|(seen, _)| seen == schema) {
-            return compiled.clone();
-        }
-        let compiled = compile_schema(schema, enforce_formats).map(Arc::new);
-        same.push((schema.clone(), compiled.clone()));
-        compiled
-    }
-}
-
-/// The tool index of a pointer under `/tools/N`.
-fn tool_index(pointer: &str) -> Option<usize> {
-    let rest = pointer.strip_prefix("/tools/")?;
-    rest.split('/').next()?.parse().ok()
-}
-
-/// Validate the optional metadata (`version`, `namespace`, `tags`), normalise
-/// it in place, and return the tool's stable id (`namespace:name[:version]`,
-/// or the name).
-fn normalize_metadata(tool: &mut Tool) -> Result<String, (&'static str, &'static str, String)> {
-    let version = match tool.extra.get("version").and_then(Value::as_str) {
-        Some(raw) => {
-            let version = normalize_version(raw)
-                .ok_or_else(|| ("version", "semver", format!("`{raw}` is not a semantic version x.y.z")))?;
-            tool.extra.insert("version".to_owned(), Value::String(version.clone()));
-            Some(version)
-        }
-        None => None,
-    };
-    if let Some(Value::Array(tags)) = tool.extra.get("tags") {
-        let tags = normalize_tags(tags.iter().filter_map(Value::as_str));
-        tool.extra.insert("tags".to_owned(), Value::from(tags));
-    }
-    let id = match (tool.extra.get("namespace").and_then(Value::as_str), version) {
-        (Some(namespace), Some(version)) => format!("{namespace}:{}:{version}", tool.name),
-        (Some(namespace), None) => format!("{namespace}:{}", tool.name),
-        (None, _) => tool.name.clone(),
-    };
-    Ok(id)
-}
-
-/// `x.y.z` with non-negative integers; a leading `v` is accepted and dropped.
-pub(crate) fn normalize_version(raw: &str) -> Option<String> {
-    let version = raw.strip_prefix('v').unwrap_or(raw);
-    let parts: Vec<&str> = version.split('.').collect();
-    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    (parts.len() == 3 && parts.iter().all(numeric)).then(|| version.to_owned())
-}
-
-/// Tags for stable search: lowercased and trimmed, whitespace runs to `-`,
-/// only `[a-z0-9-_.]` kept, at most 64 characters, empty ones dropped,
-/// duplicates removed in order, at most 20.
-pub(crate) fn normalize_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    const MAX_LEN: usize = 64;
-    const MAX_COUNT: usize = 20;
-    let mut out: Vec<String> = Vec::new();
-    for tag in tags {
-        let lowered = tag.trim().to_lowercase();
-        let dashed = lowered.split_whitespace().collect::<Vec<_>>().join("-");
-        let kept: String = dashed
-            .chars()
-            .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
-            .take(MAX_LEN)
-            .collect();
-        if !kept.is_empty() && !out.contains(&kept) {
-            out.push(kept);
-        }
-        if out.len() == MAX_COUNT {
-            break;
-        }
-    }
-    out
-}
-
 /// A JSON value that does not deserialize into the protocol type.
 pub(crate) fn protocol_violation(error: &serde_json::Error) -> Violation {
     Violation { instance_path: String::new(), keyword: "protocol".to_owned(), message: error.to_string() }
@@ -726,6 +488,7 @@ fn check_structured(result: &CallToolResult, output: Option<&Schema>) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use super::describe::{normalize_tags, normalize_version};
     use super::*;
     use serde_json::json;
 
