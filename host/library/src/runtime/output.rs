@@ -11,11 +11,13 @@
 //! - **A component's result** is weighed with a fixed overhead per content
 //!   item ([`CONTENT_ITEM_WEIGHT`]) and per tool, so empty items are not free.
 //! - **Messages** a plugin chooses (an Extism `error_set`, a component's
-//!   `call-error`) are cut to [`MAX_MESSAGE_BYTES`], with the original size.
-//! - **Logs**: at most [`MAX_LOG_LINES`] lines and [`MAX_LOG_BYTES`] per
-//!   call, each line at most [`MAX_LOG_LINE_BYTES`]; then one note.
+//!   `call-error`) are cut to
+//!   [`MAX_MESSAGE_BYTES`](messages::MAX_MESSAGE_BYTES), with the original
+//!   size.
+//! - **Logs**: at most [`MAX_LOG_LINES`](logs::MAX_LOG_LINES) lines and
+//!   [`MAX_LOG_BYTES`](logs::MAX_LOG_BYTES) per call, each line at most
+//!   [`MAX_LOG_LINE_BYTES`]; then one note.
 
-use crate::secrets::Redactor;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -27,6 +29,16 @@ use super::outcome::RunError;
 use crate::error::{Fault, FaultKind, OutputProblem};
 use crate::sandbox::format_size;
 
+/// The call's log budget.
+mod logs;
+/// A plugin's messages, cut short.
+mod messages;
+
+pub(crate) use logs::{LogBudget, LogLine, MAX_LOG_LINE_BYTES};
+#[cfg(feature = "component")]
+pub(crate) use messages::shorten;
+pub(crate) use messages::{short_error, short_fault, short_message};
+
 /// Most content items a result may have.
 pub(crate) const MAX_CONTENT_ITEMS: usize = 4096;
 /// What a content item of a component's result is charged against the
@@ -36,80 +48,12 @@ pub(crate) const CONTENT_ITEM_WEIGHT: usize = 256;
 /// What a tool of a component's `describe` is charged besides its bytes.
 #[cfg(feature = "component")]
 pub(crate) const TOOL_WEIGHT: usize = 1024;
-/// Most bytes of a plugin's message kept in a fault.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 4096;
-/// Most log lines a call may write.
-pub(crate) const MAX_LOG_LINES: usize = 256;
-/// Most bytes of log lines a call may write.
-pub(crate) const MAX_LOG_BYTES: usize = 64 * 1024;
-/// Longest log line kept (longer ones are cut).
-pub(crate) const MAX_LOG_LINE_BYTES: usize = 2048;
 
 /// Weight of any JSON value: a `serde_json::Value` and some slack of the
 /// vector holding it.
 const VALUE_WEIGHT: usize = 48;
 /// Weight of a JSON object besides its values: its map's first node.
 const OBJECT_WEIGHT: usize = 640;
-
-/// Most bytes of any fault's message (the plugin's words and the host's
-/// around them, a stderr tail): the backstop behind [`MAX_MESSAGE_BYTES`].
-const MAX_FAULT_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
-
-/// `bytes` as text, cut to `max` (on a character boundary) with the
-/// original size noted. Only the kept bytes are read.
-fn cut(bytes: &[u8], max: usize) -> String {
-    if bytes.len() <= max {
-        return String::from_utf8_lossy(bytes).into_owned();
-    }
-    let mut kept = String::from_utf8_lossy(&bytes[..max]).into_owned();
-    // A character cut in two reads as U+FFFD at the end: drop it.
-    if kept.ends_with('\u{FFFD}') {
-        kept.pop();
-    }
-    format!("{kept}… (cut: the message was {} bytes)", bytes.len())
-}
-
-/// A plugin's message as text, cut to [`MAX_MESSAGE_BYTES`] with the
-/// original size noted, redacted of the plugin's sensitive values before
-/// the cut (so none is cut in two). Reads only the start of `bytes`.
-pub(crate) fn short_message(bytes: &[u8], redactor: &Redactor) -> String {
-    if redactor.is_empty() {
-        return cut(bytes, MAX_MESSAGE_BYTES);
-    }
-    let head = redactor.redact_head(bytes, MAX_MESSAGE_BYTES);
-    if bytes.len() <= MAX_MESSAGE_BYTES && head.len() <= MAX_MESSAGE_BYTES {
-        return String::from_utf8_lossy(&head).into_owned();
-    }
-    let kept = cut(&head[..head.len().min(MAX_MESSAGE_BYTES)], MAX_MESSAGE_BYTES);
-    format!("{kept}… (cut: the message was {} bytes)", bytes.len())
-}
-
-/// A plugin's message cut as [`short_message`] cuts bytes.
-#[cfg(any(test, feature = "component"))]
-pub(crate) fn shorten(message: String, redactor: &Redactor) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES && redactor.is_empty() {
-        message
-    } else {
-        short_message(message.as_bytes(), redactor)
-    }
-}
-
-/// A fault whose message is short (at most twice [`MAX_MESSAGE_BYTES`]:
-/// room for a cut plugin message and the host's words around it).
-pub(crate) fn short_fault(fault: Fault) -> Fault {
-    if fault.message.len() <= MAX_FAULT_BYTES {
-        return fault;
-    }
-    Fault { message: cut(fault.message.as_bytes(), MAX_FAULT_BYTES), ..fault }
-}
-
-/// A fault whose message is short, if the error is a fault.
-pub(crate) fn short_error(error: RunError) -> RunError {
-    match error {
-        RunError::Fault(fault) => RunError::Fault(short_fault(fault)),
-        output => output,
-    }
-}
 
 fn too_large(message: String) -> RunError {
     RunError::Fault(Fault::new(FaultKind::OutputTooLarge, message))
@@ -662,73 +606,6 @@ impl<'de> Visitor<'de> for Node<'_> {
     }
 }
 
-/// What a call may still log: lines and bytes left, and whether the note
-/// that further lines are dropped was written.
-#[derive(Debug)]
-pub(crate) struct LogBudget {
-    lines: usize,
-    bytes: usize,
-    noted: bool,
-}
-
-impl Default for LogBudget {
-    fn default() -> Self {
-        LogBudget { lines: MAX_LOG_LINES, bytes: MAX_LOG_BYTES, noted: false }
-    }
-}
-
-/// What to do with a log line.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum LogLine {
-    /// Write it (cut if it was long).
-    Write(String),
-    /// The budget is spent: write the note that further lines are dropped,
-    /// once.
-    Note,
-    /// Drop it.
-    Drop,
-}
-
-impl LogBudget {
-    /// A fresh budget (before each call).
-    pub(crate) fn reset(&mut self) {
-        *self = LogBudget::default();
-    }
-
-    /// Whether a line of `len` bytes may be written, and what of it: the
-    /// caller reads at most [`MAX_LOG_LINE_BYTES`] of it (`head`).
-    pub(crate) fn admit(&mut self, head: &[u8], len: usize) -> LogLine {
-        let kept = len.min(MAX_LOG_LINE_BYTES);
-        if self.lines == 0 || self.bytes < kept {
-            self.lines = 0;
-            if self.noted {
-                return LogLine::Drop;
-            }
-            self.noted = true;
-            return LogLine::Note;
-        }
-        self.lines -= 1;
-        self.bytes -= kept;
-        let head = &head[..head.len().min(MAX_LOG_LINE_BYTES)];
-        let mut line = String::from_utf8_lossy(head).into_owned();
-        if len > MAX_LOG_LINE_BYTES {
-            if line.ends_with('\u{FFFD}') {
-                line.pop();
-            }
-            line.push_str(&format!("… (cut: the line was {len} bytes)"));
-        }
-        LogLine::Write(line)
-    }
-
-    /// The note written once the budget is spent.
-    pub(crate) fn note() -> String {
-        format!(
-            "further log lines of this call dropped (at most {MAX_LOG_LINES} lines and {} per call)",
-            format_size(MAX_LOG_BYTES as u64)
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -909,33 +786,5 @@ mod tests {
         assert!(written_result(&text(&items(MAX_CONTENT_ITEMS)), usize::MAX).is_some());
         assert_eq!(written_result(&text(&items(MAX_CONTENT_ITEMS + 1)), usize::MAX), None);
         assert_eq!(parse_plain_result(&items(MAX_CONTENT_ITEMS + 1), usize::MAX), None);
-    }
-
-    #[test]
-    fn messages_are_cut_with_their_size() {
-        assert_eq!(short_message(b"short", &Redactor::default()), "short");
-        let long = "é".repeat(10_000);
-        let cut = short_message(long.as_bytes(), &Redactor::default());
-        assert!(cut.len() < MAX_MESSAGE_BYTES + 100, "{}", cut.len());
-        assert!(cut.ends_with("… (cut: the message was 20000 bytes)"), "{cut}");
-        assert!(!cut.contains('\u{FFFD}'));
-        assert_eq!(shorten("ok".to_owned(), &Redactor::default()), "ok");
-    }
-
-    #[test]
-    fn logs_are_capped_per_call_with_one_note() {
-        let mut budget = LogBudget::default();
-        for _ in 0..MAX_LOG_LINES {
-            assert!(matches!(budget.admit(b"line", 4), LogLine::Write(_)));
-        }
-        assert_eq!(budget.admit(b"line", 4), LogLine::Note);
-        assert_eq!(budget.admit(b"line", 4), LogLine::Drop);
-        budget.reset();
-        let long = vec![b'x'; 5000];
-        let LogLine::Write(line) = budget.admit(&long, long.len()) else { panic!("refused") };
-        assert!(line.ends_with("(cut: the line was 5000 bytes)") && line.len() < MAX_LOG_LINE_BYTES + 64, "{line}");
-        let mut bytes = LogBudget::default();
-        let written = (0..1000).filter(|_| matches!(bytes.admit(&long, long.len()), LogLine::Write(_))).count();
-        assert_eq!(written, MAX_LOG_BYTES / MAX_LOG_LINE_BYTES);
     }
 }
