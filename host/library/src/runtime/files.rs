@@ -74,9 +74,20 @@ pub(crate) trait P1Guest: Guest {
 }
 
 /// Wrap WASI 0.1's `path_open`, `fd_close` and `fd_renumber` in `linker`
-/// (defined already) with the open-file cap.
+/// (defined already) with the open-file cap, and `poll_oneoff` with a timer
+/// on the runtime's ticker, bounded by the call's deadline.
 pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
+    define_path_open(linker)?;
+    define_descriptors(linker)?;
+    define_poll(linker)?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// `path_open`, counted against the open-file cap, refusing what could
+/// block the thread.
+fn define_path_open<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::Result<()> {
     type PathOpen = (i32, i32, i32, i32, i32, i64, i64, i32, i32);
     linker.func_wrap_async(
         WASI_P1,
@@ -120,6 +131,11 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
             })
         },
     )?;
+    Ok(())
+}
+
+/// `fd_close` and `fd_renumber`, kept in the open-file count.
+fn define_descriptors<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::Result<()> {
     linker.func_wrap_async(WASI_P1, "fd_close", |mut caller: Caller<'_, T>, (fd,): (i32,)| {
         Box::new(async move {
             let (errno, _) = with_p1!(caller, |wasi, memory| p1::fd_close(wasi, memory, fd));
@@ -140,6 +156,12 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
             Ok(errno)
         })
     })?;
+    Ok(())
+}
+
+/// `poll_oneoff`: one relative timer is a nap on the runtime's ticker;
+/// anything else is WASI's own.
+fn define_poll<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         WASI_P1,
         "poll_oneoff",
@@ -173,7 +195,6 @@ pub(crate) fn cap_p1<T: P1Guest>(linker: &mut wasmtime::Linker<T>) -> wasmtime::
             })
         },
     )?;
-    linker.allow_shadowing(false);
     Ok(())
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 #[cfg(feature = "http")]
-use std::io::Read as _;
+use std::io::Read;
 #[cfg(feature = "http")]
 use std::time::Duration;
 use std::time::Instant;
@@ -314,40 +314,44 @@ fn send(
             .iter()
             .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
             .collect();
-        let mut bytes = Vec::new();
-        let mut reader = response.into_body().into_reader();
-        let mut counted = limit
-            .shared
-            .as_ref()
-            .map(|shared| (shared, Counted { held: std::sync::Arc::clone(&shared.held), bytes: 0 }));
-        let mut chunk = vec![0u8; 64 * 1024];
-        loop {
-            let n = reader
-                .read(&mut chunk)
-                .map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
-            if n == 0 {
-                break;
-            }
-            if bytes.len() + n > limit.bytes {
-                return Err(host_error(format!(
-                    "the response of {url} is larger than {} bytes, {}",
-                    limit.bytes, limit.reason
-                )));
-            }
-            if let Some((shared, counted)) = &mut counted
-                && !counted.take(n, shared.most)
-            {
-                return Err(host_error(format!(
-                    "the response of {url} does not fit in what is left of the {} bytes {} (its other \
-                     responses hold the rest)",
-                    shared.most, shared.reason
-                )));
-            }
-            bytes.extend_from_slice(&chunk[..n]);
-        }
-        return Ok(HttpResponse { status, headers, body: bytes, counted: counted.map(|(_, counted)| counted) });
+        let (bytes, counted) = read_body(response.into_body().into_reader(), &url, &limit)?;
+        return Ok(HttpResponse { status, headers, body: bytes, counted });
     }
     Err(host_error(format!("HTTP request to {} was redirected more than {MAX_REDIRECTS} times", request.url)))
+}
+
+/// A response's body, read within the call's body limit and the plugin's
+/// shared memory room: what was read, and its share of that room.
+#[cfg(feature = "http")]
+fn read_body(mut reader: impl Read, url: &str, limit: &BodyLimit) -> wasmtime::Result<(Vec<u8>, Option<Counted>)> {
+    let mut bytes = Vec::new();
+    let mut counted =
+        limit.shared.as_ref().map(|shared| (shared, Counted { held: std::sync::Arc::clone(&shared.held), bytes: 0 }));
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n =
+            reader.read(&mut chunk).map_err(|e| host_error(format!("reading the response of {url} failed: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        if bytes.len() + n > limit.bytes {
+            return Err(host_error(format!(
+                "the response of {url} is larger than {} bytes, {}",
+                limit.bytes, limit.reason
+            )));
+        }
+        if let Some((shared, counted)) = &mut counted
+            && !counted.take(n, shared.most)
+        {
+            return Err(host_error(format!(
+                "the response of {url} does not fit in what is left of the {} bytes {} (its other \
+                 responses hold the rest)",
+                shared.most, shared.reason
+            )));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    Ok((bytes, counted.map(|(_, counted)| counted)))
 }
 
 #[cfg(all(test, feature = "http"))]
