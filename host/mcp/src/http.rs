@@ -658,17 +658,9 @@ async fn open_session(front: &Front, request: Request<Body>, message: &Value) ->
 /// and their answers joined.
 async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_LINE).await {
+    let bytes = match read_body(body).await {
         Ok(bytes) => bytes,
-        Err(error) if too_slow(&error) => {
-            let error = error_response(Value::Null, -32600, error.to_string());
-            return json_response(StatusCode::REQUEST_TIMEOUT, &error);
-        }
-        Err(_) => {
-            let error =
-                error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
-            return json_response(StatusCode::PAYLOAD_TOO_LARGE, &error);
-        }
+        Err(refusal) => return refusal,
     };
     // A well-formed 2026-07-28 tools/call: answered here, its body parsed
     // once, straight into the call.
@@ -688,89 +680,120 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
             );
         }
     };
-    // The request again, for rmcp: the same head, this body.
-    let rebuild = |parts: axum::http::request::Parts, body: Body| {
-        let mut request = Request::from_parts(parts, body);
-        request.headers_mut().remove(header::CONTENT_LENGTH);
-        request
-    };
     match message {
-        Value::Array(batch) => {
-            // Batches are 2025-03-26's (and before): a client of a later
-            // version says so in every request's header.
-            if let Some(version) = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
-                && !crate::jsonrpc::batches_allowed(version)
-            {
-                return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_not_in_version(version));
-            }
-            if batch.is_empty() {
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &error_response(Value::Null, -32600, "an empty batch is not a request"),
-                );
-            }
-            if batch.len() > crate::jsonrpc::MAX_BATCH {
-                return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_too_long(batch.len()));
-            }
-            // A batch runs all of its calls or none: a call the token may
-            // not make refuses the whole batch before any of it runs.
-            #[cfg(feature = "production")]
-            for message in &batch {
-                if let Some(refusal) = production::scope_refusal(front, &parts, message) {
-                    return refusal;
-                }
-            }
-            let mut answers = Vec::new();
-            for message in batch {
-                let message = match check_message(message) {
-                    Ok(message) => message,
-                    Err(answer) => {
-                        answers.push(answer);
-                        continue;
-                    }
-                };
-                // A session opened in a batch would have no way to tell
-                // its client its id (the answers are joined, their
-                // headers dropped): it would only take a place.
-                if is_initialize(&message) {
-                    let id = message.get("id").cloned().unwrap_or(Value::Null);
-                    answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
-                    continue;
-                }
-                let expects_answer = message.get("method").is_some() && message.get("id").is_some();
-                let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
-                if !response.status().is_success() {
-                    return response;
-                }
-                if expects_answer && let Some(answer) = answer_in(response).await {
-                    answers.push(answer);
-                }
-            }
-            if answers.is_empty() {
-                let mut response = Response::new(Body::empty());
-                *response.status_mut() = StatusCode::ACCEPTED;
-                return response;
-            }
-            json_response(StatusCode::OK, &Value::Array(answers))
-        }
-        mut message => match malformed_call(&message) {
-            Some(answer) => json_response(StatusCode::OK, &answer),
-            None => {
-                #[cfg(feature = "production")]
-                if let Some(refusal) = production::scope_refusal(front, &parts, &message) {
-                    return refusal;
-                }
-                let bytes = if crate::jsonrpc::accept_unversioned_client(&mut message) {
-                    axum::body::Bytes::from(message.to_string())
-                } else {
-                    bytes
-                };
-                if opens_session(&parts, &message) {
-                    return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
-                }
-                // (The head moved, not copied; the body shared, not copied.)
-                inner(front, rebuild(parts, Body::from(bytes))).await
-            }
-        },
+        Value::Array(batch) => post_batch(front, parts, batch).await,
+        message => post_one(front, parts, message, bytes).await,
     }
+}
+
+/// A request's body, at most [`MAX_LINE`] bytes, arriving no slower than
+/// the server's minimum rate; or the refusal.
+async fn read_body(body: Body) -> Result<axum::body::Bytes, Response<Body>> {
+    match axum::body::to_bytes(body, MAX_LINE).await {
+        Ok(bytes) => Ok(bytes),
+        Err(error) if too_slow(&error) => {
+            let error = error_response(Value::Null, -32600, error.to_string());
+            Err(json_response(StatusCode::REQUEST_TIMEOUT, &error))
+        }
+        Err(_) => {
+            let error =
+                error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
+            Err(json_response(StatusCode::PAYLOAD_TOO_LARGE, &error))
+        }
+    }
+}
+
+/// The request again, for rmcp: the same head, this body.
+fn rebuild(parts: axum::http::request::Parts, body: Body) -> Request<Body> {
+    let mut request = Request::from_parts(parts, body);
+    request.headers_mut().remove(header::CONTENT_LENGTH);
+    request
+}
+
+/// One JSON-RPC message (not a batch), handed to rmcp unless it is a
+/// malformed call or opens a session.
+async fn post_one(
+    front: &Front,
+    parts: axum::http::request::Parts,
+    mut message: Value,
+    bytes: axum::body::Bytes,
+) -> Response<Body> {
+    if let Some(answer) = malformed_call(&message) {
+        return json_response(StatusCode::OK, &answer);
+    }
+    #[cfg(feature = "production")]
+    if let Some(refusal) = production::scope_refusal(front, &parts, &message) {
+        return refusal;
+    }
+    let bytes = if crate::jsonrpc::accept_unversioned_client(&mut message) {
+        axum::body::Bytes::from(message.to_string())
+    } else {
+        bytes
+    };
+    if opens_session(&parts, &message) {
+        return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
+    }
+    // (The head moved, not copied; the body shared, not copied.)
+    inner(front, rebuild(parts, Body::from(bytes))).await
+}
+
+/// A JSON-RPC batch: refused in sessions of versions without batches,
+/// empty or too long; otherwise each member in turn, their answers joined.
+async fn post_batch(front: &Front, parts: axum::http::request::Parts, batch: Vec<Value>) -> Response<Body> {
+    // Batches are 2025-03-26's (and before): a client of a later version
+    // says so in every request's header.
+    if let Some(version) = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
+        && !crate::jsonrpc::batches_allowed(version)
+    {
+        return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_not_in_version(version));
+    }
+    if batch.is_empty() {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &error_response(Value::Null, -32600, "an empty batch is not a request"),
+        );
+    }
+    if batch.len() > crate::jsonrpc::MAX_BATCH {
+        return json_response(StatusCode::BAD_REQUEST, &crate::jsonrpc::batch_too_long(batch.len()));
+    }
+    // A batch runs all of its calls or none: a call the token may not make
+    // refuses the whole batch before any of it runs.
+    #[cfg(feature = "production")]
+    for message in &batch {
+        if let Some(refusal) = production::scope_refusal(front, &parts, message) {
+            return refusal;
+        }
+    }
+    let mut answers = Vec::new();
+    for message in batch {
+        let message = match check_message(message) {
+            Ok(message) => message,
+            Err(answer) => {
+                answers.push(answer);
+                continue;
+            }
+        };
+        // A session opened in a batch would have no way to tell its client
+        // its id (the answers are joined, their headers dropped): it would
+        // only take a place.
+        if is_initialize(&message) {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
+            continue;
+        }
+        let expects_answer = message.get("method").is_some() && message.get("id").is_some();
+        let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
+        if !response.status().is_success() {
+            return response;
+        }
+        if expects_answer && let Some(answer) = answer_in(response).await {
+            answers.push(answer);
+        }
+    }
+    if answers.is_empty() {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::ACCEPTED;
+        return response;
+    }
+    json_response(StatusCode::OK, &Value::Array(answers))
 }
