@@ -58,6 +58,19 @@ struct Tracked {
     started: bool,
 }
 
+/// What a sync makes of the tool sets it reads.
+#[derive(Default)]
+struct Made<'r> {
+    /// The toolsets of the usable tool sets.
+    configs: Vec<ToolsetConfig>,
+    /// The tool sets that cannot be toolsets, with why.
+    unusable: Vec<(&'r ToolSetRow, String)>,
+    /// Names that go from the registry.
+    removed: Vec<String>,
+    /// What was made of each tool set, to keep once the registry took it.
+    made_now: Vec<(&'r ToolSetRow, Result<ToolsetConfig, String>)>,
+}
+
 /// A workspace's syncs on this instance held off (its lock), from before a
 /// change is written until it is brought in line: see
 /// [`Workspaces::hold`].
@@ -376,60 +389,11 @@ impl Workspaces {
 
     /// The work of [`sync_locked`](Self::sync_locked).
     async fn bring_in_line(&self, workspace: &str, which: ToolSets) -> Result<(), StoreError> {
+        let all = matches!(which, ToolSets::All);
         // Read under the lock: a sync never applies rows older than the
         // last one applied.
-        let mut rows = Vec::new();
-        let mut gone = Vec::new();
-        let all = matches!(which, ToolSets::All);
-        match which {
-            ToolSets::All => {
-                rows = self.store.workspace_tool_sets(workspace).await?;
-                let present: HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
-                gone = (self.tracked().iter())
-                    .filter(|(id, t)| t.workspace == workspace && !present.contains(id.as_str()))
-                    .map(|(id, _)| id.clone())
-                    .collect();
-            }
-            ToolSets::Named(ids) => {
-                for id in ids {
-                    match self.store.get_tool_set(workspace, &id).await {
-                        Ok(row) => rows.push(row),
-                        Err(StoreError::NotFound) => gone.push(id),
-                        Err(error) => return Err(error),
-                    }
-                }
-            }
-        }
-        let mut configs = Vec::new();
-        let mut unusable = Vec::new();
-        // Toolsets that go from the registry: those of tool sets that are
-        // gone, renamed, or unusable now. What is kept of each tool set
-        // changes only once the registry has changed (a failure before
-        // leaves it as it was, to be tried again whole).
-        let mut removed: Vec<String> = Vec::new();
-        let mut made_now = Vec::new();
-        for row in &rows {
-            let (cached, old_name) = match self.tracked().get(&row.id) {
-                Some(t) => (t.applied.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
-                None => (None, None),
-            };
-            let made = match cached {
-                Some((revision, made)) if revision == row.revision => made,
-                _ => {
-                    let tools = self.store.tools_of(&row.id).await?;
-                    self.config_of(row, &tools).await
-                }
-            };
-            removed.extend(old_name);
-            made_now.push((row, made.clone()));
-            match made {
-                Ok(config) => configs.push(config),
-                Err(problem) => {
-                    removed.push(row.name.clone());
-                    unusable.push((row, problem));
-                }
-            }
-        }
+        let (rows, gone) = self.rows_to_sync(workspace, which).await?;
+        let Made { configs, unusable, mut removed, made_now } = self.make_configs(&rows).await?;
         removed.extend((self.tracked().iter()).filter(|(id, _)| gone.contains(*id)).map(|(_, t)| t.name.clone()));
         // A name removed and used again (a rename onto it) stays.
         removed.retain(|name| !configs.iter().any(|config| &config.id == name));
@@ -458,7 +422,82 @@ impl Workspaces {
                 tracked.remove(id);
             }
         }
-        for row in &rows {
+        self.settle_all(&rows, &unusable, &registry).await
+    }
+
+    /// The tool sets a sync reads from the store, and the ids of those it
+    /// follows that are gone from it.
+    async fn rows_to_sync(
+        &self,
+        workspace: &str,
+        which: ToolSets,
+    ) -> Result<(Vec<ToolSetRow>, Vec<String>), StoreError> {
+        let mut rows = Vec::new();
+        let mut gone = Vec::new();
+        match which {
+            ToolSets::All => {
+                rows = self.store.workspace_tool_sets(workspace).await?;
+                let present: HashSet<&str> = rows.iter().map(|row| row.id.as_str()).collect();
+                gone = (self.tracked().iter())
+                    .filter(|(id, t)| t.workspace == workspace && !present.contains(id.as_str()))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+            }
+            ToolSets::Named(ids) => {
+                for id in ids {
+                    match self.store.get_tool_set(workspace, &id).await {
+                        Ok(row) => rows.push(row),
+                        Err(StoreError::NotFound) => gone.push(id),
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+        }
+        Ok((rows, gone))
+    }
+
+    /// The registry toolset of each tool set (the one made at its revision
+    /// if there is one), and the names that go from the registry: those of
+    /// tool sets renamed or unusable now. What is kept of each tool set
+    /// changes only once the registry has changed (a failure before leaves
+    /// it as it was, to be tried again whole).
+    async fn make_configs<'r>(&self, rows: &'r [ToolSetRow]) -> Result<Made<'r>, StoreError> {
+        let mut made_all = Made::default();
+        for row in rows {
+            let (cached, old_name) = match self.tracked().get(&row.id) {
+                Some(t) => (t.applied.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
+                None => (None, None),
+            };
+            let made = match cached {
+                Some((revision, made)) if revision == row.revision => made,
+                _ => {
+                    let tools = self.store.tools_of(&row.id).await?;
+                    self.config_of(row, &tools).await
+                }
+            };
+            made_all.removed.extend(old_name);
+            made_all.made_now.push((row, made.clone()));
+            match made {
+                Ok(config) => made_all.configs.push(config),
+                Err(problem) => {
+                    made_all.removed.push(row.name.clone());
+                    made_all.unusable.push((row, problem));
+                }
+            }
+        }
+        Ok(made_all)
+    }
+
+    /// Record each synced tool set's outcome: the problem of one that
+    /// cannot be a toolset, or its toolset's last sync and tools (unless
+    /// that sync was settled already).
+    async fn settle_all(
+        &self,
+        rows: &[ToolSetRow],
+        unusable: &[(&ToolSetRow, String)],
+        registry: &Registry,
+    ) -> Result<(), StoreError> {
+        for row in rows {
             let (outcome, found, at) = match unusable.iter().find(|(r, _)| r.id == row.id) {
                 Some((_, problem)) => (
                     json!({"SyncFailed": {"error": true, "errorType": "INVALID_CONFIGURATION", "message": problem}}),
