@@ -117,36 +117,14 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
     let started = Instant::now();
     let callers: Vec<_> = (0..concurrency)
         .map(|_| {
-            let plugin = Arc::clone(&plugin);
-            let (next, latencies) = (Arc::clone(&next), Arc::clone(&latencies));
-            let (tool, arguments) = (tool.to_owned(), arguments.clone());
-            tokio::spawn(async move {
-                let mut tally = Tally::default();
-                // Callers claim calls in small batches: a faster caller takes
-                // more, and the shared counter is not written on every call.
-                loop {
-                    let first = next.fetch_add(CLAIM, Ordering::Relaxed);
-                    if first >= calls {
-                        break;
-                    }
-                    for number in first..(first + CLAIM).min(calls) {
-                        let call_started = Instant::now();
-                        let outcome = plugin.call_tool(&tool, arguments.clone()).await;
-                        // (At least 1: an empty slot is a call not made.)
-                        let nanos = u64::try_from(call_started.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
-                        latencies[number].store(nanos, Ordering::Relaxed);
-                        match outcome {
-                            Ok(result) if result.is_error() => tally.tool_errors += 1,
-                            Ok(_) => {}
-                            Err(error) => {
-                                tally.failures += 1;
-                                tally.first_failure.get_or_insert_with(|| error.to_string());
-                            }
-                        }
-                    }
-                }
-                tally
-            })
+            let caller = Caller {
+                plugin: Arc::clone(&plugin),
+                tool: tool.to_owned(),
+                arguments: arguments.clone(),
+                next: Arc::clone(&next),
+                latencies: Arc::clone(&latencies),
+            };
+            tokio::spawn(caller.run())
         })
         .collect();
     let mut all = Tally::default();
@@ -168,15 +146,6 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         .map(Duration::from_nanos)
         .collect();
     latencies.sort_unstable();
-    let micros = |d: Duration| d.as_secs_f64() * 1e6;
-    let percentile = |p: f64| -> f64 {
-        if latencies.is_empty() {
-            return 0.0;
-        }
-        let rank = ((p / 100.0) * latencies.len() as f64).ceil() as usize;
-        micros(latencies[rank.clamp(1, latencies.len()) - 1])
-    };
-    let total: Duration = latencies.iter().sum();
     let stats = plugin.pool_stats();
     let count = latencies.len();
     BenchReport {
@@ -186,14 +155,7 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         concurrency,
         seconds: elapsed.as_secs_f64(),
         calls_per_second: count as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
-        latency_us: Latency {
-            min: latencies.first().copied().map_or(0.0, micros),
-            p50: percentile(50.0),
-            p90: percentile(90.0),
-            p99: percentile(99.0),
-            max: latencies.last().copied().map_or(0.0, micros),
-            mean: if count == 0 { 0.0 } else { micros(total) / count as f64 },
-        },
+        latency_us: Latency::of_sorted(&latencies),
         tool_errors: all.tool_errors,
         failures: all.failures,
         first_failure: all.first_failure,
@@ -203,6 +165,73 @@ pub async fn run(plugin: Arc<Plugin>, tool: &str, arguments: Value, calls: usize
         optimized_seconds: 0.0,
         idle_instances: stats.idle,
         instance_memory_bytes: (stats.idle_memory_bytes / stats.idle.max(1)) as u64,
+    }
+}
+
+/// One of the bench's concurrent callers.
+struct Caller {
+    plugin: Arc<Plugin>,
+    tool: String,
+    arguments: Value,
+    /// The number of the next call to claim, shared by all callers.
+    next: Arc<AtomicUsize>,
+    /// Each call's latency, in nanoseconds, by its number.
+    latencies: Arc<[AtomicU64]>,
+}
+
+impl Caller {
+    /// Claim and make calls until all are claimed, recording each latency.
+    async fn run(self) -> Tally {
+        let calls = self.latencies.len();
+        let mut tally = Tally::default();
+        // Callers claim calls in small batches: a faster caller takes more,
+        // and the shared counter is not written on every call.
+        loop {
+            let first = self.next.fetch_add(CLAIM, Ordering::Relaxed);
+            if first >= calls {
+                break;
+            }
+            for number in first..(first + CLAIM).min(calls) {
+                let call_started = Instant::now();
+                let outcome = self.plugin.call_tool(&self.tool, self.arguments.clone()).await;
+                // (At least 1: an empty slot is a call not made.)
+                let nanos = u64::try_from(call_started.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+                self.latencies[number].store(nanos, Ordering::Relaxed);
+                match outcome {
+                    Ok(result) if result.is_error() => tally.tool_errors += 1,
+                    Ok(_) => {}
+                    Err(error) => {
+                        tally.failures += 1;
+                        tally.first_failure.get_or_insert_with(|| error.to_string());
+                    }
+                }
+            }
+        }
+        tally
+    }
+}
+
+impl Latency {
+    /// The figures of latencies sorted from fastest to slowest.
+    fn of_sorted(latencies: &[Duration]) -> Latency {
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
+        let percentile = |p: f64| -> f64 {
+            if latencies.is_empty() {
+                return 0.0;
+            }
+            let rank = ((p / 100.0) * latencies.len() as f64).ceil() as usize;
+            micros(latencies[rank.clamp(1, latencies.len()) - 1])
+        };
+        let total: Duration = latencies.iter().sum();
+        let count = latencies.len();
+        Latency {
+            min: latencies.first().copied().map_or(0.0, micros),
+            p50: percentile(50.0),
+            p90: percentile(90.0),
+            p99: percentile(99.0),
+            max: latencies.last().copied().map_or(0.0, micros),
+            mean: if count == 0 { 0.0 } else { micros(total) / count as f64 },
+        }
     }
 }
 
@@ -371,20 +400,7 @@ fn harness(what: String) -> Failure {
 async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let exe = std::env::current_exe().map_err(|e| harness(format!("cannot find this program to run it again: {e}")))?;
-    let mut args: Vec<std::ffi::OsString> = Vec::new();
-    let mut given = std::env::args_os().skip(1);
-    while let Some(arg) = given.next() {
-        match arg.to_str() {
-            Some("--processes") => {
-                given.next();
-            }
-            Some(a) if a.starts_with("--processes=") => {}
-            _ => args.push(arg),
-        }
-    }
-    if !args.iter().any(|a| a == "--json") {
-        args.push("--json".into());
-    }
+    let args = arguments_again();
     let mut children = Vec::with_capacity(count);
     for _ in 0..count {
         let child = tokio::process::Command::new(&exe)
@@ -441,24 +457,49 @@ async fn processes(count: usize, json: bool) -> Result<u8, Failure> {
     if json {
         print_json(&together)?;
     } else {
-        let first = &together.reports[0];
-        println!(
-            "{}.{}: {} processes at once, {} calls each from {} concurrent caller{}",
-            escaped(first["plugin"].as_str().unwrap_or_default()),
-            escaped(first["tool"].as_str().unwrap_or_default()),
-            count,
-            first["calls"],
-            first["concurrency"],
-            if first["concurrency"] == 1 { "" } else { "s" },
-        );
-        println!(
-            "  throughput:  {:.0} calls/s together (all calls over the longest run, {:.2} s)",
-            together.calls_per_second, seconds
-        );
-        let each: Vec<String> =
-            together.reports.iter().map(|r| format!("{:.0}", r["callsPerSecond"].as_f64().unwrap_or(0.0))).collect();
-        println!("  each:        {} calls/s", each.join(", "));
-        println!("  failures:    {}", together.failures);
+        print_processes(&together);
     }
     Ok(code)
+}
+
+/// This command's own arguments, for a measuring process: without
+/// `--processes`, with `--json`.
+fn arguments_again() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut given = std::env::args_os().skip(1);
+    while let Some(arg) = given.next() {
+        match arg.to_str() {
+            Some("--processes") => {
+                given.next();
+            }
+            Some(a) if a.starts_with("--processes=") => {}
+            _ => args.push(arg),
+        }
+    }
+    if !args.iter().any(|a| a == "--json") {
+        args.push("--json".into());
+    }
+    args
+}
+
+/// `--processes`' figures, as text.
+fn print_processes(together: &ProcessesReport) {
+    let first = &together.reports[0];
+    println!(
+        "{}.{}: {} processes at once, {} calls each from {} concurrent caller{}",
+        escaped(first["plugin"].as_str().unwrap_or_default()),
+        escaped(first["tool"].as_str().unwrap_or_default()),
+        together.processes,
+        first["calls"],
+        first["concurrency"],
+        if first["concurrency"] == 1 { "" } else { "s" },
+    );
+    println!(
+        "  throughput:  {:.0} calls/s together (all calls over the longest run, {:.2} s)",
+        together.calls_per_second, together.seconds
+    );
+    let each: Vec<String> =
+        together.reports.iter().map(|r| format!("{:.0}", r["callsPerSecond"].as_f64().unwrap_or(0.0))).collect();
+    println!("  each:        {} calls/s", each.join(", "));
+    println!("  failures:    {}", together.failures);
 }

@@ -234,7 +234,47 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
 
     let sdk = quote!(::toolhost_plugin_sdk);
     let private = quote!(#sdk::__private);
-    let (definition, handler_body) = match sig.inputs.len() {
+    let (definition, handler_body) = tool_handler(sig, &output)?;
+
+    let value = quote! {{
+        const __TOOLHOST_ATTRS: #private::Attributes = #private::Attributes {
+            name: #name,
+            title: #title,
+            description: #description,
+            read_only: #read_only,
+            destructive: #destructive,
+            idempotent: #idempotent,
+            open_world: #open_world,
+            secrets: &[#(#secrets),*],
+            user_id: #user_id,
+        };
+        fn __toolhost_definition() -> #sdk::Tool {
+            #definition
+        }
+        fn __toolhost_handler(
+            arguments: #private::Arguments<'_>,
+        ) -> ::core::option::Option<#private::Output> {
+            #handler_body
+        }
+        #sdk::ToolDef {
+            name: __TOOLHOST_ATTRS.name,
+            definition: __toolhost_definition,
+            handler: __toolhost_handler,
+        }
+    }};
+    Ok(registered(function, Kind::Tool, quote!(#sdk::ToolDef), value))
+}
+/// A tool's definition (its schemas from its argument and output types) and
+/// its handler's body (arguments parsed into its argument type, or none
+/// accepted).
+fn tool_handler(
+    sig: &syn::Signature,
+    output: &proc_macro2::TokenStream,
+) -> syn::Result<(proc_macro2::TokenStream, proc_macro2::TokenStream)> {
+    let ident = &sig.ident;
+    let sdk = quote!(::toolhost_plugin_sdk);
+    let private = quote!(#sdk::__private);
+    Ok(match sig.inputs.len() {
         0 => (
             quote!(#private::definition_without_args::<#output>(&__TOOLHOST_ATTRS)),
             quote! {
@@ -269,35 +309,7 @@ fn expand_tool(attr: proc_macro2::TokenStream, function: &ItemFn) -> syn::Result
                  (put every parameter in it)",
             ));
         }
-    };
-
-    let value = quote! {{
-        const __TOOLHOST_ATTRS: #private::Attributes = #private::Attributes {
-            name: #name,
-            title: #title,
-            description: #description,
-            read_only: #read_only,
-            destructive: #destructive,
-            idempotent: #idempotent,
-            open_world: #open_world,
-            secrets: &[#(#secrets),*],
-            user_id: #user_id,
-        };
-        fn __toolhost_definition() -> #sdk::Tool {
-            #definition
-        }
-        fn __toolhost_handler(
-            arguments: #private::Arguments<'_>,
-        ) -> ::core::option::Option<#private::Output> {
-            #handler_body
-        }
-        #sdk::ToolDef {
-            name: __TOOLHOST_ATTRS.name,
-            definition: __toolhost_definition,
-            handler: __toolhost_handler,
-        }
-    }};
-    Ok(registered(function, Kind::Tool, quote!(#sdk::ToolDef), value))
+    })
 }
 
 /// Options of `#[prompt]` and `#[resource]`.
@@ -588,55 +600,9 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
     let resources = items.resources.iter().map(|path| registration_path(path, Kind::Resource));
     let sdk = quote!(::toolhost_plugin_sdk);
     // The Extism exports of prompts and resources, when there are some.
-    let prompt_exports = (!items.prompts.is_empty()).then(|| {
-        quote! {
-            /// The `list_prompts` export (Extism flavour).
-            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn list_prompts() -> i32 {
-                #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_prompts(__TOOLHOST_PROMPTS)))
-            }
-
-            /// The `get_prompt` export (Extism flavour).
-            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn get_prompt() -> i32 {
-                #sdk::__private::offer(|request| {
-                    let name = request["name"].as_str().unwrap_or_default();
-                    let arguments = request["arguments"].as_object().cloned().unwrap_or_default();
-                    #sdk::offers::get_prompt(__TOOLHOST_PROMPTS, name, arguments)
-                })
-            }
-        }
-    });
-    let resource_exports = (!items.resources.is_empty()).then(|| {
-        quote! {
-            /// The `list_resources` export (Extism flavour).
-            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn list_resources() -> i32 {
-                #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_resources(__TOOLHOST_RESOURCES)))
-            }
-
-            /// The `list_resource_templates` export (Extism flavour).
-            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn list_resource_templates() -> i32 {
-                #sdk::__private::offer(|_| {
-                    ::core::result::Result::Ok(#sdk::offers::list_resource_templates(__TOOLHOST_RESOURCES))
-                })
-            }
-
-            /// The `read_resource` export (Extism flavour).
-            #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
-            #[unsafe(no_mangle)]
-            pub extern "C" fn read_resource() -> i32 {
-                #sdk::__private::offer(|request| {
-                    #sdk::offers::read_resource(__TOOLHOST_RESOURCES, request["uri"].as_str().unwrap_or_default())
-                })
-            }
-        }
-    });
+    let prompt_exports = (!items.prompts.is_empty()).then(|| prompt_exports(&sdk));
+    let resource_exports = (!items.resources.is_empty()).then(|| resource_exports(&sdk));
+    let component = component_exports(&sdk);
     Ok(quote! {
         #[doc(hidden)]
         static __TOOLHOST_TOOLS: &[#sdk::ToolDef] = &[#(#registrations),*];
@@ -664,6 +630,67 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
             #sdk::__private::call(__TOOLHOST_TOOLS)
         }
 
+        #component
+    })
+}
+
+/// The Extism exports of a plugin's prompts.
+fn prompt_exports(sdk: &proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    quote! {
+        /// The `list_prompts` export (Extism flavour).
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn list_prompts() -> i32 {
+            #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_prompts(__TOOLHOST_PROMPTS)))
+        }
+
+        /// The `get_prompt` export (Extism flavour).
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn get_prompt() -> i32 {
+            #sdk::__private::offer(|request| {
+                let name = request["name"].as_str().unwrap_or_default();
+                let arguments = request["arguments"].as_object().cloned().unwrap_or_default();
+                #sdk::offers::get_prompt(__TOOLHOST_PROMPTS, name, arguments)
+            })
+        }
+    }
+}
+
+/// The Extism exports of a plugin's resources.
+fn resource_exports(sdk: &proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    quote! {
+        /// The `list_resources` export (Extism flavour).
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn list_resources() -> i32 {
+            #sdk::__private::offer(|_| ::core::result::Result::Ok(#sdk::offers::list_resources(__TOOLHOST_RESOURCES)))
+        }
+
+        /// The `list_resource_templates` export (Extism flavour).
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn list_resource_templates() -> i32 {
+            #sdk::__private::offer(|_| {
+                ::core::result::Result::Ok(#sdk::offers::list_resource_templates(__TOOLHOST_RESOURCES))
+            })
+        }
+
+        /// The `read_resource` export (Extism flavour).
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn read_resource() -> i32 {
+            #sdk::__private::offer(|request| {
+                #sdk::offers::read_resource(__TOOLHOST_RESOURCES, request["uri"].as_str().unwrap_or_default())
+            })
+        }
+    }
+}
+
+/// The component flavour's exports (`wasm32-wasip2`), over the plugin's
+/// tools, prompts and resources.
+fn component_exports(sdk: &proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+    quote! {
         /// The component flavour (`wasm32-wasip2`): the `toolhost:plugin`
         /// world's exports, over the same tools.
         #[cfg(all(target_os = "wasi", target_env = "p2"))]
@@ -716,5 +743,5 @@ fn expand_plugin(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::To
 
         #[cfg(all(target_os = "wasi", target_env = "p2"))]
         #sdk::__component::bindings::__toolhost_export_component!(__ToolhostComponent);
-    })
+    }
 }
