@@ -185,14 +185,26 @@ fn mcp_tools(mcp: &str, token: &str) -> Vec<String> {
     names
 }
 
-/// The whole API against a store: the scenario of the issue.
+/// The whole API against a store: refusals, a tool set created and
+/// changed, called over MCP, unseen by another workspace, kept over a
+/// restart, deleted.
 pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let (_upstream, upstream_url) = upstream();
     let upstream_host = upstream_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     let config = service_config(dir, store, &upstream_host);
     let (service, base) = spawn_service(&config);
-    let sets = format!("{base}/v1/tool_sets");
+    refusals(&base, &upstream_url);
+    let (id, change, after) = create_and_change(&base, &upstream_url);
+    isolation(&base, &id, &change);
+    drop(service);
+    restart_and_delete(&config, &id, &after);
+}
 
+/// What the API refuses before it stores anything: no token, bodies too
+/// large or announced so, bad bodies (each problem with its pointer), an
+/// upstream at an address not allowed.
+fn refusals(base: &str, upstream_url: &str) {
+    let sets = format!("{base}/v1/tool_sets");
     // No token: 401, pointing at the protected-resource metadata.
     let reply = rest("GET", &sets, None, None, &[]);
     assert_eq!(reply.status, 401, "{}", reply.body);
@@ -207,7 +219,7 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert!(too_large.contains("HTTP/1.1 413"), "{too_large}");
 
     // Bad bodies: 400 with the pointer of each problem.
-    let mut bad = mcp_tool_set("calc__x", &upstream_url, None);
+    let mut bad = mcp_tool_set("calc__x", upstream_url, None);
     bad["spec"]["adapter"]["mcp"]["headers"] = json!({"x-key": "${env:HOME}"});
     let reply = rest("POST", &sets, Some(ACME), Some(&bad), &[]);
     assert_eq!(reply.status, 400, "{}", reply.body);
@@ -217,7 +229,7 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert!(pointers.contains(&"/spec/adapter/mcp/headers/x-key"), "{pointers:?}");
     // A body of a hundred thousand bad strings: the first 50 problems, in a
     // short answer (it was one problem each, megabytes).
-    let mut flood = mcp_tool_set("calc", &upstream_url, None);
+    let mut flood = mcp_tool_set("calc", upstream_url, None);
     flood["metadata"]["labels"] = json!({"many": vec!["${"; 100_000]});
     let reply = rest("POST", &sets, Some(ACME), Some(&flood), &[]);
     assert_eq!(reply.status, 400);
@@ -228,9 +240,14 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let reply = rest("POST", &sets, Some(ACME), Some(&elsewhere), &[]);
     assert_eq!(reply.status, 400, "{}", reply.body);
     assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/adapter/mcp/url", "{}", reply.body);
+}
 
+/// A tool set created (synced at once, its events and tools recorded), then
+/// its filter changed: its id, the changed body and the tools' statuses.
+fn create_and_change(base: &str, upstream_url: &str) -> (String, Value, Vec<(String, String)>) {
+    let sets = format!("{base}/v1/tool_sets");
     // Create: synced at once, its events and tools recorded.
-    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", upstream_url, None)), &[]);
     assert_eq!(reply.status, 201, "{}", reply.body);
     let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
     assert!(id.starts_with("toolset_01") && id.len() == "toolset_".len() + 26, "{id}");
@@ -243,27 +260,27 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert!(reply.body["info"]["lastSync"]["event"]["SyncCompleted"].is_object(), "{}", reply.body);
     let tools = reply.body["info"]["toolCount"].as_i64().expect("a tool count");
     assert!(tools >= 2, "{}", reply.body);
-    assert_eq!(event_names(&base, ACME, &id), ["SyncStarted", "SyncCompleted"]);
-    let before = statuses(&base, ACME, &id);
+    assert_eq!(event_names(base, ACME, &id), ["SyncStarted", "SyncCompleted"]);
+    let before = statuses(base, ACME, &id);
     assert!(before.iter().all(|(_, status)| status == "TOOL_STATUS_AVAILABLE"), "{before:?}");
     assert!(before.iter().any(|(name, _)| name == "divide"), "{before:?}");
     // The same name again: 409.
-    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", &upstream_url, None)), &[]);
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("calc", upstream_url, None)), &[]);
     assert_eq!(reply.status, 409, "{}", reply.body);
 
     // Change a filter: `divide` becomes FILTERED. A stale version: 409.
-    let change = mcp_tool_set("calc", &upstream_url, Some("divide"));
+    let change = mcp_tool_set("calc", upstream_url, Some("divide"));
     let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", "\"7\"")]);
     assert_eq!(reply.status, 409, "{}", reply.body);
     let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", "\"1\"")]);
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.header("etag"), "\"2\"");
-    let after = statuses(&base, ACME, &id);
+    let after = statuses(base, ACME, &id);
     for (name, status) in &after {
         let wanted = if name == "divide" { "TOOL_STATUS_FILTERED" } else { "TOOL_STATUS_AVAILABLE" };
         assert_eq!(status, wanted, "{after:?}");
     }
-    assert_eq!(event_names(&base, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+    assert_eq!(event_names(base, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
 
     // The adapter's kind cannot change; an unknown page token is an error,
     // not the first page.
@@ -278,7 +295,13 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let (status, ready) = crate::production::get(&format!("{base}/readyz"));
     assert_eq!(status, 200, "{ready}");
     assert!(!ready.contains("calc") && ready.contains("\"workspaces\""), "{ready}");
+    (id, change, after)
+}
 
+/// The tool set's tools over MCP for its workspace, and nothing of it for
+/// another workspace.
+fn isolation(base: &str, id: &str, change: &Value) {
+    let sets = format!("{base}/v1/tool_sets");
     // Call a tool over MCP as the workspace: `calc__add` is there,
     // `calc__divide` is not.
     let mcp = format!("{base}/mcp");
@@ -293,7 +316,7 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert_eq!(reply.status, 404, "{}", reply.body);
     let reply = rest("GET", &format!("{sets}/{id}/tools"), Some(GLOBEX), None, &[]);
     assert_eq!(reply.status, 404, "{}", reply.body);
-    let reply = rest("PUT", &format!("{sets}/{id}"), Some(GLOBEX), Some(&change), &[]);
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(GLOBEX), Some(change), &[]);
     assert_eq!(reply.status, 404, "{}", reply.body);
     let reply = rest("DELETE", &format!("{sets}/{id}"), Some(GLOBEX), None, &[]);
     assert_eq!(reply.status, 404, "{}", reply.body);
@@ -302,16 +325,20 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let session = open_session(&mcp, Some(GLOBEX));
     let answer = post(&mcp, Some(GLOBEX), Some(&session), &call("calc__add", json!({"a": 2, "b": 3})));
     assert!(answer.body["error"].is_object(), "{}", answer.body);
+}
 
+/// A restart on the same store keeps everything (and records no new
+/// sync); a delete removes the tool set from the API and MCP, its events
+/// stay.
+fn restart_and_delete(config: &std::path::Path, id: &str, after: &[(String, String)]) {
     // Restart on the same store: everything is there, and callable.
-    drop(service);
-    let (_service, base) = spawn_service(&config);
+    let (_service, base) = spawn_service(config);
     let reply = rest("GET", &format!("{base}/v1/tool_sets/{id}"), Some(ACME), None, &[]);
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["metadata"]["resourceVersion"], "2");
     assert_eq!(reply.body["metadata"]["labels"]["environment"], "production");
-    assert_eq!(statuses(&base, ACME, &id), after);
-    let events = event_names(&base, ACME, &id);
+    assert_eq!(statuses(&base, ACME, id), after);
+    let events = event_names(&base, ACME, id);
     // Reloading what it had is no sync to record.
     assert_eq!(events, ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
     let mcp = format!("{base}/mcp");
@@ -324,7 +351,7 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     assert_eq!(reply.status, 204, "{}", reply.body);
     assert_eq!(rest("GET", &format!("{base}/v1/tool_sets/{id}"), Some(ACME), None, &[]).status, 404);
     assert_eq!(mcp_tools(&mcp, ACME), Vec::<String>::new());
-    assert!(event_names(&base, ACME, &id).len() >= 4);
+    assert!(event_names(&base, ACME, id).len() >= 4);
 }
 
 #[test]
