@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 pub use serde_json::{Map, Value};
 
 pub mod json;
+#[macro_use]
+mod shapes;
 mod offers;
 pub use offers::{
     CompleteResult, Completion, CompletionReference, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
@@ -400,34 +402,21 @@ impl ResourceContents {
     }
 }
 
-/// The fields of a `resource_link` item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResourceLink {
-    /// The URI of the resource.
-    pub uri: String,
-    /// Programmatic name of the resource.
-    pub name: String,
-    /// Display name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// What the resource is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// MIME type, if known.
-    #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-    /// Size in bytes, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// Audience and priority hints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Annotations>,
-    /// Free-form metadata.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<JsonObject>,
-    /// Fields this crate does not know, kept for the round trip.
-    #[serde(flatten)]
-    pub extra: JsonObject,
+resource_shape! {
+    /// The fields of a `resource_link` item.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ResourceLink {
+        /// The URI of the resource.
+        pub uri: String,
+        ..
+        /// Size in bytes, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<u64>,
+        ..
+        /// Fields this crate does not know, kept for the round trip.
+        #[serde(flatten)]
+        pub extra: JsonObject,
+    }
 }
 
 /// Who a piece of content is for and how much it matters

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Annotations, Content, JsonObject, ResourceContents, Role};
+use crate::{Content, JsonObject, ResourceContents, Role};
 
 /// A prompt template a plugin offers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,56 +76,30 @@ pub struct GetPromptResult {
     pub meta: Option<JsonObject>,
 }
 
-/// A resource a plugin offers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Resource {
-    /// Its URI.
-    pub uri: String,
-    /// Programmatic name.
-    pub name: String,
-    /// Display name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// What it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// MIME type, if known.
-    #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-    /// Size in bytes, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// Audience and priority hints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Annotations>,
-    /// Free-form metadata.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<JsonObject>,
+resource_shape! {
+    /// A resource a plugin offers.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct Resource {
+        /// Its URI.
+        pub uri: String,
+        ..
+        /// Size in bytes, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<u64>,
+        ..
+    }
 }
 
-/// A family of resources a plugin offers: an RFC 6570 URI template.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResourceTemplate {
-    /// The URI template (`memo://{id}`).
-    #[serde(rename = "uriTemplate")]
-    pub uri_template: String,
-    /// Programmatic name.
-    pub name: String,
-    /// Display name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// What the resources are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// MIME type of every resource, if they share one.
-    #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
-    pub mime_type: Option<String>,
-    /// Audience and priority hints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Annotations>,
-    /// Free-form metadata.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<JsonObject>,
+resource_shape! {
+    /// A family of resources a plugin offers: an RFC 6570 URI template.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ResourceTemplate {
+        /// The URI template (`memo://{id}`).
+        #[serde(rename = "uriTemplate")]
+        pub uri_template: String,
+        ..
+        ..
+    }
 }
 
 /// The output of `list_resources`.
