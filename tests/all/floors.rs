@@ -241,63 +241,24 @@ fn circles(src: &Path) -> Vec<Vec<String>> {
             edges.entry(module.clone()).or_default().insert(target);
         }
     }
-    // Tarjan's strongly connected components; those of two or more are circles.
-    struct Walk<'a> {
-        edges: &'a BTreeMap<ModulePath, BTreeSet<ModulePath>>,
-        index: BTreeMap<ModulePath, usize>,
-        low: BTreeMap<ModulePath, usize>,
-        stack: Vec<ModulePath>,
-        on_stack: BTreeSet<ModulePath>,
-        found: Vec<Vec<ModulePath>>,
-    }
-    impl Walk<'_> {
-        fn visit(&mut self, node: &ModulePath) {
-            let n = self.index.len();
-            self.index.insert(node.clone(), n);
-            self.low.insert(node.clone(), n);
-            self.stack.push(node.clone());
-            self.on_stack.insert(node.clone());
-            for next in self.edges.get(node).into_iter().flatten() {
-                if !self.index.contains_key(next) {
-                    self.visit(next);
-                    let low = self.low[node].min(self.low[next]);
-                    self.low.insert(node.clone(), low);
-                } else if self.on_stack.contains(next) {
-                    let low = self.low[node].min(self.index[next]);
-                    self.low.insert(node.clone(), low);
-                }
-            }
-            if self.low[node] == self.index[node] {
-                let mut component = Vec::new();
-                while let Some(top) = self.stack.pop() {
-                    self.on_stack.remove(&top);
-                    let done = top == *node;
-                    component.push(top);
-                    if done {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    self.found.push(component);
-                }
+    // Strongly connected components of two or more modules are circles.
+    let mut graph = petgraph::graph::DiGraph::<&ModulePath, ()>::new();
+    let nodes: BTreeMap<&ModulePath, petgraph::graph::NodeIndex> =
+        modules.keys().map(|module| (module, graph.add_node(module))).collect();
+    for (from, targets) in &edges {
+        for to in targets {
+            if let (Some(&a), Some(&b)) = (nodes.get(from), nodes.get(to)) {
+                graph.add_edge(a, b, ());
             }
         }
     }
-    let mut walk = Walk {
-        edges: &edges,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        found: Vec::new(),
-    };
-    for module in modules.keys() {
-        if !walk.index.contains_key(module) {
-            walk.visit(module);
-        }
-    }
+    let found: Vec<Vec<ModulePath>> = petgraph::algo::tarjan_scc(&graph)
+        .into_iter()
+        .filter(|component| component.len() > 1)
+        .map(|component| component.into_iter().map(|node| graph[node].clone()).collect())
+        .collect();
     let file = |m: &ModulePath| modules[m].strip_prefix(src).unwrap_or(&modules[m]).display().to_string();
-    walk.found
+    found
         .into_iter()
         .map(|component| {
             let mut lines: Vec<String> = component.iter().map(&file).collect();

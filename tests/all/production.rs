@@ -127,6 +127,45 @@ fn header(answer: &Answer, name: &str) -> String {
     answer.headers.get(name).map(|v| v.to_str().expect("ascii").to_owned()).unwrap_or_default()
 }
 
+/// No token, tokens not valid here (expired, for another resource, badly
+/// signed, neither key nor JWT) and a token without the scope every
+/// request needs: each refused, saying why and where tokens come from.
+fn assert_tokens_not_valid_here_are_refused(url: &str, base: &str, issuer: &Issuer) {
+    let metadata_url = "http://toolhost.test/.well-known/oauth-protected-resource/mcp";
+    // No token: 401, pointing at the metadata, which says where tokens come from.
+    let refused = post(url, None, None, &initialize());
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let challenge = header(&refused, "www-authenticate");
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    assert!(challenge.contains("scope=\"mcp\""), "{challenge}");
+    let (status, metadata) = get(&format!("{base}/.well-known/oauth-protected-resource/mcp"));
+    assert_eq!(status, 200);
+    let metadata: Value = serde_json::from_str(&metadata).expect("JSON metadata");
+    assert_eq!(metadata["resource"], RESOURCE);
+    assert_eq!(metadata["authorization_servers"], json!([ISSUER]));
+    assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+
+    // Tokens that are not valid here: 401 with invalid_token saying why.
+    let invalid = [
+        (issuer.token("alice", "mcp", RESOURCE, -600), "expired"),
+        (issuer.token("alice", "mcp", "http://elsewhere.test/mcp", 600), "another resource"),
+        (Issuer::new().token("alice", "mcp", RESOURCE, 600), "signature"),
+        ("not-a-key-nor-a-jwt".to_owned(), "neither"),
+    ];
+    for (token, why) in &invalid {
+        let refused = post(url, Some(token), None, &initialize());
+        assert_eq!(refused.status, 401, "{why}: {}", refused.body);
+        let challenge = header(&refused, "www-authenticate");
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(refused.body["error_description"].as_str().is_some_and(|d| d.contains(why)), "{}", refused.body);
+    }
+    // A valid token without the scope every request needs: 403 naming it.
+    let refused = post(url, Some(&issuer.token("alice", "tools:write", RESOURCE, 600)), None, &initialize());
+    assert_eq!(refused.status, 403);
+    assert!(header(&refused, "www-authenticate").contains("error=\"insufficient_scope\", scope=\"mcp\""));
+}
+
 #[test]
 fn tokens_are_checked_on_every_request_and_scopes_decide_which_tools_exist() {
     let dir = scratch("auth");
@@ -158,40 +197,8 @@ fn tokens_are_checked_on_every_request_and_scopes_decide_which_tools_exist() {
     let (_server, url, _logs) =
         spawn_http_with_env(&["--config", &config.display().to_string()], &[("TEST_API_KEY", API_KEY)]);
     let base = url.trim_end_matches("/mcp");
-    let metadata_url = "http://toolhost.test/.well-known/oauth-protected-resource/mcp";
 
-    // No token: 401, pointing at the metadata, which says where tokens come from.
-    let refused = post(&url, None, None, &initialize());
-    assert_eq!(refused.status, 401, "{}", refused.body);
-    let challenge = header(&refused, "www-authenticate");
-    assert!(challenge.starts_with("Bearer "), "{challenge}");
-    assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
-    assert!(challenge.contains("scope=\"mcp\""), "{challenge}");
-    let (status, metadata) = get(&format!("{base}/.well-known/oauth-protected-resource/mcp"));
-    assert_eq!(status, 200);
-    let metadata: Value = serde_json::from_str(&metadata).expect("JSON metadata");
-    assert_eq!(metadata["resource"], RESOURCE);
-    assert_eq!(metadata["authorization_servers"], json!([ISSUER]));
-    assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
-
-    // Tokens that are not valid here: 401 with invalid_token saying why.
-    let invalid = [
-        (issuer.token("alice", "mcp", RESOURCE, -600), "expired"),
-        (issuer.token("alice", "mcp", "http://elsewhere.test/mcp", 600), "another resource"),
-        (Issuer::new().token("alice", "mcp", RESOURCE, 600), "signature"),
-        ("not-a-key-nor-a-jwt".to_owned(), "neither"),
-    ];
-    for (token, why) in &invalid {
-        let refused = post(&url, Some(token), None, &initialize());
-        assert_eq!(refused.status, 401, "{why}: {}", refused.body);
-        let challenge = header(&refused, "www-authenticate");
-        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
-        assert!(refused.body["error_description"].as_str().is_some_and(|d| d.contains(why)), "{}", refused.body);
-    }
-    // A valid token without the scope every request needs: 403 naming it.
-    let refused = post(&url, Some(&issuer.token("alice", "tools:write", RESOURCE, 600)), None, &initialize());
-    assert_eq!(refused.status, 403);
-    assert!(header(&refused, "www-authenticate").contains("error=\"insufficient_scope\", scope=\"mcp\""));
+    assert_tokens_not_valid_here_are_refused(&url, base, &issuer);
 
     // A reader's token: the MCP Python SDK lists calc's tools only, and calls one.
     let reader = issuer.token("alice", "mcp", RESOURCE, 600);

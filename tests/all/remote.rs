@@ -49,6 +49,16 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
          "extensions": {"excludeTools": {"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"exact": "leak_token"}}]}}}
     ]});
     let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    assert_listing_and_syncs(&registry);
+    assert_calls_follow_the_policy(&registry).await;
+    let before = assert_a_changed_list_is_read_again(&registry).await;
+    assert_a_dead_server_comes_back(&registry, &before).await;
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The stdio server's tools under the file's names and filter, and one sync
+/// of each toolset.
+fn assert_listing_and_syncs(registry: &Registry) {
     let names: Vec<String> = registry.tools().into_iter().map(|t| t.name).collect();
     for name in ["calc__add", "py__add", "py__echo", "py__die", "py__pid"] {
         assert!(names.contains(&name.to_owned()), "{name} missing from {names:?}");
@@ -81,7 +91,12 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
         }
         other => panic!("{other:?}"),
     }
+}
 
+/// Calls reach the server only with valid arguments and approval, carry
+/// the caller's `_meta` but not its progress token, and the server has only
+/// the environment it is granted.
+async fn assert_calls_follow_the_policy(registry: &Registry) {
     let sum = registry.call_tool("py__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
     assert_eq!(text(&sum), "5");
     // Arguments the server's schema refuses never reach it.
@@ -111,7 +126,11 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
     let inherited =
         registry.call_tool("py__env", json!({"name": "CARGO_MANIFEST_DIR"}), &ApproveAll).await.expect("env");
     assert_eq!(text(&inherited), "<unset>");
+}
 
+/// The server adds a tool and says so: the registry lists its tools again
+/// on the same session, under the same settings. The server's process id.
+async fn assert_a_changed_list_is_read_again(registry: &Registry) -> String {
     // The server adds a tool and says so (`list_changed`): the registry
     // lists its tools again, on the same session (the same process).
     let before = text(&registry.call_tool("py__pid", json!({}), &ApproveAll).await.expect("pid"));
@@ -136,7 +155,12 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
         .filter(|e| e.tool_set_id == "py" && matches!(e.event, toolhost::SyncEvent::SyncCompleted { .. }))
         .count();
     assert_eq!(completed, 2, "{:?}", registry.sync_events());
+    before
+}
 
+/// The server dies mid-session: a typed error of that call, then a new
+/// process answers; the Wasm toolset beside it never noticed.
+async fn assert_a_dead_server_comes_back(registry: &Registry, before: &str) {
     // The server dies mid-session: a typed error of that call.
     let error = registry.call_tool("py__die", json!({}), &ApproveAll).await.unwrap_err();
     assert!(matches!(error, Error::PluginFailed { .. }), "{error:?}");
@@ -155,7 +179,6 @@ async fn a_stdio_mcp_server_is_a_toolset_under_the_same_policy_and_comes_back_af
     // The Wasm plugin next door never noticed.
     let calc = registry.call_tool("calc__add", json!({"a": 1, "b": 1}), &ApproveAll).await.expect("calc");
     assert_eq!(text(&calc), "2");
-    std::fs::remove_dir_all(dir).ok();
 }
 
 /// The server over streamable HTTP on a free loopback port; killed when

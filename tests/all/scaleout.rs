@@ -84,6 +84,27 @@ fn balancer_config(port: u16, backends: &[u16]) -> String {
     config
 }
 
+/// HAProxy on a free port in front of `backends`, once it answers: the
+/// process and its port.
+fn start_balancer(haproxy: &std::path::Path, dir: &std::path::Path, backends: &[u16]) -> (Killed, u16) {
+    let port = free_port();
+    let balancer_file = dir.join("haproxy.cfg");
+    std::fs::write(&balancer_file, balancer_config(port, backends)).expect("write the haproxy config");
+    let balancer = Killed(
+        Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&balancer_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    wait_for("the balancer to answer", || {
+        get(&format!("http://127.0.0.1:{port}/readyz")).is_some_and(|(status, _)| status == 200)
+    });
+    (balancer, port)
+}
+
 #[test]
 fn two_instances_behind_haproxy_serve_clients_across_both_and_survive_losing_one() {
     let haproxy = haproxy();
@@ -101,23 +122,8 @@ fn two_instances_behind_haproxy_serve_clients_across_both_and_survive_losing_one
     let (first_base, second_base) = (backend(&first_url), backend(&second_url));
     let port_of = |base: &str| base.rsplit(':').next().expect("port").parse::<u16>().expect("a port");
 
-    let port = free_port();
-    let balancer_file = dir.join("haproxy.cfg");
-    std::fs::write(&balancer_file, balancer_config(port, &[port_of(&first_base), port_of(&second_base)]))
-        .expect("write the haproxy config");
-    let _balancer = Killed(
-        Command::new(haproxy)
-            .args(["-db", "-f"])
-            .arg(&balancer_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start haproxy"),
-    );
+    let (_balancer, port) = start_balancer(&haproxy, &dir, &[port_of(&first_base), port_of(&second_base)]);
     let url = format!("http://127.0.0.1:{port}/mcp");
-    wait_for("the balancer to answer", || {
-        get(&format!("http://127.0.0.1:{port}/readyz")).is_some_and(|(status, _)| status == 200)
-    });
 
     const CALLS: usize = 40;
     let client = |mode: &str| {

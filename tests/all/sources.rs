@@ -146,6 +146,52 @@ async fn add(registry: &Registry, name: &str) -> String {
     result.texts().next().unwrap_or_default().to_owned()
 }
 
+/// The CLI, with its cache directory, as the library: downloaded once (into
+/// directories of the user's alone, whatever the umask), then run offline.
+fn the_cli_downloads_once_into_a_private_cache(dir: &Path, ca: &TestCa, served: &Path, wasm: &[u8]) {
+    let cache = dir.join("cli-cache");
+    let mut server = https_server(served, ca);
+    let config = write_config(
+        dir,
+        json!([{"id": "calc", "kind": "uri",
+                "server": {"url": format!("https://127.0.0.1:{}/calculator.wasm", server.port),
+                           "digest": sha256(wasm), "caFile": "https-ca.pem"}}]),
+    );
+    let env = [("TOOLHOST_CACHE_DIR", cache.to_str().expect("utf-8"))];
+    let args = ["call", "--config", config.to_str().expect("utf-8"), "calc__add", r#"{"a":2,"b":3}"#];
+    // The first run under a umask that lets the group write (Ubuntu's for
+    // its users): the directories the download makes are still the user's
+    // alone, so the compiled-module cache, which refuses a directory others
+    // may write, keeps the module beside them.
+    let first = Command::new("sh")
+        .args(["-c", "umask 002 && exec \"$0\" \"$@\""])
+        .arg(toolhost_tests::toolhost())
+        .args(args)
+        .envs(env)
+        .output()
+        .expect("run toolhost");
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    #[cfg(unix)]
+    for made in [cache.clone(), cache.join("downloads"), cache.join("downloads").join("sha256")] {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&made).expect("made").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is {mode:o}", made.display());
+    }
+    let compiled = std::fs::read_dir(&cache).expect("the cache").filter_map(Result::ok);
+    assert!(
+        compiled.into_iter().any(|e| e.path().extension().is_some_and(|x| x == "cwasm")),
+        "no compiled module kept"
+    );
+    server.stop();
+    let second = run_toolhost_with_env(&args, None, &env);
+    assert!(second.status.success(), "offline: {}", String::from_utf8_lossy(&second.stderr));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("\"text\": \"5\""),
+        "{}",
+        String::from_utf8_lossy(&second.stdout)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_plugin_is_refused_on_a_wrong_digest_and_with_the_right_one_loads_offline_the_second_time() {
     let dir = scratch("https");
@@ -200,48 +246,7 @@ async fn an_https_plugin_is_refused_on_a_wrong_digest_and_with_the_right_one_loa
     assert!(report.failures.is_empty(), "offline: {:?}", report.failures);
     assert_eq!(add(&registry, "calc__add").await, "5");
 
-    // The CLI, with its cache directory, the same way.
-    let cache = dir.join("cli-cache");
-    let mut server = https_server(&served, &ca);
-    let config = write_config(
-        &dir,
-        json!([{"id": "calc", "kind": "uri",
-                "server": {"url": format!("https://127.0.0.1:{}/calculator.wasm", server.port),
-                           "digest": sha256(&wasm), "caFile": "https-ca.pem"}}]),
-    );
-    let env = [("TOOLHOST_CACHE_DIR", cache.to_str().expect("utf-8"))];
-    let args = ["call", "--config", config.to_str().expect("utf-8"), "calc__add", r#"{"a":2,"b":3}"#];
-    // The first run under a umask that lets the group write (Ubuntu's for
-    // its users): the directories the download makes are still the user's
-    // alone, so the compiled-module cache, which refuses a directory others
-    // may write, keeps the module beside them.
-    let first = Command::new("sh")
-        .args(["-c", "umask 002 && exec \"$0\" \"$@\""])
-        .arg(toolhost_tests::toolhost())
-        .args(args)
-        .envs(env)
-        .output()
-        .expect("run toolhost");
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    #[cfg(unix)]
-    for made in [cache.clone(), cache.join("downloads"), cache.join("downloads").join("sha256")] {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&made).expect("made").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700, "{} is {mode:o}", made.display());
-    }
-    let compiled = std::fs::read_dir(&cache).expect("the cache").filter_map(Result::ok);
-    assert!(
-        compiled.into_iter().any(|e| e.path().extension().is_some_and(|x| x == "cwasm")),
-        "no compiled module kept"
-    );
-    server.stop();
-    let second = run_toolhost_with_env(&args, None, &env);
-    assert!(second.status.success(), "offline: {}", String::from_utf8_lossy(&second.stderr));
-    assert!(
-        String::from_utf8_lossy(&second.stdout).contains("\"text\": \"5\""),
-        "{}",
-        String::from_utf8_lossy(&second.stdout)
-    );
+    the_cli_downloads_once_into_a_private_cache(&dir, &ca, &served, &wasm);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -124,20 +124,7 @@ fn child(size: usize) {
     let scratch = std::env::temp_dir().join(format!("toolhost-many-plugins-{}", std::process::id()));
     let plugins = scratch.join("plugins");
     std::fs::create_dir_all(&plugins).expect("scratch");
-    let examples = ["calculator", "text"];
-    let distinct = std::env::var("TOOLHOST_MANY_DISTINCT").is_ok_and(|v| v == "1");
-    let mut toolsets = Vec::new();
-    for i in 0..size {
-        let example = examples[i % examples.len()];
-        let copy = plugins.join(format!("{example}-{i}.wasm"));
-        let mut wasm = std::fs::read(toolhost_tests::example(example)).expect("read a plugin");
-        if distinct {
-            wasm.extend(custom_section("toolhost-bench-copy", i.to_string().as_bytes()));
-        }
-        std::fs::write(&copy, wasm).expect("copy a plugin");
-        toolsets.push(json!({"id": format!("{example}-{i}"), "kind": "uri",
-            "server": {"url": copy.display().to_string()}}));
-    }
+    let toolsets = plugin_copies(&plugins, size);
     let document = json!({
         "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
         "toolsets": toolsets,
@@ -175,30 +162,7 @@ fn child(size: usize) {
 
         let snapshot = registry.snapshot();
         let tools = snapshot.tools().len();
-        let list = median(
-            (0..200)
-                .map(|_| {
-                    let started = Instant::now();
-                    std::hint::black_box(snapshot.tools());
-                    started.elapsed()
-                })
-                .collect(),
-        );
-        let list_json = median(
-            (0..50)
-                .map(|_| {
-                    let started = Instant::now();
-                    // What `tools/list` sends: every tool under its exposed
-                    // name, as JSON.
-                    let listed: Vec<toolhost::Tool> = snapshot.tools().into_iter().map(|t| t.exposed()).collect();
-                    let mut body = b"{\"tools\":".to_vec();
-                    serde_json::to_writer(&mut body, &listed).expect("json");
-                    body.push(b'}');
-                    std::hint::black_box(body);
-                    started.elapsed()
-                })
-                .collect(),
-        );
+        let (list, list_json) = listing_times(&snapshot);
 
         let route = |id: usize| {
             let name = format!("calculator-{id}__add");
@@ -236,6 +200,56 @@ fn child(size: usize) {
         );
     });
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// `size` copies of the example plugins (distinct modules when
+/// `TOOLHOST_MANY_DISTINCT=1`), as toolsets of a toolsets file.
+fn plugin_copies(plugins: &std::path::Path, size: usize) -> Vec<serde_json::Value> {
+    let examples = ["calculator", "text"];
+    let distinct = std::env::var("TOOLHOST_MANY_DISTINCT").is_ok_and(|v| v == "1");
+    let mut toolsets = Vec::new();
+    for i in 0..size {
+        let example = examples[i % examples.len()];
+        let copy = plugins.join(format!("{example}-{i}.wasm"));
+        let mut wasm = std::fs::read(toolhost_tests::example(example)).expect("read a plugin");
+        if distinct {
+            wasm.extend(custom_section("toolhost-bench-copy", i.to_string().as_bytes()));
+        }
+        std::fs::write(&copy, wasm).expect("copy a plugin");
+        toolsets.push(json!({"id": format!("{example}-{i}"), "kind": "uri",
+            "server": {"url": copy.display().to_string()}}));
+    }
+    toolsets
+}
+
+/// Median times to list the tools of a snapshot, and to write them as
+/// `tools/list` sends them.
+fn listing_times(snapshot: &toolhost::ToolsSnapshot) -> (Duration, Duration) {
+    let list = median(
+        (0..200)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(snapshot.tools());
+                started.elapsed()
+            })
+            .collect(),
+    );
+    let list_json = median(
+        (0..50)
+            .map(|_| {
+                let started = Instant::now();
+                // What `tools/list` sends: every tool under its exposed
+                // name, as JSON.
+                let listed: Vec<toolhost::Tool> = snapshot.tools().into_iter().map(|t| t.exposed()).collect();
+                let mut body = b"{\"tools\":".to_vec();
+                serde_json::to_writer(&mut body, &listed).expect("json");
+                body.push(b'}');
+                std::hint::black_box(body);
+                started.elapsed()
+            })
+            .collect(),
+    );
+    (list, list_json)
 }
 
 fn registry(cache: &ModuleCache) -> Registry {
