@@ -399,3 +399,115 @@ mod tools;
 use events::*;
 use tool_sets::*;
 use tools::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn if_match(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::IF_MATCH, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    fn with_version(version: &str) -> Value {
+        json!({"metadata": {"resourceVersion": version}})
+    }
+
+    #[test]
+    fn the_expected_version_is_if_match_then_the_bodys_then_none() {
+        let none = HeaderMap::new();
+        assert_eq!(expected_version(&if_match("\"3\""), &Value::Null).ok(), Some(Some(3)));
+        assert_eq!(expected_version(&if_match("W/\"4\""), &Value::Null).ok(), Some(Some(4)));
+        assert_eq!(expected_version(&if_match("*"), &with_version("9")).ok(), Some(None));
+        // The header wins over the body.
+        assert_eq!(expected_version(&if_match("\"2\""), &with_version("9")).ok(), Some(Some(2)));
+        assert_eq!(expected_version(&none, &with_version("5")).ok(), Some(Some(5)));
+        assert_eq!(expected_version(&none, &json!({"metadata": {}})).ok(), Some(None));
+        let refused = expected_version(&if_match("\"seven\""), &Value::Null).err().unwrap();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert!(refused.message.contains("If-Match `seven`"), "{}", refused.message);
+        let refused = expected_version(&none, &with_version("x")).err().unwrap();
+        assert!(refused.message.contains("metadata.resourceVersion `x`"), "{}", refused.message);
+    }
+
+    #[test]
+    fn a_page_is_1_to_1000_and_the_next_token_is_the_last_id_of_a_full_page() {
+        let page = |size, token: Option<&str>| PageQuery { page_size: size, page_token: token.map(str::to_owned) };
+        assert_eq!(page(None, None).limits().ok(), Some((String::new(), PAGE)));
+        assert_eq!(page(Some(MAX_PAGE), Some("t")).limits().ok(), Some(("t".to_owned(), MAX_PAGE)));
+        for size in [0, -1, MAX_PAGE + 1] {
+            let refused = page(Some(size), None).limits().err().unwrap();
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{size}");
+        }
+        let ids = ["a", "b", "c"];
+        assert_eq!(next_token(&ids, 3, |id| id), json!("c"));
+        assert_eq!(next_token(&ids, 4, |id| id), Value::Null);
+        assert_eq!(next_token::<&str>(&[], 3, |id| id), Value::Null);
+    }
+
+    #[test]
+    fn references_are_found_anywhere_with_escaped_pointers_and_capped() {
+        let body = json!({"spec": {"a/b": ["plain", "${env:HOME}"], "c~d": {"e": "x ${secret:K}"}}});
+        let mut problems = Vec::new();
+        references(&body, &mut String::new(), &mut problems);
+        let pointers: Vec<&str> = problems.iter().map(|(pointer, _)| pointer.as_str()).collect();
+        assert_eq!(pointers, ["/spec/a~1b/1", "/spec/c~0d/e"]);
+        let many = Value::Array(vec![json!("${x}"); 10 * MAX_PROBLEMS]);
+        let mut problems = Vec::new();
+        references(&many, &mut String::new(), &mut problems);
+        assert_eq!(problems.len(), MAX_PROBLEMS);
+    }
+
+    #[test]
+    fn a_long_problem_is_cut_at_a_character_boundary() {
+        assert_eq!(cut("short".to_owned()), "short");
+        let cut_message = cut("é".repeat(MAX_PROBLEM_BYTES));
+        assert!(cut_message.len() <= MAX_PROBLEM_BYTES + '…'.len_utf8(), "{}", cut_message.len());
+        assert!(cut_message.ends_with('…') && !cut_message.contains('\u{FFFD}'));
+    }
+
+    #[test]
+    fn the_bodys_id_must_be_the_paths() {
+        assert!(same_id(&json!({}), "toolset_1").is_ok());
+        assert!(same_id(&json!({"metadata": {"id": "toolset_1"}}), "toolset_1").is_ok());
+        let refused = same_id(&json!({"metadata": {"id": "toolset_2"}}), "toolset_1").err().unwrap();
+        assert_eq!(refused.details[0].0, "/metadata/id");
+    }
+
+    fn read(body: impl Into<Body>, definition: &str) -> Result<Value, Refusal> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(body_of(body.into(), definition))
+    }
+
+    #[test]
+    fn a_body_is_json_of_its_model_without_references_and_within_its_size() {
+        let refused = read("{not json", "ToolSet").err().unwrap();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert!(refused.details[0].1.starts_with("the body is not JSON"), "{:?}", refused.details);
+        let refused = read(vec![b' '; MAX_BODY + 1], "ToolSet").err().unwrap();
+        assert_eq!(refused.status, StatusCode::PAYLOAD_TOO_LARGE);
+        // Problems come sorted, each once, with their pointers.
+        let refused = read(r#"{"metadata": {"name": 7}, "spec": {"x": "${env:HOME}"}}"#, "ToolSet").err().unwrap();
+        let pointers: Vec<&str> = refused.details.iter().map(|(pointer, _)| pointer.as_str()).collect();
+        assert!(pointers.contains(&"/metadata/name"), "{pointers:?}");
+        assert!(pointers.contains(&"/spec/x"), "{pointers:?}");
+        assert!(pointers.windows(2).all(|pair| pair[0] <= pair[1]), "{pointers:?}");
+    }
+
+    #[test]
+    fn a_refusal_is_one_json_shape_with_its_headers() {
+        let mut refusal = Refusal::new(StatusCode::TOO_MANY_REQUESTS, "slow down");
+        refusal.retry_after = Some(std::time::Duration::from_millis(1500));
+        let response = axum::response::IntoResponse::into_response(refusal);
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let bytes = runtime.block_on(axum::body::to_bytes(response.into_body(), 1 << 16)).unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            body,
+            json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "slow down", "details": []}})
+        );
+    }
+}

@@ -760,3 +760,105 @@ fn synced_spec(tool: &toolhost::RegisteredTool) -> Value {
         "requiresApproval": tool.requires_approval,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool_set(name: &str, spec: Value) -> ToolSetRow {
+        ToolSetRow {
+            id: format!("toolset_{name}"),
+            account_id: "acct".into(),
+            workspace_id: "ws".into(),
+            profile_id: "profile".into(),
+            name: name.into(),
+            external_id: None,
+            labels: BTreeMap::new(),
+            spec,
+            created_by: Value::Null,
+            created_at: String::new(),
+            updated_at: String::new(),
+            version: 1,
+            revision: 1,
+            tool_count: None,
+            last_sync: None,
+        }
+    }
+
+    fn synced(name: &str, enabled: Option<bool>, approval: Option<bool>) -> ToolRow {
+        ToolRow {
+            id: format!("tool_{name}"),
+            tool_set_id: "toolset_calc".into(),
+            account_id: "acct".into(),
+            workspace_id: "ws".into(),
+            profile_id: "profile".into(),
+            name: name.into(),
+            external_id: None,
+            labels: BTreeMap::new(),
+            spec: Value::Null,
+            created_by: Value::Null,
+            origin: "sync".into(),
+            enabled_override: enabled,
+            approval_override: approval,
+            created_at: String::new(),
+            updated_at: String::new(),
+            version: 1,
+        }
+    }
+
+    async fn workspaces(
+        dir: &tempfile::TempDir,
+        allowed: &[&str],
+        plugin_dirs: &[&std::path::Path],
+    ) -> Arc<Workspaces> {
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = Store::open(&url).await.expect("a SQLite store");
+        let mut settings = ServiceSettings::new(url);
+        settings.allowed_hosts = allowed.iter().map(|host| (*host).to_owned()).collect();
+        settings.plugin_dirs = plugin_dirs.iter().map(|dir| dir.to_path_buf()).collect();
+        Workspaces::new(store, Arc::new(settings), toolhost::Runtime::default())
+    }
+
+    #[tokio::test]
+    async fn a_tool_set_becomes_a_toolset_of_its_adapters_kind_with_its_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspaces = workspaces(&dir, &["mcp.example.com"], &[]).await;
+        let row = tool_set("calc", json!({"adapter": {"mcp": {"url": "https://mcp.example.com/mcp"}}}));
+        let tools = [synced("divide", Some(false), None), synced("add", None, Some(true)), synced("sub", None, None)];
+        let config = workspaces.config_of(&row, &tools).await.expect("a toolset");
+        assert_eq!((config.id.as_str(), config.kind.as_str()), ("calc", "mcp"));
+        // Only tools with an override are named, each with what it sets.
+        let named: Vec<&str> = config.tools.keys().map(String::as_str).collect();
+        assert_eq!(named, ["add", "divide"]);
+        assert_eq!(config.tools["divide"].enabled, Some(false));
+        assert_eq!(config.tools["add"].requires_approval, Some(true));
+    }
+
+    #[tokio::test]
+    async fn what_the_operator_does_not_allow_is_refused_at_every_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let workspaces = workspaces(&dir, &["mcp.example.com"], &[&plugins]).await;
+        let elsewhere = tool_set("x", json!({"adapter": {"mcp": {"url": "http://169.254.169.254/mcp"}}}));
+        assert!(workspaces.config_of(&elsewhere, &[]).await.is_err());
+        let outside = tool_set("y", json!({"adapter": {"uri": {"url": "file:///etc/passwd.wasm"}}}));
+        let refused = workspaces.config_of(&outside, &[]).await.unwrap_err();
+        assert!(refused.contains("pluginDirs"), "{refused}");
+        let nothing = tool_set("z", json!({}));
+        let refused = workspaces.config_of(&nothing, &[]).await.unwrap_err();
+        assert!(refused.contains("no adapter"), "{refused}");
+        let two = tool_set(
+            "w",
+            json!({"adapter": {"mcp": {"url": "https://mcp.example.com/mcp"}, "uri": {"url": "oci://r/p:1"}}}),
+        );
+        assert!(workspaces.config_of(&two, &[]).await.unwrap_err().contains("no adapter"));
+    }
+
+    #[test]
+    fn an_adapters_kind_is_the_member_it_sets() {
+        assert_eq!(kind_of(&json!({"adapter": {"http": {"baseUrl": "x"}}})), Some("http"));
+        assert_eq!(kind_of(&json!({"adapter": {"mcp": null, "uri": {"url": "x"}}})), Some("uri"));
+        assert_eq!(kind_of(&json!({"adapter": {}})), None);
+        assert_eq!(kind_of(&json!({})), None);
+    }
+}
