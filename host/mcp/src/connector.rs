@@ -655,3 +655,17 @@ mod paced {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_servers_long_text_is_clipped_at_a_character_boundary_with_its_length() {
+        assert_eq!(clip("short"), "short");
+        let long = "日".repeat(MAX_SERVER_TEXT);
+        let clipped = clip(&long);
+        assert!(clipped.ends_with(&format!("… ({} bytes in all)", long.len())), "{clipped}");
+        assert!(clipped.len() < MAX_SERVER_TEXT + 64 && !clipped.contains('\u{FFFD}'));
+    }
+}

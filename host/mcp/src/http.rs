@@ -43,9 +43,12 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
         std::net::IpAddr::V6(ip) => format!("[{ip}]"),
     }];
     if bound.ip().is_loopback() || bound.ip().is_unspecified() {
-        hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()]);
+        for local in ["localhost", "127.0.0.1", "[::1]"] {
+            if !hosts.iter().any(|host| host == local) {
+                hosts.push(local.to_owned());
+            }
+        }
     }
-    hosts.dedup();
     hosts.into_iter().map(|host| format!("http://{host}:{port}")).collect()
 }
 
@@ -796,4 +799,51 @@ async fn post_batch(front: &Front, parts: axum::http::request::Parts, batch: Vec
         return response;
     }
     json_response(StatusCode::OK, &Value::Array(answers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_or_unspecified_server_knows_its_local_names_and_others_only_themselves() {
+        let origins = own_origins("127.0.0.1:8080".parse().unwrap());
+        assert_eq!(origins, ["http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"]);
+        let origins = own_origins("[::]:9000".parse().unwrap());
+        assert!(origins.contains(&"http://[::]:9000".to_owned()), "{origins:?}");
+        assert!(origins.contains(&"http://localhost:9000".to_owned()), "{origins:?}");
+        assert_eq!(own_origins("10.0.0.5:80".parse().unwrap()), ["http://10.0.0.5:80"]);
+        let hosts = own_hosts("10.0.0.5:80".parse().unwrap());
+        assert!(hosts.contains(&"10.0.0.5".to_owned()) && hosts.contains(&"localhost".to_owned()), "{hosts:?}");
+        assert!(!own_hosts("0.0.0.0:80".parse().unwrap()).contains(&"0.0.0.0".to_owned()));
+    }
+
+    fn parts(session: Option<&str>) -> axum::http::request::Parts {
+        let mut request = Request::builder().method("POST").uri("/mcp");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn only_an_initialize_outside_a_session_opens_one() {
+        let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}});
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}});
+        assert!(opens_session(&parts(None), &initialize));
+        assert!(!opens_session(&parts(Some("s-1")), &initialize));
+        assert!(!opens_session(&parts(None), &call));
+        assert!(!is_initialize(&serde_json::json!({"method": 7})));
+    }
+
+    #[test]
+    fn a_json_request_says_so_in_its_content_type() {
+        let with = |content_type: &str| {
+            Request::builder().header(header::CONTENT_TYPE, content_type).body(Body::empty()).unwrap()
+        };
+        assert!(is_json(&with("application/json")));
+        assert!(is_json(&with("application/json; charset=utf-8")));
+        assert!(!is_json(&with("text/plain")));
+        assert!(!is_json(&Request::builder().body(Body::empty()).unwrap()));
+    }
 }

@@ -716,3 +716,27 @@ impl rmcp::ServerHandler for McpServer {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)]
+    fn severities_rise_from_debug_to_emergency() {
+        use rmcp::model::LoggingLevel as L;
+        let levels = [L::Debug, L::Info, L::Notice, L::Warning, L::Error, L::Critical, L::Alert, L::Emergency];
+        let severities: Vec<u8> = levels.into_iter().map(severity).collect();
+        assert_eq!(severities, (0..8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn a_tool_error_is_one_text_item_marked_as_an_error() {
+        let Ok(CallToolResponse::Complete(result)) = tool_error("no such city".to_owned()) else {
+            panic!("not a completed call")
+        };
+        let answer = serde_json::to_value(result).unwrap();
+        assert_eq!(answer["isError"], true, "{answer}");
+        assert_eq!(answer["content"], serde_json::json!([{"type": "text", "text": "no such city"}]), "{answer}");
+    }
+}
