@@ -272,13 +272,22 @@ fn schemas() -> &'static [Validator; 2] {
 pub async fn load_toolsets(path: &Path, secrets: &dyn SecretProvider) -> Result<ToolsetsFile, ConfigError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| ConfigError::one(path, "", format!("cannot read the file ({e})")))?;
+    read_toolsets(path, &text, secrets).await
+}
+
+/// [`load_toolsets`] of a file's text, read already.
+pub(crate) async fn read_toolsets(
+    path: &Path,
+    text: &str,
+    secrets: &dyn SecretProvider,
+) -> Result<ToolsetsFile, ConfigError> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let document: Value = match extension.as_str() {
-        "json" => serde_json::from_str(&text).map_err(|e| format!("it is not valid JSON ({e})")),
+        "json" => serde_json::from_str(text).map_err(|e| format!("it is not valid JSON ({e})")),
         #[cfg(feature = "yaml")]
-        "yaml" | "yml" => serde_norway::from_str(&text).map_err(|e| format!("it is not valid YAML ({e})")),
+        "yaml" | "yml" => serde_norway::from_str(text).map_err(|e| format!("it is not valid YAML ({e})")),
         #[cfg(feature = "toml")]
-        "toml" => toml::from_str::<Value>(&text).map_err(|e| format!("it is not valid TOML ({e})")),
+        "toml" => toml::from_str::<Value>(text).map_err(|e| format!("it is not valid TOML ({e})")),
         #[cfg(not(feature = "yaml"))]
         "yaml" | "yml" => {
             Err("YAML toolsets files need toolhost's `yaml` feature, which this build leaves out".to_owned())

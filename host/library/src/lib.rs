@@ -56,6 +56,9 @@ mod config;
 mod context;
 mod error;
 mod filter;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod host_fn;
 mod model;
 mod plugin;

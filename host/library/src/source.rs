@@ -536,6 +536,8 @@ mod https {
 
 #[cfg(feature = "oci")]
 mod oci;
+#[cfg(all(feature = "oci", feature = "fuzzing"))]
+pub(crate) use oci::{fuzz_layer, fuzz_manifest};
 
 #[cfg(test)]
 mod tests {

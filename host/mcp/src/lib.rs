@@ -36,6 +36,9 @@ mod caller;
 #[cfg(feature = "client")]
 mod connector;
 mod elicit;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "http")]

@@ -422,6 +422,48 @@ impl Kernel {
     }
 }
 
+/// Checks of the book-keeping for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+impl Kernel {
+    /// Panic unless the blocks are in order and apart, lie in `mem` and end
+    /// where the blocks in use end, the free list names freed blocks once
+    /// each, the output lies in the blocks in use, and the header the Wasm
+    /// half reads says what the host holds.
+    pub(crate) fn assert_consistent(&self, mem: &[u8]) {
+        let mut end = BASE;
+        for block in &self.blocks {
+            assert_eq!(block.start, end, "blocks follow one another");
+            assert!(block.used <= block.capacity, "a block uses no more than it holds");
+            end = block.start + block.capacity;
+        }
+        assert_eq!(end, self.end(), "the blocks end where the blocks in use end");
+        assert!(self.blocks.is_empty() || end <= mem.len() as u64, "the blocks lie in the memory");
+        let mut free = self.free.clone();
+        free.sort_unstable();
+        free.dedup();
+        assert_eq!(free.len(), self.free.len(), "a block is freed once");
+        assert!(self.free.iter().all(|&i| !self.blocks[i].active), "the free list holds freed blocks");
+        if self.output != 0 {
+            assert!(self.range(self.output, self.output_length).is_some(), "the output lies in the blocks");
+        }
+        let field = |at: usize| mem.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if let Some(written) = field(END) {
+            assert_eq!(written, self.end(), "the header says where the blocks end");
+        }
+    }
+
+    /// Whether the Wasm half lets the guest store a byte at `offset`
+    /// (within the blocks in use; never the header).
+    pub(crate) fn guest_may_store(&self, offset: u64) -> bool {
+        offset >= BASE && offset < self.end()
+    }
+
+    /// Bytes of book-keeping charged to the budget.
+    pub(crate) fn charged(&self) -> usize {
+        self.charged
+    }
+}
+
 /// A store's data that holds a kernel.
 pub(crate) trait HasKernel: 'static {
     /// The kernel.

@@ -40,7 +40,7 @@ struct Remembered {
 static REMEMBERED: LazyLock<RwLock<Remembered>> = LazyLock::new(|| RwLock::new(Remembered::default()));
 
 /// Shortest value looked for in base64 too.
-const MIN_BASE64_VALUE: usize = 6;
+pub(crate) const MIN_BASE64_VALUE: usize = 6;
 
 /// Remember a secret value handed out (known by `name`): from now on, it is
 /// redacted from every line a [`RedactingWriter`] writes. Empty values are
@@ -62,7 +62,7 @@ pub fn remember_secret(name: &str, value: &str) {
 }
 
 /// The forms a value may take in a log line.
-fn forms(value: &str) -> Vec<String> {
+pub(crate) fn forms(value: &str) -> Vec<String> {
     let json = |text: &str| {
         let quoted = serde_json::to_string(text).unwrap_or_default();
         quoted[1..quoted.len().saturating_sub(1).max(1)].to_owned()

@@ -336,11 +336,7 @@ impl Puller<'_> {
                 take(format!("layer {}", layer.digest), bytes);
                 continue;
             }
-            let unpacked = if bytes.starts_with(GZIP_MAGIC) {
-                scan_tar(flate2::read::GzDecoder::new(bytes.as_slice()), budget)
-            } else if layer.media_type.contains("tar") {
-                scan_tar(bytes.as_slice(), budget)
-            } else {
+            let Some(unpacked) = unpack(&bytes, &layer.media_type, budget) else {
                 continue;
             };
             let (files, read) = unpacked.map_err(|m| self.artifact(format!("layer {}: {m}", layer.digest)))?;
@@ -359,6 +355,42 @@ impl Puller<'_> {
                     .to_owned(),
             )),
             _ => Err(self.artifact(format!("several Wasm modules and no /plugin.wasm: {}", found.join(", ")))),
+        }
+    }
+}
+
+/// The Wasm files of a layer that is a tar archive (gzip'd or not), with
+/// the bytes read ([`scan_tar`]); `None` for a layer of another kind.
+fn unpack(bytes: &[u8], media_type: &str, budget: u64) -> Option<Result<(Vec<TarModule>, u64), String>> {
+    if bytes.starts_with(GZIP_MAGIC) {
+        Some(scan_tar(flate2::read::GzDecoder::new(bytes), budget))
+    } else if media_type.contains("tar") {
+        Some(scan_tar(bytes, budget))
+    } else {
+        None
+    }
+}
+
+/// A manifest's bytes as the pull reads them: the index entry it would
+/// follow, or its layers' digests; for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_manifest(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if let Some(entries) = &manifest.manifests {
+        return choose_platform(entries).map(|entry| vec![entry.digest.clone()]);
+    }
+    let layers = manifest.layers.ok_or("neither layers nor manifests")?;
+    Ok(layers.into_iter().map(|layer| layer.digest).collect())
+}
+
+/// A layer's bytes as the pull unpacks them; for the fuzz targets. The
+/// bytes read never pass the budget; no module is over the plugin bound.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_layer(bytes: &[u8], budget: u64) {
+    if let Some(Ok((modules, read))) = unpack(bytes, "application/vnd.oci.image.layer.v1.tar", budget) {
+        assert!(read <= budget, "a layer is read no further than the budget");
+        for (_, module) in modules {
+            assert!(module.len() as u64 <= MAX_PLUGIN_BYTES && module.starts_with(WASM_MAGIC));
         }
     }
 }
