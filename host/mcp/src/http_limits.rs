@@ -5,9 +5,18 @@
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HttpLimits {
-    /// Connections served at once; further ones wait in the listen backlog
-    /// until one closes. Default 512.
+    /// Connections served at once; one past it is answered `503` with
+    /// `Retry-After` at once and closed. Default 512.
     pub connections: usize,
+    /// `tools/call` requests running at once, all sessions and clients
+    /// together; one past it is refused at once (`503` with `Retry-After`
+    /// over HTTP, JSON-RPC error `-32029` on any transport) rather than
+    /// queued. Default 1024.
+    pub calls: usize,
+    /// Bytes of request bodies held at once, all requests together; a
+    /// request whose body would pass it is refused at once with `503` and
+    /// `Retry-After`. Default 256 MiB.
+    pub body_bytes: usize,
     /// MCP sessions open at once, all clients together; an `initialize`
     /// past it is refused with `503`. A session ends when its client
     /// deletes it or after 5 minutes without a request. Default 1024.
@@ -25,6 +34,8 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             connections: 512,
+            calls: crate::jsonrpc::DEFAULT_MAX_CALLS,
+            body_bytes: 256 << 20,
             sessions: 1024,
             sessions_per_client: 64,
             request_timeout: std::time::Duration::from_secs(30),
@@ -36,6 +47,18 @@ impl HttpLimits {
     /// Serve at most `connections` connections at once.
     pub fn with_connections(mut self, connections: usize) -> Self {
         self.connections = connections;
+        self
+    }
+
+    /// Run at most `calls` tool calls at once.
+    pub fn with_calls(mut self, calls: usize) -> Self {
+        self.calls = calls;
+        self
+    }
+
+    /// Hold at most `bytes` of request bodies at once.
+    pub fn with_body_bytes(mut self, bytes: usize) -> Self {
+        self.body_bytes = bytes;
         self
     }
 

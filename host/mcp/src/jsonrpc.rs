@@ -12,6 +12,19 @@ use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 
+/// The JSON-RPC error code of a request refused by a limit (a rate, or the
+/// calls a server runs at once), in the range JSON-RPC leaves to servers.
+pub(crate) const LIMITED: i32 = -32029;
+
+/// The tools/call requests a server answers at once unless told
+/// (`McpServer::with_max_calls`, `HttpLimits::calls`).
+pub(crate) const DEFAULT_MAX_CALLS: usize = 1024;
+
+/// What a client is told of a call refused because `max` are running.
+pub(crate) fn calls_refusal_text(max: usize) -> String {
+    format!("the server is running its most tool calls at once ({max}); try again shortly")
+}
+
 /// The longest JSON-RPC message (one line on stdio, one POST body on HTTP)
 /// the server reads: rmcp's own limit.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;

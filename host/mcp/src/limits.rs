@@ -16,7 +16,7 @@ use crate::settings::{Rate, RateLimits};
 
 /// The JSON-RPC error code of a call refused by a limit (in the range
 /// JSON-RPC leaves to servers).
-pub const RATE_LIMITED: i32 = -32029;
+pub const RATE_LIMITED: i32 = crate::jsonrpc::LIMITED;
 
 /// Which limit refused a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

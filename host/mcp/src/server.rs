@@ -59,6 +59,9 @@ pub struct McpServer {
     /// tools/call requests being answered, in every session (what a
     /// graceful shutdown waits for).
     running: Arc<std::sync::atomic::AtomicUsize>,
+    /// The most tools/call requests answered at once (1,024
+    /// unless told).
+    max_calls: usize,
     /// `tools/list` answers of registries until they change, shared by
     /// every session.
     listings: Arc<Listings>,
@@ -153,6 +156,7 @@ impl McpServer {
             log_level: Default::default(),
             subscriptions: Default::default(),
             running: Default::default(),
+            max_calls: crate::jsonrpc::DEFAULT_MAX_CALLS,
             listings: Default::default(),
             session: Session::default(),
             #[cfg(feature = "production")]
@@ -162,6 +166,15 @@ impl McpServer {
             #[cfg(feature = "production")]
             tracer: None,
         }
+    }
+
+    /// Answer at most `calls` `tools/call` requests at once, in all
+    /// sessions together: one more is refused at once (JSON-RPC error
+    /// `-32029`, `retryAfterMs` in its data) rather than queued.
+    /// [`HttpServer`](crate::HttpServer) sets it from its limits.
+    pub fn with_max_calls(mut self, calls: usize) -> Self {
+        self.max_calls = calls.max(1);
+        self
     }
 
     /// The same server over another source of tools.
@@ -333,9 +346,15 @@ fn from_rmcp<T: serde::Serialize, R: serde::de::DeserializeOwned>(value: &T) -> 
 struct Running(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Running {
-    fn count(running: &Arc<std::sync::atomic::AtomicUsize>) -> Running {
-        running.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Running(Arc::clone(running))
+    /// Count one more call, unless `max` are running already.
+    fn admit(running: &Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<Running> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let before = running.fetch_add(1, SeqCst);
+        if before >= max {
+            running.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(Running(Arc::clone(running)))
     }
 }
 
@@ -409,7 +428,18 @@ impl McpServer {
         // Moved out, not copied: the rest of the call needs the params'
         // arguments, not their name.
         let name = std::mem::take(&mut request.name).into_owned();
-        let _counted = Running::count(&self.running);
+        let Some(_counted) = Running::admit(&self.running, self.max_calls) else {
+            #[cfg(feature = "production")]
+            if let Some(metrics) = &self.metrics {
+                metrics.rate_limited("calls_in_flight");
+            }
+            let data = serde_json::json!({"limit": "calls_in_flight", "retryAfterMs": 1000});
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(crate::jsonrpc::LIMITED),
+                crate::jsonrpc::calls_refusal_text(self.max_calls),
+                Some(data),
+            ));
+        };
         let source = self.source.resolve(&context.extensions);
         let mut context = context;
         #[cfg(feature = "production")]
@@ -720,6 +750,19 @@ impl rmcp::ServerHandler for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_past_the_most_running_are_refused_and_room_comes_back() {
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let first = Running::admit(&running, 2).expect("room for one");
+        let second = Running::admit(&running, 2).expect("room for two");
+        assert!(Running::admit(&running, 2).is_none(), "a third past two");
+        assert_eq!(running.load(std::sync::atomic::Ordering::SeqCst), 2, "a refusal counts nothing");
+        drop(first);
+        let third = Running::admit(&running, 2).expect("room again");
+        drop((second, third));
+        assert_eq!(running.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
 
     #[test]
     #[allow(deprecated)]

@@ -117,6 +117,10 @@ fn url_host(url: &str) -> Option<&str> {
 pub struct LimitSettings {
     /// Connections served at once.
     pub connections: Option<usize>,
+    /// Tool calls running at once.
+    pub calls: Option<usize>,
+    /// Bytes of request bodies held at once.
+    pub body_bytes: Option<usize>,
     /// MCP sessions open at once, all clients together.
     pub sessions: Option<usize>,
     /// Sessions one authenticated client may have open.
@@ -130,6 +134,12 @@ impl LimitSettings {
     pub fn apply(&self, mut limits: crate::http_limits::HttpLimits) -> crate::http_limits::HttpLimits {
         if let Some(connections) = self.connections {
             limits.connections = connections;
+        }
+        if let Some(calls) = self.calls {
+            limits.calls = calls;
+        }
+        if let Some(bytes) = self.body_bytes {
+            limits.body_bytes = bytes;
         }
         if let Some(sessions) = self.sessions {
             limits.sessions = sessions;

@@ -223,8 +223,17 @@ pub(crate) async fn answer(
                 let status = status(&message);
                 // (Room for a small answer at once.)
                 let mut body = Vec::with_capacity(256);
+                let retry = if status == StatusCode::SERVICE_UNAVAILABLE { "1" } else { "" };
                 return match serde_json::to_writer(&mut body, &message) {
-                    Ok(()) => (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response(),
+                    Ok(()) if retry.is_empty() => {
+                        (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response()
+                    }
+                    Ok(()) => (
+                        status,
+                        [(header::CONTENT_TYPE, "application/json"), (header::RETRY_AFTER, retry)],
+                        Bytes::from(body),
+                    )
+                        .into_response(),
                     Err(e) => {
                         (StatusCode::INTERNAL_SERVER_ERROR, format!("the answer cannot be encoded: {e}")).into_response()
                     }
@@ -294,6 +303,14 @@ fn status(message: &ServerJsonRpcMessage) -> StatusCode {
         | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
         | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
         ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        // Refused because the server runs its most calls: shed, as the
+        // front sheds a call it sees first.
+        ErrorCode(crate::jsonrpc::LIMITED)
+            if error.error.data.as_ref().and_then(|d| d.get("limit")).and_then(|l| l.as_str())
+                == Some("calls_in_flight") =>
+        {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         _ => StatusCode::OK,
     }
 }
