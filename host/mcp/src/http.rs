@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
+mod admission;
 /// Its production layer: bearer tokens, scopes, the metadata and metrics
 /// endpoints.
 #[cfg(feature = "production")]
@@ -128,8 +129,8 @@ async fn accept_loop(
     let timeout = limits.request_timeout.clamp(std::time::Duration::from_millis(100), MAX_REQUEST_TIMEOUT);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(timeout);
-    let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
-    let refusal = connections_refusal(places);
+    let refusing = Arc::new(tokio::sync::Semaphore::new(admission::MAX_REFUSING));
+    let refusal = admission::connections_refusal(places);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -154,7 +155,7 @@ async fn accept_loop(
         let Ok(permit) = Arc::clone(&room).try_acquire_owned() else {
             // Past the cap: told so at once, not left in the backlog.
             if let Ok(refusing) = Arc::clone(&refusing).try_acquire_owned() {
-                tokio::spawn(refuse_connection(stream, Arc::clone(&refusal), refusing));
+                tokio::spawn(admission::refuse_connection(stream, Arc::clone(&refusal), refusing));
             }
             continue;
         };
@@ -189,53 +190,6 @@ async fn accept_loop(
     // once it has closed.
     drop(listener);
     let _ = room.acquire_many(places as u32).await;
-}
-
-/// Connections past the cap being answered at once; past them, a further
-/// one is closed unanswered (each holds a descriptor for a moment).
-const MAX_REFUSING: usize = 64;
-/// How long a refused connection is kept: to read its request's head,
-/// answer, and see the client close.
-const REFUSING_TIME: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// The whole answer to a connection past the cap of `places`.
-fn connections_refusal(places: usize) -> Arc<[u8]> {
-    let text = format!("the server is serving its most connections ({places}); try again shortly");
-    let body = error_response(Value::Null, -32000, text).to_string();
-    let head = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n\
-         Connection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    format!("{head}{body}").into_bytes().into()
-}
-
-/// Answer a connection past the cap with `503` and `Retry-After`, after
-/// its request's head (so that the client is reading when the answer
-/// comes, and closing does not reset the connection under it), within
-/// [`REFUSING_TIME`].
-async fn refuse_connection(
-    mut stream: tokio::net::TcpStream,
-    answer: Arc<[u8]>,
-    _refusing: tokio::sync::OwnedSemaphorePermit,
-) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let _ = tokio::time::timeout(REFUSING_TIME, async {
-        let mut buffer = [0u8; 4096];
-        let mut head = Vec::new();
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-            match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buffer[..n]),
-            }
-        }
-        if stream.write_all(&answer).await.is_err() || stream.shutdown().await.is_err() {
-            return;
-        }
-        // Whatever else it sent (a body) is read and dropped until it closes.
-        while matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {}
-    })
-    .await;
 }
 
 type Service = StreamableHttpService<McpServer, LocalSessionManager>;
@@ -722,7 +676,7 @@ async fn open_session(front: &Front, request: Request<Body>, message: &Value) ->
 async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     // The body's bytes count against the server's budget until the answer.
-    let (bytes, _held) = match read_body(front, &parts, body).await {
+    let (bytes, _held) = match admission::read_body(front, &parts, body).await {
         Ok(read) => read,
         Err(refusal) => return refusal,
     };
@@ -733,7 +687,8 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         if let Some(refusal) = production::scope_refusal_of(front, &parts, &call.1.name) {
             return refusal;
         }
-        if let Some(refusal) = calls_refusal(front, || serde_json::to_value(&call.0).unwrap_or(Value::Null)) {
+        if let Some(refusal) = admission::calls_refusal(front, || serde_json::to_value(&call.0).unwrap_or(Value::Null))
+        {
             return refusal;
         }
         return crate::stateless_call::answer(&front.direct.server, &front.direct.stop, parts, call).await;
@@ -748,11 +703,11 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         }
     };
     let calls = match &message {
-        Value::Array(batch) => batch.iter().find(|m| is_call(m)),
-        message => Some(message).filter(|m| is_call(m)),
+        Value::Array(batch) => batch.iter().find(|m| admission::is_call(m)),
+        message => Some(message).filter(|m| admission::is_call(m)),
     };
     if let Some(call) = calls
-        && let Some(refusal) = calls_refusal(front, || call.get("id").cloned().unwrap_or(Value::Null))
+        && let Some(refusal) = admission::calls_refusal(front, || call.get("id").cloned().unwrap_or(Value::Null))
     {
         return refusal;
     }
@@ -760,119 +715,6 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         Value::Array(batch) => post_batch(front, parts, batch).await,
         message => post_one(front, parts, message, bytes).await,
     }
-}
-
-/// Whether a message is a `tools/call`.
-fn is_call(message: &Value) -> bool {
-    message.get("method").and_then(Value::as_str) == Some("tools/call")
-}
-
-/// A `503` with `Retry-After` if the server runs its most calls already
-/// ([`HttpLimits::calls`]): a call past them is refused before it is
-/// queued anywhere. (The server admits each call again as it starts, so
-/// that calls arriving together cannot pass the bound between them.)
-fn calls_refusal(front: &Front, id: impl FnOnce() -> Value) -> Option<Response<Body>> {
-    let running = front.direct.server.calls_running();
-    (running >= front.limits.calls).then(|| {
-        let text = crate::jsonrpc::calls_refusal_text(front.limits.calls);
-        overloaded(error_response(id(), i64::from(crate::jsonrpc::LIMITED), text))
-    })
-}
-
-/// `503 Service Unavailable` with `Retry-After: 1` and `answer`.
-fn overloaded(answer: Value) -> Response<Body> {
-    let mut response = json_response(StatusCode::SERVICE_UNAVAILABLE, &answer);
-    response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-    response
-}
-
-/// Bytes of request bodies held against the server's budget
-/// ([`HttpLimits::body_bytes`]), given back when dropped.
-pub(crate) struct HeldBytes {
-    budget: Arc<tokio::sync::Semaphore>,
-    bytes: usize,
-}
-
-impl HeldBytes {
-    /// Take `bytes` more from the budget, or a `503` (a `413` if the
-    /// budget could never hold them).
-    fn take(&mut self, bytes: usize, limit: usize) -> Result<(), Box<Response<Body>>> {
-        let refused = |status, text: String| {
-            let answer = error_response(Value::Null, -32600, text);
-            Box::new(if status == StatusCode::SERVICE_UNAVAILABLE {
-                overloaded(answer)
-            } else {
-                json_response(status, &answer)
-            })
-        };
-        if self.bytes + bytes > limit {
-            return Err(refused(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is larger than the {limit} bytes of bodies this server holds at once"),
-            ));
-        }
-        let permits = u32::try_from(bytes).unwrap_or(u32::MAX);
-        match Arc::clone(&self.budget).try_acquire_many_owned(permits) {
-            Ok(permit) => {
-                permit.forget();
-                self.bytes += permits as usize;
-                Ok(())
-            }
-            Err(_) => Err(refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the server holds its most bytes of request bodies ({limit}); try again shortly"),
-            )),
-        }
-    }
-}
-
-impl Drop for HeldBytes {
-    fn drop(&mut self) {
-        self.budget.add_permits(self.bytes);
-    }
-}
-
-/// A request's body, at most [`MAX_LINE`] bytes, arriving no slower than
-/// the server's minimum rate, its bytes held against the server's budget
-/// of body bytes: all it declares (`Content-Length`) before any is read,
-/// else each piece as it comes. Or the refusal: `503` with `Retry-After`
-/// at once when the budget is spent.
-async fn read_body(
-    front: &Front,
-    parts: &axum::http::request::Parts,
-    body: Body,
-) -> Result<(axum::body::Bytes, HeldBytes), Response<Body>> {
-    let too_large = || {
-        let error = error_response(Value::Null, -32600, format!("the request body is larger than {MAX_LINE} bytes"));
-        json_response(StatusCode::PAYLOAD_TOO_LARGE, &error)
-    };
-    let limit = front.limits.body_bytes;
-    let mut held = HeldBytes { budget: Arc::clone(&front.bodies), bytes: 0 };
-    let declared =
-        (parts.headers.get(header::CONTENT_LENGTH)).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if let Some(length) = declared {
-        if length > MAX_LINE as u64 {
-            return Err(too_large());
-        }
-        held.take(length as usize, limit).map_err(|refusal| *refusal)?;
-    }
-    let mut bytes = Vec::with_capacity(held.bytes);
-    let mut body = std::pin::pin!(body);
-    while let Some(frame) = std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx)).await {
-        let frame = frame.map_err(|error| {
-            let status = if too_slow(&error) { StatusCode::REQUEST_TIMEOUT } else { StatusCode::BAD_REQUEST };
-            json_response(status, &error_response(Value::Null, -32600, error.to_string()))
-        })?;
-        let Ok(data) = frame.into_data() else { continue };
-        if bytes.len() + data.len() > MAX_LINE {
-            return Err(too_large());
-        }
-        if bytes.len() + data.len() > held.bytes {
-            held.take(bytes.len() + data.len() - held.bytes, limit).map_err(|refusal| *refusal)?;
-        }
-        bytes.extend_from_slice(&data);
-    }
-    Ok((axum::body::Bytes::from(bytes), held))
 }
 
 /// The request again, for rmcp: the same head, this body.
