@@ -50,6 +50,7 @@ mod secrets;
 mod serve;
 mod service;
 mod sources;
+mod store_faults;
 mod talkback;
 mod telemetry;
 mod tiers;

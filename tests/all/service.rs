@@ -11,11 +11,11 @@ use toolhost_tests::{example, spawn_serve_http};
 use crate::production::{call, open_session, post};
 use crate::serve::Server;
 
-const ACME: &str = "acme-user-key-0123456789abcdef";
+pub(crate) const ACME: &str = "acme-user-key-0123456789abcdef";
 const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
 const GLOBEX: &str = "globex-key-0123456789abcdef";
 
-fn scratch(name: &str) -> std::path::PathBuf {
+pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("toolhost-service-{name}-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -24,7 +24,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 /// A toolsets file whose `serve` section runs the service on `store`,
 /// letting tenants reach `upstream` (host:port).
-fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::path::PathBuf {
+pub(crate) fn service_config(dir: &std::path::Path, store: &str, upstream: &str) -> std::path::PathBuf {
     service_config_reaching(dir, store, &[upstream])
 }
 
@@ -72,7 +72,7 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> String {
+    pub(crate) fn header(&self, name: &str) -> String {
         self.headers.get(name).map(|v| v.to_str().expect("ascii").to_owned()).unwrap_or_default()
     }
 }
@@ -478,7 +478,7 @@ fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_p
 }
 
 /// Wait (at most a generous minute) until `check` holds.
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !check() {
         assert!(std::time::Instant::now() < deadline, "never happened: {what}");

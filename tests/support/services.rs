@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct Postgres {
     dir: PathBuf,
     bin: PathBuf,
+    /// `pg_ctl`'s `-o`: the port, socket folder and settings.
+    options: String,
     /// Running as root: PostgreSQL's programs run as `postgres`.
     root: bool,
     /// `postgres://postgres@127.0.0.1:PORT/toolhost`.
@@ -41,7 +43,9 @@ impl Postgres {
             assert!(status.is_ok_and(|s| s.success()), "chown the PostgreSQL directory");
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
-        let postgres = Postgres { url: format!("postgres://postgres@127.0.0.1:{port}/toolhost"), dir, bin, root };
+        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on", dir.display());
+        let url = format!("postgres://postgres@127.0.0.1:{port}/toolhost");
+        let postgres = Postgres { url, dir, bin, options, root };
         let run = |program: &str, args: &[&str]| {
             let output = postgres.command(program).args(args).output().expect("run a PostgreSQL program");
             assert!(
@@ -53,12 +57,34 @@ impl Postgres {
         };
         let data_arg = postgres.dir.join("data").display().to_string();
         run("initdb", &["-D", &data_arg, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
-        let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=on", postgres.dir.display());
-        let log = postgres.dir.join("log").display().to_string();
-        run("pg_ctl", &["-D", &data_arg, "-o", &options, "-l", &log, "-w", "-t", "60", "start"]);
+        postgres.start_again();
         let port_arg = port.to_string();
         run("createdb", &["-h", "127.0.0.1", "-p", &port_arg, "-U", "postgres", "toolhost"]);
         Some(postgres)
+    }
+
+    /// Stop the server (fast shutdown: its clients are cut off), keeping
+    /// its data; [`Postgres::start_again`] brings it back.
+    pub fn stop(&self) {
+        self.pg_ctl(&["-m", "fast", "-w", "-t", "60", "stop"]);
+    }
+
+    /// Start the server (again) on its data, port and settings.
+    pub fn start_again(&self) {
+        let log = self.dir.join("log").display().to_string();
+        self.pg_ctl(&["-o", &self.options, "-l", &log, "-w", "-t", "60", "start"]);
+    }
+
+    /// `pg_ctl -D DATA ARGS`, which must succeed.
+    fn pg_ctl(&self, args: &[&str]) {
+        let data = self.dir.join("data");
+        let output = self.command("pg_ctl").arg("-D").arg(&data).args(args).output().expect("run pg_ctl");
+        assert!(
+            output.status.success(),
+            "pg_ctl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// One of PostgreSQL's programs, to run as `postgres` when root.

@@ -111,6 +111,16 @@ impl From<StoreError> for Refusal {
             StoreError::NotFound => Refusal::not_found("resource"),
             StoreError::Conflict(message) => Refusal::new(StatusCode::CONFLICT, message),
             StoreError::Quota(message) => Refusal::new(StatusCode::TOO_MANY_REQUESTS, message),
+            unavailable if unavailable.is_unavailable() => {
+                tracing::warn!("the store is unavailable: {unavailable}");
+                let mut refusal = Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the store cannot be reached; try again (a write cut short may or may not have been made: \
+                     an update with If-Match, or a create of the same name, is safe to repeat)",
+                );
+                refusal.retry_after = Some(std::time::Duration::from_secs(1));
+                refusal
+            }
             other => {
                 tracing::error!("the store failed: {other}");
                 Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "the store failed; the change was not made")

@@ -12,6 +12,9 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 
+/// How long a request waits for a connection to the database.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A store's failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -37,6 +40,30 @@ pub enum StoreError {
     /// A stored JSON column did not parse (the store was changed by hand).
     #[error("a stored value is corrupt: {0}")]
     Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether the database could not be reached (down, restarting, the
+    /// connection lost, no connection free in time): worth retrying in a
+    /// moment, unlike a refused or failed statement.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(error) = self else {
+            return false;
+        };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            // Connection exceptions (class 08), and the server shutting
+            // down or starting (57P01-57P03).
+            sqlx::Error::Database(db) => {
+                db.code().is_some_and(|code| code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03"))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Which database a store is.
@@ -185,7 +212,11 @@ impl Store {
             // SQLite has one writer at a time: a few connections, each
             // waiting its turn rather than failing busy.
             .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
-            .acquire_timeout(Duration::from_secs(30))
+            // A store that cannot be reached fails a request in a few
+            // seconds (`503`, `Retry-After`), rather than holding it for
+            // half a minute; connections that broke meanwhile are tested
+            // before use (sqlx's default) and made again once it is back.
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
