@@ -118,24 +118,42 @@ async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fet
     let mut what = "the manifest".to_owned();
     for _ in 0..=MAX_DEPTH {
         let bytes = puller.manifest(&manifest_digest, &what).await?;
-        let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| puller.artifact(format!("{what} is not an OCI manifest: {e}")))?;
-        if let Some(entries) = &manifest.manifests {
-            let entry = choose_platform(entries).map_err(|m| puller.artifact(m))?;
-            manifest_digest = puller.digest(&entry.digest)?;
-            what = format!("manifest {manifest_digest}");
-            continue;
+        match read_manifest(&bytes, &what).map_err(|m| puller.artifact(m))? {
+            Next::Follow(digest) => {
+                manifest_digest = puller.digest(&digest)?;
+                what = format!("manifest {manifest_digest}");
+            }
+            Next::Layers(layers) => {
+                let wasm = puller.find_module(&layers).await?;
+                return Ok(Fetched { wasm, from_cache: !puller.downloaded });
+            }
         }
-        let Some(layers) = manifest.layers else {
-            return Err(puller.artifact(format!(
-                "{what} ({}) has neither layers nor manifests",
-                manifest.media_type.as_deref().unwrap_or("no media type")
-            )));
-        };
-        let wasm = puller.find_module(&layers).await?;
-        return Ok(Fetched { wasm, from_cache: !puller.downloaded });
     }
     Err(puller.artifact(format!("image indexes nest deeper than {MAX_DEPTH} levels")))
+}
+
+/// What a manifest (`what`, in messages) says to read next.
+enum Next {
+    /// An image index: the digest of the entry to follow.
+    Follow(String),
+    /// An image or artifact manifest: its layers.
+    Layers(Vec<Descriptor>),
+}
+
+/// A manifest's bytes as the pull reads them: the index entry to follow,
+/// or the layers to look in; else what is wrong with it.
+fn read_manifest(bytes: &[u8], what: &str) -> Result<Next, String> {
+    let manifest: Manifest =
+        serde_json::from_slice(bytes).map_err(|e| format!("{what} is not an OCI manifest: {e}"))?;
+    if let Some(entries) = &manifest.manifests {
+        return choose_platform(entries).map(|entry| Next::Follow(entry.digest.clone()));
+    }
+    manifest.layers.map(Next::Layers).ok_or_else(|| {
+        format!(
+            "{what} ({}) has neither layers nor manifests",
+            manifest.media_type.as_deref().unwrap_or("no media type")
+        )
+    })
 }
 
 /// The index entry to follow: `wasi/wasm`, else `linux/amd64`, else the
@@ -371,16 +389,15 @@ fn unpack(bytes: &[u8], media_type: &str, budget: u64) -> Option<Result<(Vec<Tar
     }
 }
 
-/// A manifest's bytes as the pull reads them: the index entry it would
-/// follow, or its layers' digests; for the fuzz targets.
+/// A manifest's bytes as the pull reads them ([`read_manifest`]): the
+/// index entry it would follow, or its layers' digests; for the fuzz
+/// targets.
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_manifest(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    if let Some(entries) = &manifest.manifests {
-        return choose_platform(entries).map(|entry| vec![entry.digest.clone()]);
-    }
-    let layers = manifest.layers.ok_or("neither layers nor manifests")?;
-    Ok(layers.into_iter().map(|layer| layer.digest).collect())
+    Ok(match read_manifest(bytes, "the manifest")? {
+        Next::Follow(digest) => vec![digest],
+        Next::Layers(layers) => layers.into_iter().map(|layer| layer.digest).collect(),
+    })
 }
 
 /// A layer's bytes as the pull unpacks them; for the fuzz targets. The
