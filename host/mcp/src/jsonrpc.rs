@@ -20,6 +20,11 @@ pub(crate) const LIMITED: i32 = -32029;
 /// (`McpServer::with_max_calls`, `HttpLimits::calls`).
 pub(crate) const DEFAULT_MAX_CALLS: usize = 1024;
 
+/// The seconds a client refused for want of room (calls, bodies,
+/// connections) is told to wait before it tries again (`Retry-After`,
+/// `retryAfterMs`).
+pub(crate) const SHED_RETRY_SECONDS: u64 = 1;
+
 /// What a client is told of a call refused because `max` are running.
 pub(crate) fn calls_refusal_text(max: usize) -> String {
     format!("the server is running its most tool calls at once ({max}); try again shortly")

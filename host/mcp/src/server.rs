@@ -433,7 +433,8 @@ impl McpServer {
             if let Some(metrics) = &self.metrics {
                 metrics.rate_limited("calls_in_flight");
             }
-            let data = serde_json::json!({"limit": "calls_in_flight", "retryAfterMs": 1000});
+            let retry_after_ms = crate::jsonrpc::SHED_RETRY_SECONDS * 1000;
+            let data = serde_json::json!({"limit": "calls_in_flight", "retryAfterMs": retry_after_ms});
             return Err(McpError::new(
                 rmcp::model::ErrorCode(crate::jsonrpc::LIMITED),
                 crate::jsonrpc::calls_refusal_text(self.max_calls),

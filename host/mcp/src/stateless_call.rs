@@ -223,17 +223,16 @@ pub(crate) async fn answer(
                 let status = status(&message);
                 // (Room for a small answer at once.)
                 let mut body = Vec::with_capacity(256);
-                let retry = if status == StatusCode::SERVICE_UNAVAILABLE { "1" } else { "" };
                 return match serde_json::to_writer(&mut body, &message) {
-                    Ok(()) if retry.is_empty() => {
-                        (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response()
+                    Ok(()) => {
+                        let mut response =
+                            (status, [(header::CONTENT_TYPE, "application/json")], Bytes::from(body)).into_response();
+                        if status == StatusCode::SERVICE_UNAVAILABLE {
+                            let retry = header::HeaderValue::from(crate::jsonrpc::SHED_RETRY_SECONDS);
+                            response.headers_mut().insert(header::RETRY_AFTER, retry);
+                        }
+                        response
                     }
-                    Ok(()) => (
-                        status,
-                        [(header::CONTENT_TYPE, "application/json"), (header::RETRY_AFTER, retry)],
-                        Bytes::from(body),
-                    )
-                        .into_response(),
                     Err(e) => {
                         (StatusCode::INTERNAL_SERVER_ERROR, format!("the answer cannot be encoded: {e}")).into_response()
                     }

@@ -24,8 +24,9 @@ pub(super) fn connections_refusal(places: usize) -> Arc<[u8]> {
     let text = format!("the server is serving its most connections ({places}); try again shortly");
     let body = error_response(Value::Null, -32000, text).to_string();
     let head = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n\
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: {}\r\n\
          Connection: close\r\nContent-Length: {}\r\n\r\n",
+        crate::jsonrpc::SHED_RETRY_SECONDS,
         body.len()
     );
     format!("{head}{body}").into_bytes().into()
@@ -76,10 +77,11 @@ pub(super) fn calls_refusal(front: &Front, id: impl FnOnce() -> Value) -> Option
     })
 }
 
-/// `503 Service Unavailable` with `Retry-After: 1` and `answer`.
+/// `503 Service Unavailable` with `answer`, telling when to try again.
 fn overloaded(answer: Value) -> Response<Body> {
     let mut response = json_response(StatusCode::SERVICE_UNAVAILABLE, &answer);
-    response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    let retry = header::HeaderValue::from(crate::jsonrpc::SHED_RETRY_SECONDS);
+    response.headers_mut().insert(header::RETRY_AFTER, retry);
     response
 }
 
@@ -94,32 +96,19 @@ impl HeldBytes {
     /// Take `bytes` more from the budget, or a `503` (a `413` if the
     /// budget could never hold them).
     fn take(&mut self, bytes: usize, limit: usize) -> Result<(), Box<Response<Body>>> {
-        let refused = |status, text: String| {
-            let answer = error_response(Value::Null, -32600, text);
-            Box::new(if status == StatusCode::SERVICE_UNAVAILABLE {
-                overloaded(answer)
-            } else {
-                json_response(status, &answer)
-            })
-        };
         if self.bytes + bytes > limit {
-            return Err(refused(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is larger than the {limit} bytes of bodies this server holds at once"),
-            ));
+            let text = format!("the request body is larger than the {limit} bytes of bodies this server holds at once");
+            let answer = error_response(Value::Null, -32600, text);
+            return Err(Box::new(json_response(StatusCode::PAYLOAD_TOO_LARGE, &answer)));
         }
         let permits = u32::try_from(bytes).unwrap_or(u32::MAX);
-        match Arc::clone(&self.budget).try_acquire_many_owned(permits) {
-            Ok(permit) => {
-                permit.forget();
-                self.bytes += permits as usize;
-                Ok(())
-            }
-            Err(_) => Err(refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the server holds its most bytes of request bodies ({limit}); try again shortly"),
-            )),
-        }
+        let Ok(permit) = Arc::clone(&self.budget).try_acquire_many_owned(permits) else {
+            let text = format!("the server holds its most bytes of request bodies ({limit}); try again shortly");
+            return Err(Box::new(overloaded(error_response(Value::Null, -32600, text))));
+        };
+        permit.forget();
+        self.bytes += permits as usize;
+        Ok(())
     }
 }
 
