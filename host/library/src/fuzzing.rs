@@ -306,9 +306,13 @@ pub fn uri_template(template: &str, uri: &str) {
 /// A toolsets file's text in a format (`json`, `yaml` or `toml`): it is
 /// read, checked and resolved, or refused with a message; never a panic.
 pub fn toolsets(text: &str, format: &str) {
+    thread_local! {
+        /// One runtime for every input, not one made per input.
+        static RUNTIME: tokio::runtime::Runtime =
+            tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+    }
     let path = std::path::PathBuf::from(format!("/fuzz/toolsets.{format}"));
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
-    let _ = runtime.block_on(crate::config::read_toolsets(&path, text, &crate::NoSecrets));
+    let _ = RUNTIME.with(|runtime| runtime.block_on(crate::config::read_toolsets(&path, text, &crate::NoSecrets)));
 }
 
 /// An OCI manifest or index, as a registry serves it: read, and its
