@@ -84,6 +84,20 @@ pub(crate) fn rest(
     body: Option<&Value>,
     headers: &[(&str, &str)],
 ) -> Reply {
+    let (status, headers, text) = exchange(method, url, token, body, headers).expect("the service answers");
+    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
+    Reply { status, headers, body }
+}
+
+/// One REST exchange that may find the service gone: its status, headers
+/// and body text, or `None` when no whole answer came.
+pub(crate) fn exchange(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Option<(u16, http::HeaderMap, String)> {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let mut request = http::Request::builder().method(method).uri(url).header("content-type", "application/json");
     if let Some(token) = token {
@@ -93,12 +107,11 @@ pub(crate) fn rest(
         request = request.header(*name, *value);
     }
     let request = request.body(body.map(Value::to_string).unwrap_or_default()).expect("request");
-    let mut response = agent.run(request).expect("the service answers");
+    let mut response = agent.run(request).ok()?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON body") };
-    Reply { status, headers, body }
+    let text = response.body_mut().read_to_string().ok()?;
+    Some((status, headers, text))
 }
 
 /// What the service answers a POST to `url` announcing a body of `length`

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::service::{ACME, eventually, rest, scratch, service_config, spawn_service};
+use crate::service::{ACME, eventually, exchange, rest, scratch, service_config, spawn_service};
 
 /// What the service answered of one tool set: its id, the description it
 /// acknowledged last, and the one of an update that was on its way when
@@ -33,26 +33,11 @@ fn tool_set(name: &str, description: &str) -> Value {
            "spec": {"description": description, "adapter": {"mcp": {"url": "http://127.0.0.1:1/mcp"}}}})
 }
 
-/// One REST exchange that may find the service gone: the status and body,
-/// or `None`.
-fn try_rest(method: &str, url: &str, body: &Value, if_match: Option<&str>) -> Option<(u16, Value)> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(60)))
-        .build()
-        .into();
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(url)
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {ACME}"));
-    if let Some(version) = if_match {
-        request = request.header("if-match", version);
-    }
-    let request = request.body(body.to_string()).expect("a request");
-    let mut response = agent.run(request).ok()?;
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().ok()?;
+/// A write as ACME that may find the service gone: its status and JSON
+/// body, or `None`.
+fn try_write(method: &str, url: &str, body: &Value, if_match: Option<&str>) -> Option<(u16, Value)> {
+    let headers: Vec<(&str, &str)> = if_match.map(|version| ("if-match", version)).into_iter().collect();
+    let (status, _, text) = exchange(method, url, Some(ACME), Some(body), &headers)?;
     Some((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
@@ -65,7 +50,7 @@ fn write_until_gone(base: &str, round: usize, acknowledged: &AtomicUsize) -> BTr
     for i in 0.. {
         let name = format!("r{round}-{i}");
         let description = format!("{name} as created");
-        match try_rest("POST", &sets, &tool_set(&name, &description), None) {
+        match try_write("POST", &sets, &tool_set(&name, &description), None) {
             Some((201, body)) => {
                 let id = body["metadata"]["id"].as_str().expect("an id").to_owned();
                 answered.insert(name.clone(), Answered { id, description, in_flight: None });
@@ -81,7 +66,7 @@ fn write_until_gone(base: &str, round: usize, acknowledged: &AtomicUsize) -> BTr
         let entry = answered.get_mut(&name).expect("just created");
         entry.in_flight = Some(changed.clone());
         let url = format!("{sets}/{}", entry.id);
-        match try_rest("PUT", &url, &tool_set(&name, &changed), Some("\"1\"")) {
+        match try_write("PUT", &url, &tool_set(&name, &changed), Some("\"1\"")) {
             Some((200, _)) => {
                 entry.description = changed;
                 entry.in_flight = None;
