@@ -1,4 +1,4 @@
-//! Issue 13: a hostile plugin gets nothing it was not granted, and every
+//! A hostile plugin gets nothing it was not granted, and every
 //! call is bounded wherever the guest is: time in host calls, tables
 //! against the memory limit, open files, error messages, content items,
 //! logs. Each case is a real plugin (a fixture, or WAT) and the safe

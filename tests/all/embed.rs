@@ -9,7 +9,7 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The most crates an embedder may compile (issue 16).
+/// The most crates an embedder may compile with the default features.
 const CRATE_BUDGET: usize = 260;
 
 /// A crate outside the workspace that depends on `toolhost` (with default
