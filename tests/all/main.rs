@@ -30,6 +30,7 @@ mod cli;
 mod component;
 mod conformance;
 mod deploy;
+mod docs;
 mod embed;
 mod faults;
 mod features;

@@ -12,7 +12,7 @@
 //! [`toolhost::Registry`] per workspace, [`toolhost_mcp::Tenants`]).
 //!
 //! `toolhost serve --http ADDR --config FILE --store URL` runs it; see the
-//! README's "Tool-set service" section.
+//! book's page on the tool-set service (`docs/src/using/service.md`).
 
 mod actor;
 mod api;
