@@ -213,7 +213,13 @@ fn description(schema: &Value, node: &Value) -> String {
         .or_else(|| resolve(schema, node).get("description"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|");
+    // Angle brackets outside code spans would be read as HTML tags.
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 0 { part.replace('<', "&lt;").replace('>', "&gt;") } else { part.to_string() })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 /// The members of an object node: its own, and those of `then` (with the
