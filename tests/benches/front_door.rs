@@ -29,7 +29,7 @@
 //! Each line gives calls/s and the latency percentiles of one call, measured
 //! by the client (request written to answer read), and for `serve` the
 //! server process's CPU time (user and system) per call. Figures, not
-//! assertions: the targets live in the performance issue. Run it on a
+//! assertions (the current figures: docs/src/performance.md). Run it on a
 //! release build (`cargo bench` builds `toolhost` in the bench's profile).
 
 use std::io::{BufRead, BufReader, Write};

@@ -49,7 +49,7 @@ fn load(runtime: &tokio::runtime::Runtime, path: std::path::PathBuf) -> Plugin {
     plugin
 }
 
-/// An Extism instance of a plugin, as the foundation issue ran it: WASI on,
+/// An Extism instance of a plugin, as an Extism host runs it: WASI on,
 /// the same memory cap and timeout toolhost applies by default.
 fn extism_plugin(path: &std::path::Path) -> extism::Plugin {
     extism::Plugin::new(extism_manifest(path), [], true).expect("extism plugin")
