@@ -12,6 +12,42 @@ fn path(p: std::path::PathBuf) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// `toolhost --help` and every command's help fit a terminal (at most 50
+/// lines of at most 100 columns), and `--help` says no more than `-h`: the
+/// long prose is in the book.
+#[test]
+fn help_fits_a_terminal() {
+    let commands = ["describe", "call", "serve", "check", "bench", "new", "build", "tools"];
+    for command in std::iter::once(None).chain(commands.map(Some)) {
+        let args = |flag: &'static str| -> Vec<&str> { command.into_iter().chain([flag]).collect() };
+        let long = run(&args("--help"), None);
+        assert_eq!(long.status.code(), Some(0), "{}", stderr(&long));
+        let text = String::from_utf8_lossy(&long.stdout).into_owned();
+        let widest = text.lines().map(|line| line.chars().count()).max().unwrap_or(0);
+        assert!(text.lines().count() <= 50 && widest <= 100, "toolhost {command:?} --help is too big:\n{text}");
+        let short = run(&args("-h"), None);
+        assert_eq!(String::from_utf8_lossy(&short.stdout), text, "toolhost {command:?}: -h and --help differ");
+    }
+}
+
+/// `--version` names the version and the features built in; `-V` the
+/// version alone.
+#[test]
+fn version_names_the_features() {
+    let long = run(&["--version"], None);
+    assert_eq!(long.status.code(), Some(0), "{}", stderr(&long));
+    let text = String::from_utf8_lossy(&long.stdout);
+    let version = format!("toolhost {}", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&format!("{version}\n")), "{text}");
+    for feature in
+        ["library features: component, http, wasi-http, https, oci, cache", "mcp features: stdio, http, client"]
+    {
+        assert!(text.contains(feature), "`{feature}` missing from:\n{text}");
+    }
+    let short = run(&["-V"], None);
+    assert_eq!(String::from_utf8_lossy(&short.stdout), format!("{version}\n"));
+}
+
 #[test]
 fn describe_prints_the_list_tools_result() {
     let output = run(&["describe", &path(example("calculator"))], None);

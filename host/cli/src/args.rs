@@ -16,14 +16,10 @@ use crate::terminal::escaped;
 /// Which secrets a plugin may have, and where their values come from.
 #[derive(Debug, Args)]
 pub(crate) struct SecretOptions {
-    /// Grant the secret NAME (repeatable): a tool that declares it gets its
-    /// value, from the environment variable NAME or from the file NAME in
-    /// --secrets-dir. Nothing else grants a secret; with a toolsets file,
-    /// grant secrets per toolset with `secrets: [NAME, ...]`.
+    /// Grant the secret NAME (repeatable)
     #[arg(long = "secret", value_name = "NAME")]
     pub(crate) secret: Vec<String>,
-    /// Read secrets from files in DIR (the secret NAME is the file DIR/NAME)
-    /// instead of from environment variables of the same name.
+    /// Read secrets from files DIR/NAME, not the environment
     #[arg(long, value_name = "DIR")]
     pub(crate) secrets_dir: Option<PathBuf>,
 }
@@ -51,47 +47,37 @@ impl SecretOptions {
 /// Nothing is granted unless a flag says so.
 #[derive(Debug, Args)]
 pub(crate) struct PluginOptions {
-    /// A config value the plugin can read (repeatable). The plugin sees no
-    /// host environment variables; pass values this way.
+    /// A config value the plugin can read (repeatable)
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_pair)]
     pub(crate) set: Vec<(String, String)>,
-    /// A toolsets file (for `call`, `describe` and `serve`). The old form
-    /// `--config KEY=VALUE` still sets a plugin config value, with a warning:
-    /// use `--set KEY=VALUE`.
+    /// A toolsets file (JSON, YAML or TOML)
     #[arg(long = "config", value_name = "FILE")]
     pub(crate) config: Vec<String>,
-    /// Make a host directory visible to the plugin, read-only unless `:rw`
-    /// (repeatable). GUEST defaults to HOST.
-    #[arg(long = "allow-path", value_name = "HOST[:GUEST][:ro|rw]", value_parser = parse_path_grant)]
+    /// Grant a directory, read-only unless :rw (repeatable)
+    #[arg(long = "allow-path", value_name = "HOST[:GUEST][:rw]", value_parser = parse_path_grant)]
     pub(crate) allow_path: Vec<PathGrant>,
-    /// Let the plugin make HTTP requests to hosts matching PATTERN
-    /// (`api.example.com`, `*.example.com`: any port; `127.0.0.1:8080`:
-    /// that port only; repeatable). Others are refused. A name reaches its
-    /// public addresses; an internal one (loopback, private) only if a
-    /// pattern names the address too (`127.0.0.1`; `localhost`: loopback).
+    /// Grant HTTP to hosts matching PATTERN (repeatable)
     #[arg(long = "allow-host", value_name = "PATTERN", value_parser = parse_host_pattern)]
     pub(crate) allow_host: Vec<String>,
-    /// Wall-clock limit per call, like `500ms` or `10s` [default: 30s].
+    /// Wall-clock limit per call [default: 30s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) timeout: Option<Duration>,
-    /// Memory cap per plugin instance, like `64MiB` [default: 256MiB].
+    /// Memory cap per instance [default: 256MiB]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) memory_limit: Option<u64>,
-    /// Largest output accepted from a call, like `1MiB` [default: 16MiB].
+    /// Largest output of a call [default: 16MiB]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) max_output_size: Option<u64>,
-    /// Ready instances kept per plugin [default: the number of cores].
+    /// Ready instances per plugin [default: one per core]
     #[arg(long, value_name = "N", value_parser = parse_pool_size)]
     pub(crate) pool_size: Option<usize>,
-    /// Instruction (fuel) budget per call [default: none].
+    /// Instruction budget per call [default: none]
     #[arg(long, value_name = "UNITS", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) fuel: Option<u64>,
-    /// Load the valid tools of a plugin whose describe output has problems,
-    /// and print the problems as warnings, instead of refusing the plugin.
+    /// Load a faulty plugin's valid tools, with warnings
     #[arg(long)]
     lenient: bool,
-    /// Enforce `format` (date-time, email, ...) in schemas instead of treating
-    /// it as an annotation.
+    /// Enforce `format` in schemas (date-time, email...)
     #[arg(long)]
     enforce_formats: bool,
 }

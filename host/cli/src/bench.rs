@@ -261,26 +261,23 @@ pub fn human_bytes(bytes: u64) -> String {
 }
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The plugin's .wasm file.
+    /// The plugin's .wasm file
     pub(crate) plugin: PathBuf,
-    /// The tool to call.
+    /// The tool to call
     pub(crate) tool: String,
-    /// The arguments, a JSON object [default: {}].
+    /// The arguments, a JSON object [default: {}]
     #[arg(value_name = "ARGS_JSON")]
     pub(crate) arguments: Option<String>,
-    /// Calls to make (after one warm-up call per caller).
+    /// Calls to make, after a warm-up
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) calls: u32,
-    /// Concurrent callers.
+    /// Concurrent callers
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) concurrency: u16,
-    /// Run the measurement in N separate processes at the same moment (each
-    /// its own load and callers) and report their throughput together: the
-    /// machine's ceiling for N independent copies that share nothing, to
-    /// compare with --concurrency N in one process.
+    /// Run in N processes at once
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) processes: u16,
-    /// Print the figures as JSON.
+    /// Print the figures as JSON
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]

@@ -15,14 +15,13 @@ use crate::terminal::escaped;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// PLUGIN.wasm TOOL [ARGS_JSON], or NAMESPACED_TOOL [ARGS_JSON] with a
-    /// toolsets file.
+    /// PLUGIN.wasm TOOL [ARGS], or TOOL [ARGS] with --config
     #[arg(value_name = "PLUGIN TOOL [ARGS_JSON]", num_args = 1..=3, required = true)]
     pub(crate) targets: Vec<String>,
-    /// Read the arguments from a file (`-` for stdin).
+    /// Read the arguments from a file (`-`: stdin)
     #[arg(long, value_name = "FILE")]
     pub(crate) args_file: Option<PathBuf>,
-    /// Approve every call that requires approval, without asking.
+    /// Approve calls that require approval, without asking
     #[arg(long)]
     pub(crate) yes: bool,
     #[command(flatten)]

@@ -14,16 +14,15 @@ use crate::terminal::escaped;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The plugin's .wasm file.
+    /// The plugin's .wasm file
     pub(crate) plugin: PathBuf,
-    /// Seed of the generated arguments: the same seed makes the same
-    /// calls.
+    /// Seed of the generated arguments
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Calls with valid arguments per tool (invalid ones: half as many).
+    /// Valid calls per tool; invalid: half as many
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) samples: u16,
-    /// Print the report as JSON.
+    /// Print the report as JSON
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]

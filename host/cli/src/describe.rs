@@ -8,7 +8,7 @@ use crate::output::{load_registry, print_json};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The plugin's .wasm file (omit it with --config FILE).
+    /// The plugin's .wasm file (or --config FILE)
     pub(crate) plugin: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) secrets: SecretOptions,

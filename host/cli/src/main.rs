@@ -66,13 +66,18 @@ pub(crate) fn runtime_builder() -> toolhost::RuntimeBuilder {
 
 /// Run WebAssembly tool plugins: describe them, call their tools.
 #[derive(Debug, Parser)]
-#[command(name = "toolhost", version, about, long_about = None)]
+#[command(
+    name = "toolhost",
+    version,
+    long_version = long_version(),
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 success, 1 the tool's own error, 2 usage or input, 3 the plugin failed.\n\
+                  Every option in detail: the book's CLI chapter (docs/src/using/cli.md)."
+)]
 struct Cli {
-    /// How log lines (stderr) are written: `text`, or `json`, one object a
-    /// line, for log collectors (also `TOOLHOST_LOG_FORMAT`). Logs are off
-    /// unless `TOOLHOST_LOG` sets a level (`info`, `toolhost=debug`); with
-    /// `json` they are at `info` unless it says otherwise.
-    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    /// Log lines on stderr as `text` or `json` (see `TOOLHOST_LOG`)
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"], hide_possible_values = true)]
     log_format: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -80,48 +85,37 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the plugin's tools (its ListToolsResult) as JSON.
-    ///
-    /// `toolhost describe PLUGIN.wasm`, or `toolhost describe --config
-    /// TOOLSETS_FILE` for the tools a toolsets configuration exposes (under
-    /// their namespaced names, as `serve` lists them).
+    /// Print the tools of a plugin or a toolsets file as JSON
     Describe(describe::Args),
-    /// Call one tool and print its CallToolResult as JSON.
-    ///
-    /// `toolhost call PLUGIN.wasm TOOL [ARGS_JSON]` calls a plugin's tool;
-    /// `toolhost call --config TOOLSETS_FILE NAMESPACED_TOOL [ARGS_JSON]`
-    /// calls a tool of a toolsets configuration. ARGS_JSON is a JSON object
-    /// (`-` reads it from stdin); omitted, it is `{}`.
+    /// Call one tool and print its CallToolResult as JSON
     Call(call::Args),
-    /// Serve the tools of a plugin, or of a toolsets configuration, as an MCP
-    /// server: over stdio (the default) or streamable HTTP (`--http`).
-    ///
-    /// `toolhost serve PLUGIN.wasm` or `toolhost serve --config TOOLSETS_FILE`.
-    /// Logs go to stderr, never into the protocol stream. With a toolsets
-    /// file, changes to it (or to its plugins' files) are picked up and
-    /// announced with `notifications/tools/list_changed`.
+    /// Serve the tools of a plugin or a toolsets file over MCP (stdio or HTTP)
     Serve(serve::Args),
-    /// Check that a plugin conforms: its describe output, and every tool
-    /// called with arguments generated from its inputSchema.
-    ///
-    /// Valid arguments (edge values included) must get a result that is
-    /// valid against the protocol and the tool's outputSchema, within the
-    /// limits, without a trap; invalid arguments (sent past the host's own
-    /// check) must get a result or an error, not a trap. Prints a table and
-    /// exits 1 on any failure (3 when the plugin does not even load).
+    /// Check a plugin: its describe output, and each tool called with generated arguments
     Check(check::Args),
-    /// Measure a tool: call it N times from C concurrent callers through the
-    /// validating host, and print calls/s and latency percentiles.
+    /// Measure a tool's calls/s and latency through the validating host
     Bench(bench::Args),
-    /// Create a plugin crate on the toolhost SDK: one example tool, a test
-    /// and a README, ready for `toolhost build` and `toolhost check`.
+    /// Create a plugin crate on the SDK, ready for `toolhost build`
     New(scaffold::NewArgs),
-    /// Build a plugin crate for Wasm (`cargo build --release --target
-    /// wasm32-wasip1`) and print the path of the .wasm it built.
+    /// Build a plugin crate for Wasm and print the .wasm's path
     Build(scaffold::BuildArgs),
-    /// List the tools of a toolsets configuration: namespaced name, whether it
-    /// is enabled, whether it requires approval, and where it comes from.
+    /// List a toolsets file's tools: name, enabled, approval, source
     Tools(tools::Args),
+}
+
+/// `toolhost --version`: the version, then the features this binary was
+/// built with (the library's, then the MCP front's); `-V` prints the
+/// version alone.
+fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{}\nlibrary features: {}\nmcp features: {}",
+            env!("CARGO_PKG_VERSION"),
+            toolhost::features().join(", "),
+            toolhost_mcp::features().join(", ")
+        )
+    })
 }
 
 fn main() -> ExitCode {

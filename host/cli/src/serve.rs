@@ -52,50 +52,33 @@ async fn shutdown_signal() {
 }
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The plugin's .wasm file (omit it with --config FILE).
+    /// The plugin's .wasm file (or --config FILE)
     pub(crate) plugin: Option<PathBuf>,
-    /// Serve streamable HTTP at ADDR (default 127.0.0.1:8000) under
-    /// `/mcp`, instead of stdio.
+    /// Serve streamable HTTP at ADDR (127.0.0.1:8000)
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8000")]
     pub(crate) http: Option<std::net::SocketAddr>,
-    /// With --http: also accept requests from this browser origin
-    /// (`scheme://host[:port]`, `:*` for any port; repeatable). Requests
-    /// with any other `Origin` than the server's own get 403.
+    /// Also accept this browser origin (repeatable)
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     pub(crate) allow_origins: Vec<String>,
-    /// Approve every call that requires approval, without asking (for
-    /// unattended use). Without it the client's user is asked through MCP
-    /// elicitation; a client that cannot ask gets a refusal.
+    /// Approve calls that require approval, without asking
     #[arg(long)]
     pub(crate) yes: bool,
-    /// With --http: serve Prometheus metrics at `/metrics` (also the
-    /// toolsets file's `serve.telemetry.metrics`).
+    /// Serve Prometheus metrics at /metrics
     #[arg(long, requires = "http")]
     pub(crate) metrics: bool,
-    /// Export a span per tools/call to the OpenTelemetry collector at URL
-    /// (OTLP/HTTP, protobuf; traces go to `URL/v1/traces`). Also the
-    /// toolsets file's `serve.telemetry.otlp`.
+    /// Export a span per call to this OTLP/HTTP collector
     #[arg(long, value_name = "URL")]
     pub(crate) otlp_endpoint: Option<String>,
-    /// With --http: also answer requests whose `Host` header is NAME (a
-    /// name, or `name:port`; repeatable): the names clients and load
-    /// balancers reach this server by. Others get 403 (DNS rebinding).
+    /// Also answer requests for this `Host` (repeatable)
     #[arg(long = "public-host", value_name = "NAME", requires = "http")]
     pub(crate) public_hosts: Vec<String>,
-    /// With --http: on SIGTERM or SIGINT, how long to go on answering
-    /// while the tool calls running finish (`/readyz` says 503 meanwhile, so
-    /// load balancers send new requests elsewhere); then the rest are
-    /// cancelled.
+    /// On SIGTERM, time for running calls to finish
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::args::parse_duration, requires = "http")]
     pub(crate) drain_timeout: std::time::Duration,
-    /// With --http and --config: run the tool-set service (`/v1/tool_sets`)
-    /// on this store, `sqlite://PATH` or `postgres://USER@HOST/DB`, and
-    /// serve each workspace's tool sets over MCP to its tokens (also the
-    /// toolsets file's `serve.service.store`).
+    /// Run the tool-set service on this store
     #[arg(long, value_name = "URL", requires = "http")]
     pub(crate) store: Option<String>,
-    /// How long the user has to answer an approval question before the
-    /// call is refused, like `90s` or `5m`.
+    /// Time to answer an approval question
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::args::parse_duration)]
     pub(crate) approval_timeout: std::time::Duration,
     #[command(flatten)]

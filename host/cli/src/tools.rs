@@ -11,10 +11,10 @@ use crate::output::{load_registry, print_json, write_table};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The toolsets file (JSON, YAML or TOML).
+    /// The toolsets file (JSON, YAML or TOML)
     #[arg(long = "config", value_name = "FILE")]
     pub(crate) config: PathBuf,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]

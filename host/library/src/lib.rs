@@ -122,3 +122,26 @@ pub use validate::ValidationOptions;
 #[cfg(feature = "watch")]
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use watch::{ToolsetsWatcher, WatchEvent, WatchHandle};
+
+/// The cargo features this build of the library was compiled with, in the
+/// order its `Cargo.toml` lists them (for `toolhost --version`, and for a
+/// program that embeds the library to report what it can load).
+pub fn features() -> Vec<&'static str> {
+    [
+        ("component", cfg!(feature = "component")),
+        ("http", cfg!(feature = "http")),
+        ("wasi-http", cfg!(feature = "wasi-http")),
+        ("https", cfg!(feature = "https")),
+        ("oci", cfg!(feature = "oci")),
+        ("cache", cfg!(feature = "cache")),
+        ("watch", cfg!(feature = "watch")),
+        ("schemars", cfg!(feature = "schemars")),
+        ("winch", cfg!(feature = "winch")),
+        ("yaml", cfg!(feature = "yaml")),
+        ("toml", cfg!(feature = "toml")),
+        ("fuzzing", cfg!(feature = "fuzzing")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}

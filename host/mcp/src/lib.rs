@@ -101,3 +101,18 @@ pub enum ServeError {
     #[error("the MCP server failed: {0}")]
     Failed(String),
 }
+
+/// The cargo features this build of the MCP front was compiled with, in the
+/// order its `Cargo.toml` lists them (for `toolhost --version`).
+pub fn features() -> Vec<&'static str> {
+    [
+        ("stdio", cfg!(feature = "stdio")),
+        ("http", cfg!(feature = "http")),
+        ("client", cfg!(feature = "client")),
+        ("production", cfg!(feature = "production")),
+        ("fuzzing", cfg!(feature = "fuzzing")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}
