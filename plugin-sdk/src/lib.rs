@@ -668,7 +668,7 @@ pub mod __component {
     /// Generated from `wit/plugin.wit`.
     pub mod bindings {
         wit_bindgen::generate!({
-            path: "../wit",
+            path: "wit",
             world: "plugin-with-offers",
             pub_export_macro: true,
             export_macro_name: "__toolhost_export_component",

@@ -12,9 +12,7 @@ use crate::{exit, scaffold};
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 
-/// The SDK of the checkout this binary was built from, if it is still there.
-const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../plugin-sdk");
-/// The SDK version a crate depends on when no checkout is at hand.
+/// The SDK version a new crate depends on: the release this CLI belongs to.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 const TEMPLATE_CARGO: &str = include_str!("../templates/plugin/Cargo.toml");
@@ -22,8 +20,9 @@ const TEMPLATE_LIB: &str = include_str!("../templates/plugin/src/lib.rs");
 const TEMPLATE_README: &str = include_str!("../templates/plugin/README.md");
 const TEMPLATE_GITIGNORE: &str = include_str!("../templates/plugin/gitignore");
 const TEMPLATE_TOOLCHAIN: &str = include_str!("../templates/plugin/rust-toolchain.toml");
-/// The project's pinned toolchain: plugins are pinned to the same one.
-const PROJECT_TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
+/// The toolchain new plugins are pinned to: the workspace's `rust-version`,
+/// which names the project's pinned toolchain exactly (`rust-toolchain.toml`).
+const PLUGIN_TOOLCHAIN: &str = env!("CARGO_PKG_RUST_VERSION");
 
 /// Why `new` or `build` did not happen: the caller's mistake, or the build's.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +58,10 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
     if dir.exists() {
         let empty = dir.read_dir().map(|mut entries| entries.next().is_none()).unwrap_or(false);
         if !empty {
-            return Err(ScaffoldError::Usage(format!("{} already exists and is not empty", dir.display())));
+            return Err(ScaffoldError::Usage(format!(
+                "{} already exists and is not empty: choose another name, or another place with --path DIR",
+                dir.display()
+            )));
         }
     }
     let sdk = match sdk_path {
@@ -67,20 +69,14 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
             let path =
                 path.canonicalize().map_err(|e| ScaffoldError::Usage(format!("--sdk-path {}: {e}", path.display())))?;
             if !path.join("Cargo.toml").is_file() {
-                return Err(ScaffoldError::Usage(format!("--sdk-path {}: no Cargo.toml there", path.display())));
+                return Err(ScaffoldError::Usage(format!(
+                    "--sdk-path {}: no Cargo.toml there; give the `plugin-sdk` directory of a toolhost checkout",
+                    path.display()
+                )));
             }
             path_dependency(&path)
         }
-        None => match Path::new(CHECKOUT_SDK).canonicalize() {
-            Ok(path) if path.join("Cargo.toml").is_file() => path_dependency(&path),
-            _ => {
-                eprintln!(
-                    "note: no toolhost checkout found at {CHECKOUT_SDK}; depending on toolhost-plugin-sdk {SDK_VERSION} \
-                     from the registry (pass --sdk-path to use a local SDK)"
-                );
-                format!("\"{SDK_VERSION}\"")
-            }
-        },
+        None => format!("\"{SDK_VERSION}\""),
     };
     let crate_name = name.replace('-', "_");
     let fill = |template: &str| {
@@ -88,7 +84,7 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
             .replace("{{name}}", name)
             .replace("{{crate}}", &crate_name)
             .replace("{{sdk}}", &sdk)
-            .replace("{{toolchain}}", toolchain_channel())
+            .replace("{{toolchain}}", PLUGIN_TOOLCHAIN)
     };
     let files = [
         ("Cargo.toml", fill(TEMPLATE_CARGO)),
@@ -107,16 +103,6 @@ pub fn new_plugin(name: &str, dir: &Path, sdk_path: Option<&Path>) -> Result<Vec
         written.push(path);
     }
     Ok(written)
-}
-
-/// The `channel` of the project's `rust-toolchain.toml`.
-fn toolchain_channel() -> &'static str {
-    PROJECT_TOOLCHAIN
-        .lines()
-        .find_map(|line| {
-            line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?.trim().strip_prefix('"')?.strip_suffix('"')
-        })
-        .unwrap_or("stable")
 }
 
 /// A package name cargo accepts and a crate name Rust accepts.
@@ -148,7 +134,12 @@ fn path_dependency(path: &Path) -> String {
 pub fn build_plugin(path: &Path, target: &str, profile: &str) -> Result<Vec<PathBuf>, ScaffoldError> {
     let manifest = if path.is_dir() { path.join("Cargo.toml") } else { path.to_path_buf() };
     let manifest = manifest.canonicalize().map_err(|_| {
-        ScaffoldError::Usage(format!("no plugin crate at {}: {} not found", path.display(), manifest.display()))
+        ScaffoldError::Usage(format!(
+            "no plugin crate at {}: {} not found; run `toolhost build` in a plugin crate, pass its directory, \
+             or start one with `toolhost new NAME`",
+            path.display(),
+            manifest.display()
+        ))
     })?;
     let crate_dir = manifest.parent().unwrap_or(Path::new("/")).to_path_buf();
     check_target(&crate_dir, target)?;
@@ -252,13 +243,12 @@ mod tests {
 }
 #[derive(Debug, clap::Args)]
 pub(crate) struct NewArgs {
-    /// The plugin's name (its crate's name).
+    /// The plugin's name (its crate's name)
     pub(crate) name: String,
-    /// Where to create it [default: ./NAME].
+    /// Where to create it [default: ./NAME]
     #[arg(long, value_name = "DIR")]
     pub(crate) path: Option<PathBuf>,
-    /// Depend on the SDK at this path [default: the SDK of the toolhost
-    /// checkout this binary was built from, if it is there].
+    /// Use a local SDK checkout, not the crates.io release
     #[arg(long, value_name = "DIR")]
     pub(crate) sdk_path: Option<PathBuf>,
 }
@@ -281,13 +271,13 @@ pub(crate) async fn new_command(args: NewArgs) -> Result<u8, Failure> {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct BuildArgs {
-    /// The crate's directory or its Cargo.toml.
+    /// The crate's directory or its Cargo.toml
     #[arg(default_value = ".")]
     pub(crate) path: PathBuf,
-    /// The Wasm target.
+    /// The Wasm target
     #[arg(long, default_value = "wasm32-wasip1")]
     pub(crate) target: String,
-    /// The cargo profile.
+    /// The cargo profile
     #[arg(long, default_value = "release")]
     pub(crate) profile: String,
 }

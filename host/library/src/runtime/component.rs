@@ -29,7 +29,7 @@ use toolhost_protocol::{self as protocol, JsonObject};
 /// Bindings generated from `wit/plugin.wit`.
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "plugin",
         imports: {
             "toolhost:plugin/client.request": async,
