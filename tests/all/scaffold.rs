@@ -28,20 +28,19 @@ fn xtask_target() -> std::path::PathBuf {
 
 #[test]
 fn new_build_check() {
-    let work = std::env::temp_dir().join(format!("toolhost-scaffold-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).expect("temp dir");
+    let temp = tempfile::tempdir().expect("temp dir");
+    let work = temp.path();
 
     // The SDK of this checkout (a scaffold depends on the released SDK
     // unless told otherwise).
     let sdk = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugin-sdk");
-    let created = toolhost_in(&work, &["new", "demo", "--sdk-path", sdk]);
+    let created = toolhost_in(work, &["new", "demo", "--sdk-path", sdk]);
     assert_eq!(created.status.code(), Some(0), "{}", text(&created));
     let demo = work.join("demo");
     for file in ["Cargo.toml", "src/lib.rs", "README.md", "rust-toolchain.toml", ".gitignore"] {
         assert!(demo.join(file).is_file(), "{file} was not created: {}", text(&created));
     }
-    let again = toolhost_in(&work, &["new", "demo"]);
+    let again = toolhost_in(work, &["new", "demo"]);
     assert_eq!(again.status.code(), Some(2), "an existing crate is not overwritten: {}", text(&again));
 
     let built = toolhost_in(&demo, &["build"]);
@@ -75,18 +74,15 @@ fn new_build_check() {
         .expect("cargo test");
     assert!(tested.status.success(), "{}", text(&tested));
     assert!(String::from_utf8_lossy(&tested.stdout).contains("2 passed"), "{}", text(&tested));
-
-    std::fs::remove_dir_all(&work).expect("clean up");
 }
 
 /// Without `--sdk-path`, a new crate depends on the SDK release of this
 /// toolhost's version, and is pinned to the project's toolchain.
 #[test]
 fn new_depends_on_the_released_sdk() {
-    let work = std::env::temp_dir().join(format!("toolhost-scaffold-release-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).expect("temp dir");
-    let created = toolhost_in(&work, &["new", "released"]);
+    let temp = tempfile::tempdir().expect("temp dir");
+    let work = temp.path();
+    let created = toolhost_in(work, &["new", "released"]);
     assert_eq!(created.status.code(), Some(0), "{}", text(&created));
     let manifest = std::fs::read_to_string(work.join("released/Cargo.toml")).expect("Cargo.toml");
     let wanted = format!("toolhost-plugin-sdk = \"{}\"", env!("CARGO_PKG_VERSION"));
@@ -100,10 +96,9 @@ fn new_depends_on_the_released_sdk() {
     let plugin = std::fs::read_to_string(work.join("released/rust-toolchain.toml")).expect("rust-toolchain.toml");
     assert_eq!(channel(&plugin), channel(&project), "a new plugin is pinned to the project's toolchain");
 
-    let missing = toolhost_in(&work, &["new", "other", "--sdk-path", "/nonexistent/sdk"]);
+    let missing = toolhost_in(work, &["new", "other", "--sdk-path", "/nonexistent/sdk"]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
     assert!(text(&missing).contains("--sdk-path /nonexistent/sdk"), "{}", text(&missing));
-    std::fs::remove_dir_all(&work).expect("clean up");
 }
 
 #[test]
