@@ -235,7 +235,8 @@ mod tests {
             assert!(!text.contains("{{"), "{}: {text}", file.display());
         }
         let cargo = std::fs::read_to_string(&written[0]).expect("Cargo.toml");
-        assert!(cargo.contains("name = \"some-tool\"") && cargo.contains("toolhost-plugin-sdk = { path = "), "{cargo}");
+        let released = format!("toolhost-plugin-sdk = \"{SDK_VERSION}\"");
+        assert!(cargo.contains("name = \"some-tool\"") && cargo.contains(&released), "{cargo}");
         let dir = written[0].parent().expect("dir");
         assert!(new_plugin("some-tool", dir, None).is_err(), "an existing crate is not overwritten");
         std::fs::remove_dir_all(dir).expect("clean up");
