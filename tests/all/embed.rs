@@ -108,12 +108,7 @@ fn features_leave_out_what_an_embedder_does_not_use() {
 /// reuses the test build's crates; with `-p toolhost-tests` alone it would
 /// build wasmtime and most else again.
 fn agent_loop() -> PathBuf {
-    let tests_exe = std::env::current_exe().expect("test executable");
-    let profile_dir = tests_exe.parent().and_then(Path::parent).expect("target/<profile>");
-    let profile = match profile_dir.file_name().and_then(|d| d.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
+    let (profile_dir, profile) = toolhost_tests::build_profile();
     let status = Command::new(env!("CARGO"))
         .current_dir(workspace())
         .args(["build", "--quiet", "--example", "agent_loop", "--profile", &profile])

@@ -42,35 +42,38 @@ impl Flavour {
     }
 }
 
-/// Where the `toolhost` binary of this build profile is.
-fn toolhost_bin() -> PathBuf {
-    // Integration tests of another package cannot use CARGO_BIN_EXE_*, so find
-    // the binary next to the test executable: target/<profile>/deps/.. .
+/// The target directory of this build (`target/<dir>`, above the test
+/// executable's `deps/`) and the cargo profile that writes it: the `test`
+/// profile for `target/debug` (`cargo test`'s own: the compiler crates
+/// optimised, unlike `dev`'s), else the directory's name (`release`,
+/// `bench`...). A build the tests start with it reuses the test build's
+/// crates.
+pub fn build_profile() -> (PathBuf, String) {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    dir.join(format!("toolhost{}", std::env::consts::EXE_SUFFIX))
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>").to_path_buf();
+    let profile = match dir.file_name().and_then(|d| d.to_str()) {
+        Some("debug") | None => "test".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    (dir, profile)
 }
 
 /// Make sure the `toolhost` binary is built and current, then return its path.
 ///
-/// `cargo test` at the workspace root builds it already; `cargo test -p
-/// toolhost-tests` does not, so it is built here (once per test process).
+/// Integration tests of another package cannot use `CARGO_BIN_EXE_*`, so it
+/// is built here (once per test process) with the tests' profile, into the
+/// directory beside the test executable.
 pub fn toolhost() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let bin = toolhost_bin();
-            let profile_dir = bin.parent().and_then(|d| d.file_name()).and_then(|d| d.to_str());
-            let profile = match profile_dir {
-                Some("debug") | None => "dev",
-                Some(other) => other,
-            };
+            let (dir, profile) = build_profile();
             let status = std::process::Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--package", "toolhost-cli", "--bin", "toolhost", "--profile", profile])
+                .args(["build", "--quiet", "--package", "toolhost-cli", "--bin", "toolhost", "--profile", &profile])
                 .status()
                 .expect("run cargo to build the toolhost binary");
             assert!(status.success(), "building the toolhost binary failed");
-            bin
+            dir.join(format!("toolhost{}", std::env::consts::EXE_SUFFIX))
         })
         .clone()
 }

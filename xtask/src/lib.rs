@@ -50,6 +50,16 @@ pub const COMPONENTS: &[&str] = &[
     "fixture-sdk-secrets",
 ];
 
+/// The names of `known` that `names` asks for, in `known`'s order, each
+/// once; all of `known` when `names` is empty. A name not in `known` is an
+/// error that lists the known ones.
+pub fn choose<'a>(known: &[&'a str], names: &[String]) -> Result<Vec<&'a str>, String> {
+    if let Some(unknown) = names.iter().find(|name| !known.contains(&name.as_str())) {
+        return Err(format!("no plugin `{unknown}` here; the names are: {}", known.join(", ")));
+    }
+    Ok(known.iter().copied().filter(|k| names.is_empty() || names.iter().any(|n| n == k)).collect())
+}
+
 /// The workspace root (the directory above this crate).
 pub fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -139,4 +149,18 @@ fn copy_if_changed(from: &Path, to: &Path) -> Result<(), String> {
         return Ok(());
     }
     std::fs::write(to, bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_choose_plugins_in_order_each_once_and_none_chooses_all() {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(choose(EXAMPLE_PLUGINS, &[]).unwrap(), EXAMPLE_PLUGINS);
+        assert_eq!(choose(EXAMPLE_PLUGINS, &names(&["text", "calculator", "text"])).unwrap(), ["calculator", "text"]);
+        let refused = choose(EXAMPLE_PLUGINS, &names(&["calculator", "calc"])).unwrap_err();
+        assert!(refused.contains("`calc`") && refused.contains("calculator, clock"), "{refused}");
+    }
 }
