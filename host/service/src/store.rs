@@ -184,8 +184,34 @@ pub struct Store {
     backend: Backend,
 }
 
-static SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// The migrations of one database, in order, built into the binary: each
+/// `(version, description, SQL)` as `migrations/<database>/<version>_<name>.sql`
+/// has it. sqlx's `migrate!` macro does the same from the directory, but
+/// needs sqlx's `macros` feature, which builds sqlx a second time for the
+/// compiler (a tenth of the service's build); the checksums are sqlx's own
+/// (`Migration::new`), so databases migrated either way agree.
+#[derive(Debug, Clone, Copy)]
+struct Migrations(&'static [(i64, &'static str, &'static str)]);
+
+impl<'s> sqlx::migrate::MigrationSource<'s> for Migrations {
+    fn resolve(
+        self,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>> + Send + 's>,
+    > {
+        let migrations = (self.0.iter())
+            .map(|&(version, description, sql)| {
+                let no_tx = sql.starts_with("-- no-transaction");
+                let kind = sqlx::migrate::MigrationType::Simple;
+                sqlx::migrate::Migration::new(version, description.into(), kind, sql.into(), no_tx)
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(migrations)))
+    }
+}
+
+const SQLITE: Migrations = Migrations(&[(1, "tool sets", include_str!("../migrations/sqlite/0001_tool_sets.sql"))]);
+const POSTGRES: Migrations = Migrations(&[(1, "tool sets", include_str!("../migrations/postgres/0001_tool_sets.sql"))]);
 
 const TOOL_SET_COLUMNS: &str = "id, account_id, workspace_id, profile_id, name, external_id, labels, spec, created_by, \
      created_at, updated_at, version, revision, tool_count, last_sync";
@@ -231,10 +257,11 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        match backend {
-            Backend::Sqlite => SQLITE.run(&pool).await?,
-            Backend::Postgres => POSTGRES.run(&pool).await?,
-        }
+        let migrations = match backend {
+            Backend::Sqlite => SQLITE,
+            Backend::Postgres => POSTGRES,
+        };
+        sqlx::migrate::Migrator::new(migrations).await?.run(&pool).await?;
         Ok(Store { pool, backend })
     }
 
@@ -839,6 +866,26 @@ fn changed_since(current: i64, expected: Option<i64>) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_migrations_are_the_migration_files() {
+        for (database, built_in) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(database);
+            let mut files: Vec<(i64, String, String)> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|entry| {
+                    let path = entry.unwrap().path();
+                    let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+                    let (version, name) = stem.split_once('_').unwrap();
+                    (version.parse().unwrap(), name.replace('_', " "), std::fs::read_to_string(&path).unwrap())
+                })
+                .collect();
+            files.sort();
+            let built_in: Vec<(i64, String, String)> =
+                built_in.0.iter().map(|&(v, d, sql)| (v, d.to_owned(), sql.to_owned())).collect();
+            assert_eq!(built_in, files, "{database}: add each file of {} to `Migrations`", dir.display());
+        }
+    }
 
     #[test]
     fn a_quota_checked_insert_binds_every_column_then_the_quota() {
