@@ -15,7 +15,9 @@ use std::process::{Command, Stdio};
 /// The SDK version a new crate depends on: the release this CLI belongs to.
 const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-const TEMPLATE_CARGO: &str = include_str!("../templates/plugin/Cargo.toml");
+// `Cargo.toml.in`, not `Cargo.toml`: cargo leaves a directory with a
+// manifest out of the package it publishes (it is another package).
+const TEMPLATE_CARGO: &str = include_str!("../templates/plugin/Cargo.toml.in");
 const TEMPLATE_LIB: &str = include_str!("../templates/plugin/src/lib.rs");
 const TEMPLATE_README: &str = include_str!("../templates/plugin/README.md");
 const TEMPLATE_GITIGNORE: &str = include_str!("../templates/plugin/gitignore");
