@@ -180,7 +180,19 @@ fn event_names(base: &str, token: &str, id: &str) -> Vec<String> {
         .as_array()
         .expect("events")
         .iter()
-        .map(|e| e["event"].as_object().expect("one event").keys().next().expect("a kind").clone())
+        .map(|e| {
+            // `type` names the one member set, as the API document says.
+            let kind = e["event"]["type"].as_str().expect("a type").to_owned();
+            let member = match kind.as_str() {
+                "sync_started" => "syncStarted",
+                "sync_completed" => "syncCompleted",
+                "sync_failed" => "syncFailed",
+                other => panic!("an event of type {other}: {e}"),
+            };
+            assert!(e["event"][member].is_object(), "{e}");
+            assert_eq!(e["event"].as_object().unwrap().len(), 2, "{e}");
+            kind
+        })
         .collect()
 }
 
@@ -208,9 +220,110 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let (service, base) = spawn_service(&config);
     refusals(&base, &upstream_url);
     let (id, change, after) = create_and_change(&base, &upstream_url);
+    as_the_document_says(&base, &id);
     isolation(&base, &id, &change);
     drop(service);
     restart_and_delete(&config, &id, &after);
+    let (_service, base) = spawn_service(&config);
+    an_adapter_given_later(&base, &upstream_url);
+    a_failed_sync_shows(&base, &upstream_url, _upstream);
+}
+
+/// `adapter` is optional, as the API document has it: a tool set made
+/// without one has no tools until an update gives it one. A filter's
+/// `ATTRIBUTE_UNSPECIFIED` tests the tool's name.
+fn an_adapter_given_later(base: &str, upstream_url: &str) {
+    let sets = format!("{base}/v1/tool_sets");
+    let bare = json!({"metadata": {"name": "later"}, "spec": {"description": "Not connected yet"}});
+    let reply = rest("POST", &sets, Some(ACME), Some(&bare), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let mcp = format!("{base}/mcp");
+    assert!(!mcp_tools(&mcp, ACME).iter().any(|name| name.starts_with("later__")));
+    let mut given = mcp_tool_set("later", upstream_url, None);
+    given["spec"]["adapter"]["mcp"]["excludeTools"] = json!({"filters": [
+        {"attribute": "ATTRIBUTE_UNSPECIFIED", "matcher": {"startsWith": "div"}}]});
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&given), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let listed = mcp_tools(&mcp, ACME);
+    assert!(listed.contains(&"later__add".to_owned()) && !listed.contains(&"later__divide".to_owned()), "{listed:?}");
+    assert!(statuses(base, ACME, &id).contains(&("divide".to_owned(), "TOOL_STATUS_FILTERED".to_owned())));
+    // Its kind, once given, stays.
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&bare), &[]);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec/adapter", "{}", reply.body);
+    assert_eq!(rest("DELETE", &format!("{sets}/{id}"), Some(ACME), None, &[]).status, 204);
+}
+
+/// The shapes the API document gives: events (`type` and its member,
+/// `metadata.profileId`, `info.createdBy` and `info.toolSet`), profiles
+/// (`metadata.name` and `profileId`), synced tools made by whoever made
+/// their tool set, and each tool's `info.served` as MCP clients see it.
+fn as_the_document_says(base: &str, id: &str) {
+    let sets = format!("{base}/v1/tool_sets");
+    let tool_set = rest("GET", &format!("{sets}/{id}"), Some(ACME), None, &[]).body;
+    let creator = &tool_set["info"]["createdBy"];
+    assert_eq!(
+        creator["metadata"],
+        json!({"id": "alice", "accountId": "acct-1", "name": "alice", "profileId": "alice", "workspaceId": "acme"}),
+        "{tool_set}"
+    );
+    assert!(tool_set["info"].get("agentCount").is_none(), "{tool_set}");
+    let events = rest("GET", &format!("{sets}/{id}/events"), Some(ACME), None, &[]).body;
+    for event in events["events"].as_array().expect("events") {
+        // Alice's changes caused every sync of this tool set.
+        assert_eq!(event["metadata"]["profileId"], "alice", "{event}");
+        assert_eq!(&event["info"]["createdBy"], creator, "{event}");
+        assert_eq!(event["info"]["toolSet"]["id"], id, "{event}");
+        assert_eq!(event["info"]["toolSet"]["name"], "calc", "{event}");
+        if event["event"]["type"] == "sync_started" {
+            // Its message is the time the sync began; what began is its detail.
+            assert_eq!(event["event"]["syncStarted"]["message"], event["metadata"]["createdAt"], "{event}");
+            let detail = event["event"]["syncStarted"]["detail"].as_str().unwrap_or_default();
+            assert!(detail.starts_with("connecting to http://"), "{event}");
+        }
+    }
+    let listed = mcp_tools(&format!("{base}/mcp"), ACME);
+    let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]).body;
+    for tool in tools["tools"].as_array().expect("tools") {
+        assert_eq!(&tool["info"]["createdBy"], creator, "{tool}");
+        let name = format!("calc__{}", tool["metadata"]["name"].as_str().expect("a name"));
+        assert_eq!(tool["info"]["served"], listed.contains(&name), "{tool} and {listed:?}");
+    }
+}
+
+/// A sync that fails shows in the tool set's state (`info.lastSyncEvent`
+/// of type `sync_failed`, saying why) and in its tools' (`info.served` is
+/// what MCP clients are offered, whatever the registry kept).
+fn a_failed_sync_shows(base: &str, upstream_url: &str, upstream: Server) {
+    let sets = format!("{base}/v1/tool_sets");
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("flaky", upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["info"]["lastSyncEvent"]["event"]["type"], "sync_completed", "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let mcp = format!("{base}/mcp");
+    assert!(mcp_tools(&mcp, ACME).contains(&"flaky__add".to_owned()));
+    // The MCP server goes away; a change of how to reach it makes the
+    // service connect again.
+    drop(upstream);
+    let mut change = mcp_tool_set("flaky", upstream_url, None);
+    change["spec"]["adapter"]["mcp"]["headers"] = json!({"x-tenant": "acme"});
+    let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let last = &reply.body["info"]["lastSyncEvent"];
+    assert_eq!(last["event"]["type"], "sync_failed", "{}", reply.body);
+    assert_eq!(last["event"]["syncFailed"]["error"], true, "{}", reply.body);
+    assert!(!last["event"]["syncFailed"]["message"].as_str().unwrap_or_default().is_empty(), "{}", reply.body);
+    assert_eq!(reply.body["info"]["lastSync"], last["metadata"]["createdAt"], "{}", reply.body);
+    let listed = mcp_tools(&mcp, ACME);
+    let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]).body;
+    assert!(!tools["tools"].as_array().expect("tools").is_empty(), "{tools}");
+    for tool in tools["tools"].as_array().expect("tools") {
+        let name = format!("flaky__{}", tool["metadata"]["name"].as_str().expect("a name"));
+        assert_eq!(tool["info"]["served"], listed.contains(&name), "{tool} and {listed:?}");
+    }
+    let names = event_names(base, ACME, &id);
+    assert_eq!(names.last().map(String::as_str), Some("sync_failed"), "{names:?}");
 }
 
 /// What the API refuses before it stores anything: no token, bodies too
@@ -270,10 +383,12 @@ fn create_and_change(base: &str, upstream_url: &str) -> (String, Value, Vec<(Str
     assert_eq!(reply.body["metadata"]["accountId"], "acct-1");
     assert_eq!(reply.body["info"]["createdBy"]["spec"]["type"], "PROFILE_TYPE_USER");
     assert_eq!(reply.body["info"]["createdBy"]["spec"]["email"], "alice@acme.test");
-    assert!(reply.body["info"]["lastSync"]["event"]["SyncCompleted"].is_object(), "{}", reply.body);
+    assert!(reply.body["info"]["lastSyncEvent"]["event"]["syncCompleted"].is_object(), "{}", reply.body);
+    let last_sync = reply.body["info"]["lastSync"].as_str().expect("lastSync is the time of the last sync");
+    assert_eq!(last_sync, reply.body["info"]["lastSyncEvent"]["metadata"]["createdAt"], "{}", reply.body);
     let tools = reply.body["info"]["toolCount"].as_i64().expect("a tool count");
     assert!(tools >= 2, "{}", reply.body);
-    assert_eq!(event_names(base, ACME, &id), ["SyncStarted", "SyncCompleted"]);
+    assert_eq!(event_names(base, ACME, &id), ["sync_started", "sync_completed"]);
     let before = statuses(base, ACME, &id);
     assert!(before.iter().all(|(_, status)| status == "TOOL_STATUS_AVAILABLE"), "{before:?}");
     assert!(before.iter().any(|(name, _)| name == "divide"), "{before:?}");
@@ -293,7 +408,7 @@ fn create_and_change(base: &str, upstream_url: &str) -> (String, Value, Vec<(Str
         let wanted = if name == "divide" { "TOOL_STATUS_FILTERED" } else { "TOOL_STATUS_AVAILABLE" };
         assert_eq!(status, wanted, "{after:?}");
     }
-    assert_eq!(event_names(base, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+    assert_eq!(event_names(base, ACME, &id), ["sync_started", "sync_completed", "sync_started", "sync_completed"]);
 
     // The adapter's kind cannot change; an unknown page token is an error,
     // not the first page.
@@ -353,7 +468,7 @@ fn restart_and_delete(config: &std::path::Path, id: &str, after: &[(String, Stri
     assert_eq!(statuses(&base, ACME, id), after);
     let events = event_names(&base, ACME, id);
     // Reloading what it had is no sync to record.
-    assert_eq!(events, ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+    assert_eq!(events, ["sync_started", "sync_completed", "sync_started", "sync_completed"]);
     let mcp = format!("{base}/mcp");
     let session = open_session(&mcp, Some(ACME));
     let answer = post(&mcp, Some(ACME), Some(&session), &call("calc__add", json!({"a": 20, "b": 22})));
@@ -376,9 +491,9 @@ fn the_api_manages_an_mcp_tool_set_per_workspace_and_a_restart_keeps_it_all_on_s
 
 /// A poll that reads the store between a change's write and the change's
 /// own sync does not apply the change first and record its outcome with no
-/// `SyncStarted` before it. With the store polled every millisecond, each
-/// of a dozen changes records one `SyncStarted` and then one
-/// `SyncCompleted`.
+/// `sync_started` before it. With the store polled every millisecond, each
+/// of a dozen changes records one `sync_started` and then one
+/// `sync_completed`.
 #[test]
 fn a_change_is_recorded_once_however_often_the_store_is_polled() {
     let dir = scratch("polled");
@@ -402,7 +517,7 @@ fn a_change_is_recorded_once_however_often_the_store_is_polled() {
         let reply = rest("PUT", &format!("{sets}/{id}"), Some(ACME), Some(&change), &[("if-match", &etag)]);
         assert_eq!(reply.status, 200, "{}", reply.body);
     }
-    let wanted: Vec<&str> = ["SyncStarted", "SyncCompleted"].repeat(changes + 1);
+    let wanted: Vec<&str> = ["sync_started", "sync_completed"].repeat(changes + 1);
     assert_eq!(event_names(&base, ACME, &id), wanted);
     std::fs::remove_dir_all(dir).ok();
 }
@@ -573,7 +688,7 @@ fn two_instances_on_one_postgresql_share_tool_sets_and_record_each_sync_once() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     let mcp_a = format!("{base_a}/mcp");
     eventually("A stops serving calc__add", || !mcp_tools(&mcp_a, ACME).contains(&"calc__add".to_owned()));
-    assert_eq!(event_names(&base_a, ACME, &id), ["SyncStarted", "SyncCompleted", "SyncStarted", "SyncCompleted"]);
+    assert_eq!(event_names(&base_a, ACME, &id), ["sync_started", "sync_completed", "sync_started", "sync_completed"]);
     // Both write at once: one wins, on whichever instance.
     let writers: Vec<_> = [base_a.clone(), base_b.clone()]
         .into_iter()
@@ -634,7 +749,7 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
         "description": "The forecast for a city",
         "parameters": {"type": "object", "required": ["city"], "additionalProperties": false,
                        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}},
-        "config": {"http": {"requestMethod": "GET", "path": "/forecast/{city}", "query": {"days": "{days}"}}}}});
+        "config": {"http": {"requestMethod": "GET", "path": "/forecast/{city}", "query": "days={days}"}}}});
     let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&forecast), &[]);
     assert_eq!(reply.status, 201, "{}", reply.body);
     assert_eq!(reply.body["spec"]["status"], "TOOL_STATUS_AVAILABLE", "{}", reply.body);
@@ -645,6 +760,18 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
         "config": {"http": {"requestMethod": "POST", "path": "/report",
                             "requestBodyTemplate": "{\"text\": {note}, \"by\": \"toolhost\"}"}}}});
     assert_eq!(rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&report), &[]).status, 201);
+    // A tool without the fields the API document requires is refused,
+    // naming the field, and the tool set's other tools stay served.
+    for missing in ["description", "parameters", "config"] {
+        let mut incomplete = report.clone();
+        incomplete["metadata"]["name"] = json!("incomplete");
+        incomplete["spec"].as_object_mut().unwrap().remove(missing);
+        let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&incomplete), &[]);
+        assert_eq!(reply.status, 400, "{}", reply.body);
+        assert_eq!(reply.body["error"]["details"][0]["pointer"], "/spec", "{}", reply.body);
+        let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("\"{missing}\"")), "{}", reply.body);
+    }
     // A tool without its request is refused where it is wrong.
     let mut incomplete = report.clone();
     incomplete["metadata"]["name"] = json!("other");
@@ -676,6 +803,10 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
 
     let mcp = format!("{base}/mcp");
     assert_eq!(mcp_tools(&mcp, ACME), ["weather__forecast", "weather__report"]);
+    let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]).body;
+    assert!(tools["tools"].as_array().unwrap().iter().all(|t| t["info"]["served"] == true), "{tools}");
+    let forecast = tools["tools"].as_array().unwrap().iter().find(|t| t["metadata"]["name"] == "forecast").unwrap();
+    assert_eq!(forecast["spec"]["config"]["http"]["query"], "days={days}", "{forecast}");
     let session = open_session(&mcp, Some(ACME));
     // Arguments that break the tool's parameters never reach the server.
     let answer = post(&mcp, Some(ACME), Some(&session), &call("weather__forecast", json!({"days": 0})));

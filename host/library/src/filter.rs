@@ -51,7 +51,8 @@ pub struct FilterClause {
 /// The tool attribute a clause tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Attribute {
-    /// Not given: refused when the configuration is read.
+    /// Not given: the tool's name, as `ATTRIBUTE_NAME` (the API document
+    /// lists the value; a filter that leaves it unset tests the name).
     #[serde(rename = "ATTRIBUTE_UNSPECIFIED")]
     Unspecified,
     /// The tool's name (the plugin's own, not namespaced).
@@ -157,15 +158,10 @@ fn harmless(tool: &Tool) -> bool {
 }
 
 impl ToolFilter {
-    /// Check that every clause can be evaluated: an attribute is given, a
-    /// matcher is given, every regex compiles.
+    /// Check that every clause can be evaluated: a matcher is given, every
+    /// regex compiles.
     pub fn check(&self) -> Result<(), String> {
         for (i, clause) in self.filters.iter().enumerate() {
-            if clause.attribute == Attribute::Unspecified {
-                return Err(format!(
-                    "filters/{i}: the attribute must be ATTRIBUTE_NAME, ATTRIBUTE_TITLE or ATTRIBUTE_DESCRIPTION"
-                ));
-            }
             let m = &clause.matcher;
             if m.exact.is_none()
                 && m.contains.is_none()
@@ -197,14 +193,13 @@ impl ToolFilter {
 impl FilterClause {
     fn matches(&self, tool: &Tool) -> bool {
         let value = match self.attribute {
-            Attribute::Name => tool.name.as_str(),
+            Attribute::Name | Attribute::Unspecified => tool.name.as_str(),
             Attribute::Title => tool
                 .title
                 .as_deref()
                 .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.as_deref()))
                 .unwrap_or(""),
             Attribute::Description => tool.description.as_deref().unwrap_or(""),
-            Attribute::Unspecified => return false,
         };
         self.matcher.matches(value)
     }
@@ -305,6 +300,12 @@ mod tests {
         assert!(both.matches(&add) && !both.matches(&delete));
         assert!(filter(json!({})).matches(&add), "an AND of nothing matches");
         assert!(!filter(json!({"operator": "OPERATOR_OR"})).matches(&add), "an OR of nothing does not");
+        // An attribute left unspecified tests the name.
+        let unspecified = filter(json!({"filters": [
+            {"attribute": "ATTRIBUTE_UNSPECIFIED", "matcher": {"startsWith": "delete"}}
+        ]}));
+        assert!(unspecified.check().is_ok());
+        assert!(unspecified.matches(&delete) && !unspecified.matches(&add));
     }
 
     #[test]
@@ -334,10 +335,6 @@ mod tests {
     #[test]
     fn bad_filters_are_refused() {
         let bad = |v: serde_json::Value| serde_json::from_value::<ToolFilter>(v).unwrap().check().unwrap_err();
-        assert!(
-            bad(json!({"filters": [{"attribute": "ATTRIBUTE_UNSPECIFIED", "matcher": {"exact": "x"}}]}))
-                .contains("attribute")
-        );
         assert!(bad(json!({"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {}}]})).contains("sets none"));
         assert!(
             bad(json!({"filters": [{"attribute": "ATTRIBUTE_NAME", "matcher": {"regex": "("}}]}))

@@ -77,6 +77,8 @@ impl Actor {
             metadata: ProfileMetadata {
                 id: self.profile_id.clone(),
                 account_id: self.account_id.clone(),
+                name: self.name.clone().unwrap_or_else(|| self.profile_id.clone()),
+                profile_id: self.profile_id.clone(),
                 workspace_id: self.workspace_id.clone(),
             },
             spec: ProfileSpec { kind: self.kind, email: self.email.clone(), name: self.name.clone() },
@@ -95,6 +97,8 @@ pub(crate) fn system_profile(account_id: &str, workspace_id: &str) -> Profile {
         metadata: ProfileMetadata {
             id: "system".to_owned(),
             account_id: account_id.to_owned(),
+            name: "toolhost".to_owned(),
+            profile_id: "system".to_owned(),
             workspace_id: workspace_id.to_owned(),
         },
         spec: ProfileSpec { kind: ProfileType::System, email: None, name: Some("toolhost".to_owned()) },

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actor::Actor;
-use crate::model::{ProfileType, ToolSetSpec, event_json};
+use crate::model::{ProfileType, ToolSetSpec, event_json, profile_json, stored_event};
 use crate::store::{StoreError, ToolRow, ToolSetRow};
 use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};
@@ -407,6 +407,7 @@ mod tool_sets;
 mod tools;
 
 use events::*;
+pub(crate) use tool_sets::tool_set_metadata;
 use tool_sets::*;
 use tools::*;
 

@@ -163,7 +163,7 @@ impl Request {
         }
         {
             let mut query = url.query_pairs_mut();
-            for (name, template) in &self.http.query {
+            for (name, template) in &self.http.query.0 {
                 query.append_pair(name, &fill(template, &arguments, text_of));
             }
         }

@@ -114,9 +114,11 @@ pub struct ConfigHttp {
     /// The path under the tool set's `baseUrl`; `{name}` is an argument.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// Query parameters; `{name}` in a value is an argument.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub query: BTreeMap<String, String>,
+    /// Query parameters; `{name}` in a value is an argument. The API
+    /// document gives them as a query string (`q={query}&limit=10`); an
+    /// object of names and values is taken too.
+    #[serde(default, skip_serializing_if = "Query::is_empty")]
+    pub query: Query,
     /// The body's content type (default `application/json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_body_content_type: Option<String>,
@@ -126,6 +128,49 @@ pub struct ConfigHttp {
     /// The operation id (default: the tool's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
+}
+
+/// `config.http.query`: the query's parameters, in order, each a name and
+/// a template.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    /// Whether it has no parameter.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Query {
+    /// As a query string, the API document's form.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut text = url::form_urlencoded::Serializer::new(String::new());
+        for (name, template) in &self.0 {
+            text.append_pair(name, template);
+        }
+        // `{` and `}` mark arguments: kept readable.
+        serializer.serialize_str(&text.finish().replace("%7B", "{").replace("%7D", "}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Query {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Query, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Text(String),
+            Map(BTreeMap<String, String>),
+        }
+        Ok(match Given::deserialize(deserializer)? {
+            Given::Text(text) => Query(
+                url::form_urlencoded::parse(text.trim_start_matches('?').as_bytes())
+                    .map(|(name, template)| (name.into_owned(), template.into_owned()))
+                    .collect(),
+            ),
+            Given::Map(map) => Query(map.into_iter().collect()),
+        })
+    }
 }
 
 /// Who acted: a person, an API key, or the system itself.
@@ -146,6 +191,12 @@ pub struct ProfileMetadata {
     pub id: String,
     /// Its account.
     pub account_id: String,
+    /// Its display name: the token's `name` claim, else its id.
+    #[serde(default)]
+    pub name: String,
+    /// The profile that made it: itself (a profile comes from its token).
+    #[serde(default)]
+    pub profile_id: String,
     /// Its workspace.
     pub workspace_id: String,
 }
@@ -179,8 +230,56 @@ pub enum ProfileType {
     System,
 }
 
-/// An event as the API shows it.
-pub(crate) fn event_json(event: &EventRow) -> Value {
+/// A profile as recorded (`createdBy`), as the API shows it: one recorded
+/// before profiles carried `name` and `profileId` gets them (its display
+/// name or id, and its id).
+pub(crate) fn profile_json(recorded: &Value) -> Value {
+    let mut profile = recorded.clone();
+    if let Some(metadata) = profile.get_mut("metadata").and_then(Value::as_object_mut) {
+        let id = metadata.get("id").cloned().unwrap_or_default();
+        let name = recorded.pointer("/spec/name").cloned().unwrap_or_else(|| id.clone());
+        for (member, value) in [("profileId", id), ("name", name)] {
+            if metadata.get(member).is_none_or(|v| v.as_str().is_none_or(str::is_empty)) {
+                metadata.insert(member.to_owned(), value);
+            }
+        }
+    }
+    profile
+}
+
+/// The kinds of sync event: as the store and the registry name them, as
+/// the API's member names them, and as its `type` does.
+const EVENT_KINDS: [(&str, &str, &str); 3] = [
+    ("SyncStarted", "syncStarted", "sync_started"),
+    ("SyncCompleted", "syncCompleted", "sync_completed"),
+    ("SyncFailed", "syncFailed", "sync_failed"),
+];
+
+/// A recorded outcome (`{"SyncStarted": {...}}`) as the API's
+/// `ToolSetEventData`: `{"syncStarted": {...}, "type": "sync_started"}`. A
+/// `syncStarted`'s `message` is the time the sync began (`at`); what it
+/// began to do is its `detail`.
+pub(crate) fn event_data(recorded: &Value, at: &str) -> Value {
+    for (stored, member, kind) in EVENT_KINDS {
+        let Some(data) = recorded.get(stored) else { continue };
+        let mut data = data.clone();
+        if stored == "SyncStarted"
+            && let Some(fields) = data.as_object_mut()
+        {
+            if let Some(detail) = fields.remove("message") {
+                fields.insert("detail".to_owned(), detail);
+            }
+            fields.insert("message".to_owned(), Value::from(at));
+        }
+        return json!({member: data, "type": kind});
+    }
+    recorded.clone()
+}
+
+/// An event as a tool set's `last_sync` column keeps it: its outcome as
+/// recorded (`{"SyncCompleted": ...}`, what syncs compare), read back by
+/// [`stored_event`].
+pub(crate) fn storable_event(event: &EventRow) -> Value {
     json!({
         "metadata": {
             "id": event.id,
@@ -190,6 +289,55 @@ pub(crate) fn event_json(event: &EventRow) -> Value {
         },
         "event": event.event,
         "info": event.info,
+        "toolSetId": event.tool_set_id,
+    })
+}
+
+/// The event a `last_sync` column keeps ([`storable_event`]).
+pub(crate) fn stored_event(kept: &Value) -> EventRow {
+    let text = |pointer: &str| kept.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned();
+    EventRow {
+        id: text("/metadata/id"),
+        tool_set_id: text("/toolSetId"),
+        account_id: text("/metadata/accountId"),
+        workspace_id: text("/metadata/workspaceId"),
+        event: kept.get("event").cloned().unwrap_or_default(),
+        info: kept.get("info").cloned().unwrap_or_default(),
+        created_at: text("/metadata/createdAt"),
+    }
+}
+
+/// An event as the API shows it. Its `metadata.profileId` and
+/// `info.createdBy` are the actor whose change caused it (the service's
+/// own profile for a sync it started itself); `info.toolSet` is the tool
+/// set's metadata when the event was recorded (`tool_set` for an event
+/// recorded before events kept it).
+pub(crate) fn event_json(event: &EventRow, tool_set: Option<&Value>) -> Value {
+    let created_by = match event.info.get("createdBy") {
+        Some(profile) => profile_json(profile),
+        None => profile_json(
+            &serde_json::to_value(crate::actor::system_profile(&event.account_id, &event.workspace_id))
+                .unwrap_or_default(),
+        ),
+    };
+    let profile_id = created_by.pointer("/metadata/id").cloned().unwrap_or_default();
+    let mut info = json!({"createdBy": created_by});
+    if let Some(set) = event.info.get("toolSet").or(tool_set) {
+        info["toolSet"] = set.clone();
+    }
+    if let Some(instance) = event.info.get("instance") {
+        info["instance"] = instance.clone();
+    }
+    json!({
+        "metadata": {
+            "id": event.id,
+            "accountId": event.account_id,
+            "workspaceId": event.workspace_id,
+            "profileId": profile_id,
+            "createdAt": event.created_at,
+        },
+        "event": event_data(&event.event, &event.created_at),
+        "info": info,
         "toolSetId": event.tool_set_id,
     })
 }

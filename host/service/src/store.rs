@@ -669,13 +669,14 @@ impl Store {
     /// did not find become archived, and of those the most recently
     /// archived `keep_archived` are kept, the rest deleted (a server that
     /// renamed its tools at every listing grew the store without end); the
-    /// tool count and last sync are set. Tools made through the API are
+    /// tool count and last sync are set. New tools are recorded as made by
+    /// `creator` (the tool set's creator). Tools made through the API are
     /// left alone.
     pub async fn apply_sync(
         &self,
         tool_set: &ToolSetRow,
         found: &[SyncedTool],
-        system: &Value,
+        creator: &Value,
         last_sync: &Value,
         now: &str,
         keep_archived: usize,
@@ -722,7 +723,7 @@ impl Store {
                         .bind(&tool_set.profile_id)
                         .bind(&tool.name)
                         .bind(tool.spec.to_string())
-                        .bind(system.to_string())
+                        .bind(creator.to_string())
                         .bind(now)
                         .execute(&mut *tx)
                         .await?;

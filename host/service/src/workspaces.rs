@@ -56,6 +56,9 @@ struct Tracked {
     /// This instance recorded `SyncStarted` for it: the sync's outcome is
     /// recorded whatever the store holds already.
     started: bool,
+    /// Who caused the sync under way: the actor whose change started it
+    /// (the service's own profile when none did), in the events it records.
+    cause: Option<Value>,
 }
 
 /// What a sync makes of the tool sets it reads.
@@ -307,10 +310,24 @@ impl Workspaces {
     /// This instance changed `tool_set` (of `workspace`), holding off its
     /// syncs since before the write (`held`): claim the right to record its
     /// syncs, record that one starts, and bring it in line.
-    pub(crate) async fn changed(&self, held: Held, workspace: &str, row: &ToolSetRow) -> Result<(), StoreError> {
+    /// `cause` is the profile of the actor who changed it, recorded in the
+    /// events of the sync.
+    pub(crate) async fn changed(
+        &self,
+        held: Held,
+        workspace: &str,
+        row: &ToolSetRow,
+        cause: &crate::model::Profile,
+    ) -> Result<(), StoreError> {
         // Under the workspace's lock: a sync in flight cannot settle the
         // old outcome over the reset below.
         let _one_at_a_time = held;
+        {
+            let mut tracked = self.tracked();
+            let t = tracked.entry(row.id.clone()).or_default();
+            t.workspace = workspace.to_owned();
+            t.cause = serde_json::to_value(cause).ok();
+        }
         if let Err(error) = self.start(row).await {
             // Tried again on the next poll.
             self.pending().insert((workspace.to_owned(), row.id.clone()));
@@ -351,17 +368,24 @@ impl Workspaces {
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
+        let cause = (self.tracked().get(&row.id).and_then(|t| t.cause.clone())).unwrap_or_else(|| {
+            serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default()
+        });
         let event = EventRow {
             id: crate::new_id("event"),
             tool_set_id: row.id.clone(),
             account_id: row.account_id.clone(),
             workspace_id: row.workspace_id.clone(),
             event,
-            info: json!({"instance": self.instance}),
+            info: json!({
+                "instance": self.instance,
+                "createdBy": cause,
+                "toolSet": crate::api::tool_set_metadata(row),
+            }),
             created_at: crate::now_rfc3339(),
         };
         self.store.record_event(&event).await?;
-        Ok(crate::model::event_json(&event))
+        Ok(crate::model::storable_event(&event))
     }
 
     /// Bring tool sets of a workspace (`which`) in line with the store: the
@@ -564,14 +588,15 @@ impl Workspaces {
             // archived by a server that is away).
             self.store.apply_sync_outcome(&row.id, &event).await?;
         } else {
-            let system = serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default();
+            // A synced tool was made by whoever made its tool set.
             let tools: Vec<SyncedTool> = found.into_iter().map(|(name, spec)| SyncedTool { name, spec }).collect();
             let keep_archived = usize::try_from(self.settings.tool_quota()).unwrap_or(usize::MAX);
-            self.store.apply_sync(row, &tools, &system, &event, &crate::now_rfc3339(), keep_archived).await?;
+            let now = crate::now_rfc3339();
+            self.store.apply_sync(row, &tools, &row.created_by, &event, &now, keep_archived).await?;
         }
         // Seen once recorded: a write that failed is tried again.
         if let Some(t) = self.tracked().get_mut(&row.id) {
-            (t.recorded, t.started) = (Some(seen), false);
+            (t.recorded, t.started, t.cause) = (Some(seen), false, None);
         }
         Ok(true)
     }
@@ -677,7 +702,13 @@ impl Workspaces {
                 })
             }
             (None, None, Some(http)) => return Ok(http_config(row, http, tools)),
-            _ => return Err("the tool set has no adapter (give one of spec.adapter.mcp, .uri, .http)".to_owned()),
+            // No adapter yet: a toolset with no tools.
+            (None, None, None) => return Ok(http_config(row, &crate::model::HttpAdapter::default(), &[])),
+            _ => {
+                return Err(
+                    "the tool set has more than one adapter (give one of spec.adapter.mcp, .uri, .http)".to_owned()
+                );
+            }
         };
         if !overrides.is_empty() {
             entry["tools"] = Value::Array(overrides);
@@ -706,7 +737,9 @@ fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[Tool
         .map(|t| {
             json!({
                 "name": t.name,
-                "description": t.spec.get("description").cloned().unwrap_or_default(),
+                // Required by the API; a row stored without one (before it
+                // was) is described as nothing rather than failing its set.
+                "description": t.spec.get("description").and_then(Value::as_str).unwrap_or_default(),
                 "parameters": t.spec.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object"})),
                 "http": t.spec.pointer("/config/http").cloned().unwrap_or_default(),
             })
@@ -844,14 +877,15 @@ mod tests {
         let outside = tool_set("y", json!({"adapter": {"uri": {"url": "file:///etc/passwd.wasm"}}}));
         let refused = workspaces.config_of(&outside, &[]).await.unwrap_err();
         assert!(refused.contains("pluginDirs"), "{refused}");
+        // No adapter yet: a toolset with no tools.
         let nothing = tool_set("z", json!({}));
-        let refused = workspaces.config_of(&nothing, &[]).await.unwrap_err();
-        assert!(refused.contains("no adapter"), "{refused}");
+        let empty = workspaces.config_of(&nothing, &[]).await.unwrap();
+        assert_eq!(empty.remote.server.get("tools"), Some(&json!([])));
         let two = tool_set(
             "w",
             json!({"adapter": {"mcp": {"url": "https://mcp.example.com/mcp"}, "uri": {"url": "oci://r/p:1"}}}),
         );
-        assert!(workspaces.config_of(&two, &[]).await.unwrap_err().contains("no adapter"));
+        assert!(workspaces.config_of(&two, &[]).await.unwrap_err().contains("more than one adapter"));
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub(super) async fn list_events(
         find_tool_set(&service, &actor, &id).await?;
     }
     let next = next_token(&events, size, |e| &e.id);
-    let items: Vec<Value> = events.iter().map(event_json).collect();
+    // Events recorded before events kept their tool set's metadata show
+    // its current one.
+    let tool_set = match events.iter().any(|event| event.info.get("toolSet").is_none()) {
+        true => service.store.get_tool_set(&actor.workspace_id, &id).await.ok().map(|row| tool_set_metadata(&row)),
+        false => None,
+    };
+    let items: Vec<Value> = events.iter().map(|event| event_json(event, tool_set.as_ref())).collect();
     Ok(json_response(StatusCode::OK, &json!({"events": items, "nextPageToken": next})))
 }

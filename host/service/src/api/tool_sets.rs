@@ -82,17 +82,24 @@ impl Service {
     }
 }
 
-pub(super) fn tool_set_metadata(row: &ToolSetRow) -> Value {
+/// A tool set's `metadata`, as the API shows it.
+pub(crate) fn tool_set_metadata(row: &ToolSetRow) -> Value {
     metadata_of!(row)
 }
 
+/// A tool set as the API shows it. `info.lastSync` is the time of its last
+/// sync's outcome; `info.lastSyncEvent` is that event (a `sync_failed`
+/// one says why its tools are not served); `agentCount` is not given
+/// (toolhost does not know which agents use a tool set).
 pub(super) fn tool_set_json(row: &ToolSetRow) -> Value {
-    let mut info = json!({"createdBy": row.created_by});
+    let mut info = json!({"createdBy": profile_json(&row.created_by)});
     if let Some(count) = row.tool_count {
         info["toolCount"] = Value::from(count);
     }
     if let Some(last) = &row.last_sync {
-        info["lastSync"] = last.clone();
+        let event = stored_event(last);
+        info["lastSync"] = Value::from(event.created_at.clone());
+        info["lastSyncEvent"] = event_json(&event, None);
     }
     json!({"metadata": tool_set_metadata(row), "spec": row.spec, "info": info})
 }
@@ -135,7 +142,8 @@ pub(super) async fn synced(
     // started and never recorded.
     let (workspaces, workspace, changed) =
         (std::sync::Arc::clone(&service.workspaces), actor.workspace_id.clone(), row.clone());
-    let sync = tokio::spawn(async move { workspaces.changed(held, &workspace, &changed).await });
+    let cause = actor.profile();
+    let sync = tokio::spawn(async move { workspaces.changed(held, &workspace, &changed, &cause).await });
     match sync.await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => {
@@ -227,8 +235,10 @@ pub(super) async fn update_tool_set(
     // adapter's kind) is what is changed.
     let expected = expected.or(Some(current.version));
     service.check_spec(&body["spec"])?;
+    // A tool set without an adapter may be given one; one with an adapter
+    // keeps its kind.
     let (was, now) = (kind_of(&current.spec), kind_of(&body["spec"]));
-    if was != now {
+    if was.is_some() && was != now {
         return Err(Refusal::invalid(vec![(
             "/spec/adapter".to_owned(),
             format!(

@@ -16,12 +16,27 @@ pub(super) fn check_http_tool(body: &Value) -> Result<(), Refusal> {
     if problems.is_empty() { Ok(()) } else { Err(Refusal::invalid(problems)) }
 }
 
-pub(super) fn tool_json(row: &ToolRow, tool_set: &ToolSetRow) -> Value {
+/// The names of `tool_set`'s tools that this instance serves over MCP now
+/// (in its registry, and enabled).
+pub(super) fn served(service: &Service, tool_set: &ToolSetRow) -> std::collections::HashSet<String> {
+    let registry = service.workspaces.registry(&tool_set.workspace_id);
+    registry.tools_of(&tool_set.name).into_iter().filter(|t| t.enabled).map(|t| t.tool.name).collect()
+}
+
+/// A tool as the API shows it. `info.served` says whether MCP clients of
+/// its workspace are offered it now: `false` for a filtered or archived
+/// tool, and for every tool of a tool set whose sync failed (its
+/// `info.lastSyncEvent` says why).
+pub(super) fn tool_json(row: &ToolRow, tool_set: &ToolSetRow, served: &std::collections::HashSet<String>) -> Value {
     let metadata = metadata_of!(row);
     json!({
         "metadata": metadata,
         "spec": row.spec,
-        "info": {"createdBy": row.created_by, "toolSet": tool_set_metadata(tool_set)},
+        "info": {
+            "createdBy": profile_json(&row.created_by),
+            "toolSet": tool_set_metadata(tool_set),
+            "served": served.contains(&row.name),
+        },
     })
 }
 
@@ -36,7 +51,8 @@ pub(super) async fn list_tools(
     let tool_set = find_tool_set(&service, &actor, &id).await?;
     let rows = service.store.list_tools(&actor.workspace_id, &id, &after, size).await?;
     let next = next_token(&rows, size, |r| &r.id);
-    let items: Vec<Value> = rows.iter().map(|row| tool_json(row, &tool_set)).collect();
+    let served = served(&service, &tool_set);
+    let items: Vec<Value> = rows.iter().map(|row| tool_json(row, &tool_set, &served)).collect();
     Ok(json_response(StatusCode::OK, &json!({"tools": items, "nextPageToken": next})))
 }
 
@@ -55,7 +71,7 @@ pub(super) async fn get_tool(
     let actor = actor(&service, &headers).await?;
     let tool_set = find_tool_set(&service, &actor, &set).await?;
     let row = find_tool(&service, &actor, &set, &id).await?;
-    Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set)), row.version))
+    Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set, &served(&service, &tool_set))), row.version))
 }
 
 /// A managed tool set's tools change only by API-key actors.
@@ -120,7 +136,10 @@ pub(super) async fn create_tool(
     service.store.create_tool(&row, service.settings.tool_quota()).await?;
     let tool_set = synced(&service, &actor, held, &tool_set).await?;
     let row = find_tool(&service, &actor, &set, &row.id).await?;
-    Ok(with_etag(json_response(StatusCode::CREATED, &tool_json(&row, &tool_set)), row.version))
+    Ok(with_etag(
+        json_response(StatusCode::CREATED, &tool_json(&row, &tool_set, &served(&service, &tool_set))),
+        row.version,
+    ))
 }
 
 pub(super) async fn update_tool(
@@ -179,7 +198,7 @@ pub(super) async fn update_tool(
     let row = service.store.update_tool(&actor.workspace_id, &set, &id, expected, &change).await?;
     let tool_set = synced(&service, &actor, held, &tool_set).await?;
     let row = find_tool(&service, &actor, &set, &row.id).await?;
-    Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set)), row.version))
+    Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set, &served(&service, &tool_set))), row.version))
 }
 
 pub(super) async fn delete_tool(
