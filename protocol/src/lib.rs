@@ -1,6 +1,6 @@
 //! Wire types of the toolhost plugin interface.
 //!
-//! A plugin exports two functions (see `shared/spec/plugin-interface.yaml`):
+//! A plugin exports two functions (see `spec/plugin-interface.md`):
 //!
 //! - `describe`: no input, returns a [`ListToolsResult`];
 //! - `call`: takes a [`CallToolRequest`], returns a [`CallToolResult`].

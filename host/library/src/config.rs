@@ -1,7 +1,7 @@
 //! Toolsets configuration files: many plugins, their grants, filters and
 //! approval rules in one document.
 //!
-//! The format is `shared/spec/toolsets.schema.json` (a copy ships in
+//! The format is `spec/toolsets.md` (its schema ships in
 //! `host/library/schema/`), in JSON, YAML (`.yaml`, `.yml`) or TOML (`.toml`). A
 //! toolset of `kind: "uri"` names its plugin in `server.url` (a path, relative
 //! to the file, or a `file://` URL), with its sandbox [`Policy`] beside it in

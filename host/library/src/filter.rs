@@ -1,5 +1,5 @@
 //! Tool filters and approval rules, with the field names and enum values of
-//! the tool-set service model (`shared/spec/toolset-service.md`).
+//! the tool-set service model (`spec/toolset-service.md`).
 //!
 //! A [`ToolFilter`] combines clauses with AND (`OPERATOR_AND`, also the
 //! meaning of `OPERATOR_UNSPECIFIED`) or OR (`OPERATOR_OR`). A clause tests one

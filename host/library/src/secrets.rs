@@ -2,7 +2,7 @@
 //! them out of what a plugin returns.
 //!
 //! A tool declares the secrets it needs in `requirements` (in its `_meta`, or
-//! beside its description), as `shared/spec/tool-definition.md` describes:
+//! beside its description), as `spec/tool-definition.md` describes:
 //! `{"secrets": [{"id": "API_KEY"}], "authorization": [...], "user_id": true}`.
 //! A plugin never chooses what it gets: the person running toolhost grants
 //! secrets by name (`--secret NAME`, or `secrets: [NAME]` on a toolset), and

@@ -1,4 +1,4 @@
-//! The tool-set service (`../shared/spec/toolset-service.md`): a REST API
+//! The tool-set service (`spec/toolset-service.md`): a REST API
 //! at `/v1/tool_sets` that creates, changes and removes tool sets and
 //! their tools at run time, persisted in SQLite (`sqlite://PATH`, the
 //! embedded default) or PostgreSQL (`postgres://...`, shared by many

@@ -1,5 +1,5 @@
 //! The parts of the tool-set service's models
-//! (`../shared/spec/toolset-service.md`) that toolhost reads: a tool set's
+//! (`spec/toolset-service.md`) that toolhost reads: a tool set's
 //! spec and adapters, a tool's HTTP request, profiles. Every model, as the
 //! API sends and takes it, is a JSON Schema in
 //! `host/service/schema/toolset-service.schema.json`; request bodies are
