@@ -226,7 +226,37 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     restart_and_delete(&config, &id, &after);
     let (_service, base) = spawn_service(&config);
     an_adapter_given_later(&base, &upstream_url);
+    names_for_people(&base, &upstream_url);
     a_failed_sync_shows(&base, &upstream_url, _upstream);
+}
+
+/// A tool set's name is for people ("Email Tool"): its tools are offered
+/// over MCP under the name derived from it (`info.mcpName`), and a second
+/// tool set whose name gives the same MCP name is refused, saying which.
+fn names_for_people(base: &str, upstream_url: &str) {
+    let sets = format!("{base}/v1/tool_sets");
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("Pocket Calculator", upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["metadata"]["name"], "Pocket Calculator", "{}", reply.body);
+    assert_eq!(reply.body["info"]["mcpName"], "Pocket_Calculator", "{}", reply.body);
+    let id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let listed = mcp_tools(&format!("{base}/mcp"), ACME);
+    assert!(listed.contains(&"Pocket_Calculator__add".to_owned()), "{listed:?}");
+    let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]).body;
+    let add = tools["tools"].as_array().unwrap().iter().find(|t| t["metadata"]["name"] == "add").expect("add");
+    assert_eq!(add["info"]["mcpName"], "Pocket_Calculator__add", "{add}");
+    assert_eq!(add["info"]["served"], true, "{add}");
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("Pocket: Calculator!", upstream_url, None)), &[]);
+    assert_eq!(reply.status, 409, "{}", reply.body);
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("`Pocket_Calculator`") && message.contains(&id), "{}", reply.body);
+    let reply = rest("POST", &sets, Some(ACME), Some(&mcp_tool_set("Pocket Calculator", upstream_url, None)), &[]);
+    assert_eq!(reply.status, 409, "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap_or_default().contains("is taken"), "{}", reply.body);
+    // Another workspace may use the same name.
+    let reply = rest("POST", &sets, Some(GLOBEX), Some(&mcp_tool_set("Pocket Calculator", upstream_url, None)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(rest("DELETE", &format!("{sets}/{id}"), Some(ACME), None, &[]).status, 204);
 }
 
 /// `adapter` is optional, as the API document has it: a tool set made
@@ -344,8 +374,9 @@ fn refusals(base: &str, upstream_url: &str) {
     let too_large = announced_body(&sets, Some(ACME), 2 << 20);
     assert!(too_large.contains("HTTP/1.1 413"), "{too_large}");
 
-    // Bad bodies: 400 with the pointer of each problem.
-    let mut bad = mcp_tool_set("calc__x", upstream_url, None);
+    // Bad bodies: 400 with the pointer of each problem (a name is for
+    // people, but has no control characters).
+    let mut bad = mcp_tool_set("calc\nx", upstream_url, None);
     bad["spec"]["adapter"]["mcp"]["headers"] = json!({"x-key": "${env:HOME}"});
     let reply = rest("POST", &sets, Some(ACME), Some(&bad), &[]);
     assert_eq!(reply.status, 400, "{}", reply.body);
@@ -801,7 +832,32 @@ fn an_http_tool_set_calls_its_tools_as_checked_http_requests() {
         assert_eq!(reply.status, 400, "{header}: {}", reply.body);
     }
 
+    // A tool's name is for people too; its MCP name is its toolName, else
+    // derived from its name, and two tools may not share one.
+    let mut named = report.clone();
+    named["metadata"]["name"] = json!("Report: the weather");
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&named), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["info"]["mcpName"], "weather__Report_the_weather", "{}", reply.body);
+    let named_id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
+    let mut twin = named.clone();
+    twin["metadata"]["name"] = json!("Report the weather");
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&twin), &[]);
+    assert_eq!(reply.status, 409, "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap_or_default().contains(&named_id), "{}", reply.body);
+    twin["spec"]["config"]["http"]["toolName"] = json!("report_again");
+    let reply = rest("POST", &format!("{sets}/{id}/tools"), Some(ACME), Some(&twin), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["info"]["mcpName"], "weather__report_again", "{}", reply.body);
+    let twin_id = reply.body["metadata"]["id"].as_str().expect("id").to_owned();
     let mcp = format!("{base}/mcp");
+    let listed = mcp_tools(&mcp, ACME);
+    assert!(listed.contains(&"weather__Report_the_weather".to_owned()), "{listed:?}");
+    assert!(listed.contains(&"weather__report_again".to_owned()), "{listed:?}");
+    for tool in [named_id, twin_id] {
+        let reply = rest("DELETE", &format!("{sets}/{id}/tools/{tool}"), Some(ACME), None, &[]);
+        assert_eq!(reply.status, 204, "{}", reply.body);
+    }
     assert_eq!(mcp_tools(&mcp, ACME), ["weather__forecast", "weather__report"]);
     let tools = rest("GET", &format!("{sets}/{id}/tools"), Some(ACME), None, &[]).body;
     assert!(tools["tools"].as_array().unwrap().iter().all(|t| t["info"]["served"] == true), "{tools}");

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actor::Actor;
-use crate::model::{ProfileType, ToolSetSpec, event_json, profile_json, stored_event};
+use crate::model::{ProfileType, ToolSetSpec, event_json, mcp_name_of, profile_json, stored_event, tool_mcp_name};
 use crate::store::{StoreError, ToolRow, ToolSetRow};
 use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};

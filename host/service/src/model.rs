@@ -173,6 +173,50 @@ impl<'de> Deserialize<'de> for Query {
     }
 }
 
+/// The longest MCP name derived from a name.
+const MAX_MCP_NAME: usize = 64;
+
+/// The MCP name of a resource named `name` (the API document's names are
+/// for people: "Email Tool"): letters, digits and `-` kept, every run of
+/// anything else one `_` (`Email_Tool`), no `_` or `-` first and no `_`
+/// last, at most 64 characters. A name that keeps nothing (only
+/// punctuation or other scripts) gives `set_` and the last 8 characters of
+/// `id`, lowercased. A name that was already an MCP name is unchanged.
+pub(crate) fn mcp_name_of(name: &str, id: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(MAX_MCP_NAME));
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('_') {
+            out.push('_');
+        }
+        if out.len() >= MAX_MCP_NAME {
+            break;
+        }
+    }
+    let out = out.trim_start_matches(['_', '-']);
+    let out = out[..out.len().min(MAX_MCP_NAME)].trim_end_matches('_');
+    if out.is_empty() {
+        let tail = &id[id.len().saturating_sub(8)..];
+        format!("set_{}", tail.to_ascii_lowercase())
+    } else {
+        out.to_owned()
+    }
+}
+
+/// The name a tool is offered under in its toolset (after its tool set's
+/// MCP name and `__`): a synced tool's own; an http tool's
+/// `config.http.toolName`, else [`mcp_name_of`] its name.
+pub(crate) fn tool_mcp_name(tool: &crate::store::ToolRow) -> String {
+    if tool.origin != "api" {
+        return tool.name.clone();
+    }
+    match tool.spec.pointer("/config/http/toolName").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => name.to_owned(),
+        _ => mcp_name_of(&tool.name, &tool.id),
+    }
+}
+
 /// Who acted: a person, an API key, or the system itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -340,4 +384,25 @@ pub(crate) fn event_json(event: &EventRow, tool_set: Option<&Value>) -> Value {
         "info": info,
         "toolSetId": event.tool_set_id,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mcp_name_keeps_letters_digits_and_dashes_and_joins_the_rest() {
+        let id = "toolset_01M93A2X8E0GYYCRXV3A4AD70X";
+        assert_eq!(mcp_name_of("Email Tool", id), "Email_Tool");
+        assert_eq!(mcp_name_of("  Email  -- Tool! ", id), "Email_--_Tool");
+        assert_eq!(mcp_name_of("calc", id), "calc");
+        assert_eq!(mcp_name_of("my-tools_2", id), "my-tools_2");
+        assert_eq!(mcp_name_of("a__b", id), "a_b", "`__` separates a prefix from a tool");
+        assert_eq!(mcp_name_of("Café résumé", id), "Caf_r_sum");
+        assert_eq!(mcp_name_of("_-x", id), "x");
+        assert_eq!(mcp_name_of("計算", id), "set_3a4ad70x");
+        assert_eq!(mcp_name_of("!!!", "t"), "set_t");
+        let long = mcp_name_of(&"ab ".repeat(100), id);
+        assert!(long.len() <= MAX_MCP_NAME && !long.ends_with('_'), "{long}");
+    }
 }

@@ -86,8 +86,11 @@ pub struct ToolSetRow {
     pub workspace_id: String,
     /// The profile that created it.
     pub profile_id: String,
-    /// Its name (unique in the workspace; its tools are `<name>__<tool>`).
+    /// Its name, for people (unique in the workspace).
     pub name: String,
+    /// The prefix of its tools over MCP (`<mcp_name>__<tool>`), derived
+    /// from its name (unique in the workspace): its toolset's id.
+    pub mcp_name: String,
     /// An id in the caller's system.
     pub external_id: Option<String>,
     /// Its labels.
@@ -210,11 +213,17 @@ impl<'s> sqlx::migrate::MigrationSource<'s> for Migrations {
     }
 }
 
-const SQLITE: Migrations = Migrations(&[(1, "tool sets", include_str!("../migrations/sqlite/0001_tool_sets.sql"))]);
-const POSTGRES: Migrations = Migrations(&[(1, "tool sets", include_str!("../migrations/postgres/0001_tool_sets.sql"))]);
+const SQLITE: Migrations = Migrations(&[
+    (1, "tool sets", include_str!("../migrations/sqlite/0001_tool_sets.sql")),
+    (2, "mcp names", include_str!("../migrations/sqlite/0002_mcp_names.sql")),
+]);
+const POSTGRES: Migrations = Migrations(&[
+    (1, "tool sets", include_str!("../migrations/postgres/0001_tool_sets.sql")),
+    (2, "mcp names", include_str!("../migrations/postgres/0002_mcp_names.sql")),
+]);
 
 const TOOL_SET_COLUMNS: &str = "id, account_id, workspace_id, profile_id, name, external_id, labels, spec, created_by, \
-     created_at, updated_at, version, revision, tool_count, last_sync";
+     created_at, updated_at, version, revision, tool_count, last_sync, mcp_name";
 const TOOL_COLUMNS: &str = "id, tool_set_id, account_id, workspace_id, profile_id, name, external_id, labels, spec, \
      created_by, origin, created_at, updated_at, version, enabled_override, approval_override";
 
@@ -344,6 +353,7 @@ impl Store {
             .bind(row.revision)
             .bind(row.tool_count)
             .bind(row.last_sync.as_ref().map(Value::to_string))
+            .bind(&row.mcp_name)
             .bind(quota);
         let full = || format!("the workspace has {quota} tool sets, as many as it may have");
         commit_within_quota(tx, insert, &row.name, full).await
@@ -361,7 +371,7 @@ impl Store {
     ) -> Result<ToolSetRow, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_sets SET name = $1, external_id = $2, labels = $3, spec = $4, updated_at = $5, \
-             version = version + 1, revision = revision + 1 \
+             version = version + 1, revision = revision + 1, mcp_name = $9 \
              WHERE workspace_id = $6 AND id = $7 AND ($8 < 0 OR version = $8)",
         )
         .bind(&change.name)
@@ -372,6 +382,7 @@ impl Store {
         .bind(workspace)
         .bind(id)
         .bind(expected.unwrap_or(-1))
+        .bind(&change.mcp_name)
         .execute(&self.pool)
         .await
         .map_err(|e| name_taken(e, &change.name))?;
@@ -409,13 +420,36 @@ impl Store {
         row.map(|row| json_column(&row, "event")).transpose()
     }
 
-    /// The names of a workspace's tool sets.
+    /// The MCP names (toolset ids) of a workspace's tool sets.
     pub async fn workspace_names(&self, workspace: &str) -> Result<std::collections::HashSet<String>, StoreError> {
-        let rows = sqlx::query("SELECT name FROM tool_sets WHERE workspace_id = $1")
+        let rows = sqlx::query("SELECT name, mcp_name FROM tool_sets WHERE workspace_id = $1")
             .bind(workspace)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(|row| Ok(row.try_get("name")?)).collect()
+        rows.iter().map(mcp_name_column).collect()
+    }
+
+    /// The tool set of `workspace` (other than `except`) whose name or MCP
+    /// name is one of these: its id, name and MCP name.
+    pub async fn name_holder(
+        &self,
+        workspace: &str,
+        name: &str,
+        mcp_name: &str,
+        except: &str,
+    ) -> Result<Option<(String, String, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, name, mcp_name FROM tool_sets \
+             WHERE workspace_id = $1 AND id <> $2 AND (name = $3 OR mcp_name = $4 OR (mcp_name IS NULL AND name = $4)) \
+             LIMIT 1",
+        )
+        .bind(workspace)
+        .bind(except)
+        .bind(name)
+        .bind(mcp_name)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| Ok((row.try_get("id")?, row.try_get("name")?, mcp_name_column(&row)?))).transpose()
     }
 
     /// Whether `event` is an event of this tool set in this workspace.
@@ -771,6 +805,15 @@ fn labels_column(row: &AnyRow) -> Result<BTreeMap<String, String>, StoreError> {
     serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("labels: {e}")))
 }
 
+/// A row's MCP name (its name, for a row written before it had one).
+fn mcp_name_column(row: &AnyRow) -> Result<String, StoreError> {
+    let mcp_name: Option<String> = row.try_get("mcp_name")?;
+    Ok(match mcp_name {
+        Some(mcp_name) => mcp_name,
+        None => row.try_get("name")?,
+    })
+}
+
 fn tool_set_row(row: &AnyRow) -> Result<ToolSetRow, StoreError> {
     let last_sync: Option<String> = row.try_get("last_sync")?;
     Ok(ToolSetRow {
@@ -779,6 +822,7 @@ fn tool_set_row(row: &AnyRow) -> Result<ToolSetRow, StoreError> {
         workspace_id: row.try_get("workspace_id")?,
         profile_id: row.try_get("profile_id")?,
         name: row.try_get("name")?,
+        mcp_name: mcp_name_column(row)?,
         external_id: row.try_get("external_id")?,
         labels: labels_column(row)?,
         spec: json_column(row, "spec")?,
@@ -868,6 +912,32 @@ fn changed_since(current: i64, expected: Option<i64>) -> StoreError {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_store_made_before_mcp_names_keeps_each_name_as_its_mcp_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+        sqlx::any::install_default_drivers();
+        {
+            // The store as the first migration left it, with a tool set.
+            let pool = sqlx::any::AnyPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+            let first = Migrations(&SQLITE.0[..1]);
+            sqlx::migrate::Migrator::new(first).await.unwrap().run(&pool).await.unwrap();
+            sqlx::query(
+                "INSERT INTO tool_sets (id, account_id, workspace_id, profile_id, name, labels, spec, created_by, \
+                 created_at, updated_at, version, revision) \
+                 VALUES ('toolset_1', 'a', 'w', 'p', 'calc-tools', '{}', '{}', '{}', 't', 't', 1, 1)",
+            )
+            .execute(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+        }
+        let store = Store::open(&url.replace("?mode=rwc", "")).await.unwrap();
+        let row = store.get_tool_set("w", "toolset_1").await.unwrap();
+        assert_eq!((row.name.as_str(), row.mcp_name.as_str()), ("calc-tools", "calc-tools"));
+        assert_eq!(store.workspace_names("w").await.unwrap(), ["calc-tools".to_owned()].into());
+    }
+
     #[test]
     fn the_built_in_migrations_are_the_migration_files() {
         for (database, built_in) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
@@ -894,7 +964,7 @@ mod tests {
             insert_within_quota_sql("tool_sets", TOOL_SET_COLUMNS, "workspace_id", 3),
             format!(
                 "INSERT INTO tool_sets ({TOOL_SET_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15 WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $16"
+                 $13, $14, $15, $16 WHERE (SELECT COUNT(*) FROM tool_sets WHERE workspace_id = $3) < $17"
             )
         );
         assert_eq!(

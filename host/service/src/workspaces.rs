@@ -424,7 +424,7 @@ impl Workspaces {
         // So does a name another tool set of the store holds now (taken over
         // after a delete or rename elsewhere): that tool set's own sync puts
         // its toolset there.
-        let unusable_names: HashSet<&str> = unusable.iter().map(|(row, _)| row.name.as_str()).collect();
+        let unusable_names: HashSet<&str> = unusable.iter().map(|(row, _)| row.mcp_name.as_str()).collect();
         if !all && removed.iter().any(|name| !unusable_names.contains(name.as_str())) {
             let in_use = self.store.workspace_names(workspace).await?;
             removed.retain(|name| unusable_names.contains(name.as_str()) || !in_use.contains(name));
@@ -439,7 +439,7 @@ impl Workspaces {
             for (row, made) in made_now {
                 let t = tracked.entry(row.id.clone()).or_default();
                 t.workspace = row.workspace_id.clone();
-                t.name = row.name.clone();
+                t.name = row.mcp_name.clone();
                 t.applied = Some((row.revision, made));
             }
             for id in &gone {
@@ -489,7 +489,7 @@ impl Workspaces {
         let mut made_all = Made::default();
         for row in rows {
             let (cached, old_name) = match self.tracked().get(&row.id) {
-                Some(t) => (t.applied.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.name)),
+                Some(t) => (t.applied.clone(), Some(t.name.clone()).filter(|n| !n.is_empty() && n != &row.mcp_name)),
                 None => (None, None),
             };
             let made = match cached {
@@ -504,7 +504,7 @@ impl Workspaces {
             match made {
                 Ok(config) => made_all.configs.push(config),
                 Err(problem) => {
-                    made_all.removed.push(row.name.clone());
+                    made_all.removed.push(row.mcp_name.clone());
                     made_all.unusable.push((row, problem));
                 }
             }
@@ -531,12 +531,29 @@ impl Workspaces {
                 None => {
                     // A toolset whose last sync was settled already has
                     // nothing new.
-                    let Some(event) = registry.last_sync(&row.name) else { continue };
+                    let Some(event) = registry.last_sync(&row.mcp_name) else { continue };
                     if self.tracked().get(&row.id).is_some_and(|t| t.settled_at == Some(event.at) && !t.started) {
                         continue;
                     }
-                    let found =
-                        registry.tools_of(&row.name).iter().map(|t| (t.tool.name.clone(), synced_spec(t))).collect();
+                    let mut found: Vec<(String, Value)> = registry
+                        .tools_of(&row.mcp_name)
+                        .iter()
+                        .map(|t| (t.tool.name.clone(), synced_spec(t)))
+                        .collect();
+                    if kind_of(&row.spec) == Some("http") {
+                        // An http tool set's tools are its API tools, which
+                        // the registry knows by their MCP names: found under
+                        // their own names, they are left as they are.
+                        let names: HashMap<String, String> = (self.store.tools_of(&row.id).await?.iter())
+                            .filter(|t| t.origin == "api")
+                            .map(|t| (crate::model::tool_mcp_name(t), t.name.clone()))
+                            .collect();
+                        for (name, _) in &mut found {
+                            if let Some(own) = names.get(name.as_str()) {
+                                name.clone_from(own);
+                            }
+                        }
+                    }
                     (serde_json::to_value(&event.event).unwrap_or(Value::Null), found, Some(event.at))
                 }
             };
@@ -680,7 +697,7 @@ impl Workspaces {
         }
         let mut entry = match (&adapter.mcp, &adapter.uri, &adapter.http) {
             (Some(mcp), None, None) => json!({
-                "id": row.name,
+                "id": row.mcp_name,
                 "kind": "mcp",
                 "server": {"url": mcp.url},
                 "headers": mcp.headers,
@@ -695,7 +712,7 @@ impl Workspaces {
                     server["config"] = json!(config);
                 }
                 json!({
-                    "id": row.name,
+                    "id": row.mcp_name,
                     "kind": "uri",
                     "server": server,
                     "extensions": uri.filters,
@@ -728,7 +745,7 @@ impl Workspaces {
 /// The toolset of an http tool set: its tools (made through the API) in
 /// `remote.server`, for [`crate::http_adapter::HttpConnector`].
 fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[ToolRow]) -> ToolsetConfig {
-    let mut config = ToolsetConfig::builtin(row.name.clone());
+    let mut config = ToolsetConfig::builtin(row.mcp_name.clone());
     config.kind = "http".to_owned();
     config.remote.headers = http.headers.clone();
     let listed: Vec<Value> = tools
@@ -736,7 +753,7 @@ fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[Tool
         .filter(|t| t.origin == "api")
         .map(|t| {
             json!({
-                "name": t.name,
+                "name": crate::model::tool_mcp_name(t),
                 // Required by the API; a row stored without one (before it
                 // was) is described as nothing rather than failing its set.
                 "description": t.spec.get("description").and_then(Value::as_str).unwrap_or_default(),
@@ -752,7 +769,7 @@ fn http_config(row: &ToolSetRow, http: &crate::model::HttpAdapter, tools: &[Tool
         let approval = tool.spec.get("requiresApproval").and_then(Value::as_bool);
         if filtered || approval.is_some() {
             config.tools.insert(
-                tool.name.clone(),
+                crate::model::tool_mcp_name(tool),
                 toolhost::ToolOverride {
                     enabled: filtered.then_some(false),
                     requires_approval: approval,
@@ -805,6 +822,7 @@ mod tests {
             workspace_id: "ws".into(),
             profile_id: "profile".into(),
             name: name.into(),
+            mcp_name: name.into(),
             external_id: None,
             labels: BTreeMap::new(),
             spec,

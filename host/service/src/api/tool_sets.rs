@@ -92,7 +92,7 @@ pub(crate) fn tool_set_metadata(row: &ToolSetRow) -> Value {
 /// one says why its tools are not served); `agentCount` is not given
 /// (toolhost does not know which agents use a tool set).
 pub(super) fn tool_set_json(row: &ToolSetRow) -> Value {
-    let mut info = json!({"createdBy": profile_json(&row.created_by)});
+    let mut info = json!({"createdBy": profile_json(&row.created_by), "mcpName": row.mcp_name});
     if let Some(count) = row.tool_count {
         info["toolCount"] = Value::from(count);
     }
@@ -164,12 +164,17 @@ pub(super) async fn create_tool_set(State(service): State<Service>, headers: Hea
         return Err(Refusal::new(StatusCode::FORBIDDEN, "only API-key actors may create a managed tool set"));
     }
     let now = now_rfc3339();
+    let id = new_id("toolset");
+    let name = text_at(&body, "/metadata/name").unwrap_or_default();
+    let mcp_name = mcp_name_of(&name, &id);
+    service.name_free(&actor.workspace_id, &name, &mcp_name, &id).await?;
     let row = ToolSetRow {
-        id: new_id("toolset"),
+        id,
         account_id: actor.account_id.clone(),
         workspace_id: actor.workspace_id.clone(),
         profile_id: actor.profile_id.clone(),
-        name: text_at(&body, "/metadata/name").unwrap_or_default(),
+        name,
+        mcp_name,
         external_id: text_at(&body, "/metadata/externalId"),
         labels: labels_of(&body),
         spec: serde_json::to_value(&spec).unwrap_or_default(),
@@ -193,6 +198,26 @@ pub(super) async fn create_tool_set(State(service): State<Service>, headers: Hea
 }
 
 impl Service {
+    /// Refuse (`409`) a tool set `id` named `name` if another tool set of
+    /// the workspace has that name, or a name that gives the same MCP name:
+    /// their tools would be offered under the same names. (The store's
+    /// unique indexes refuse it too, should two such writes race.)
+    async fn name_free(&self, workspace: &str, name: &str, mcp_name: &str, id: &str) -> Result<(), Refusal> {
+        match self.store.name_holder(workspace, name, mcp_name, id).await? {
+            None => Ok(()),
+            Some((other, other_name, _)) if other_name == name => {
+                Err(Refusal::new(StatusCode::CONFLICT, format!("the name `{name}` is taken (tool set {other})")))
+            }
+            Some((other, other_name, _)) => Err(Refusal::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "the name `{name}` gives the MCP name `{mcp_name}`, which tool set {other} (`{other_name}`) has: \
+                     their tools would both be `{mcp_name}__...`; name this one differently"
+                ),
+            )),
+        }
+    }
+
     /// Whether the registry would take the tool set (its filters, its
     /// source): problems by pointer into the body.
     async fn check_config(&self, row: &ToolSetRow) -> Result<(), Refusal> {
@@ -254,8 +279,14 @@ pub(super) async fn update_tool_set(
     if (was_managed || spec.managed) && !actor.may_manage() {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "only API-key actors may change a managed tool set"));
     }
+    let name = text_at(&body, "/metadata/name").unwrap_or_default();
+    // A name kept keeps its MCP name (one stored before names were for
+    // people stays as it was).
+    let mcp_name = if name == current.name { current.mcp_name.clone() } else { mcp_name_of(&name, &current.id) };
+    service.name_free(&actor.workspace_id, &name, &mcp_name, &current.id).await?;
     let change = ToolSetRow {
-        name: text_at(&body, "/metadata/name").unwrap_or_default(),
+        name,
+        mcp_name,
         external_id: text_at(&body, "/metadata/externalId"),
         labels: labels_of(&body),
         spec: serde_json::to_value(&spec).unwrap_or_default(),

@@ -20,7 +20,7 @@ pub(super) fn check_http_tool(body: &Value) -> Result<(), Refusal> {
 /// (in its registry, and enabled).
 pub(super) fn served(service: &Service, tool_set: &ToolSetRow) -> std::collections::HashSet<String> {
     let registry = service.workspaces.registry(&tool_set.workspace_id);
-    registry.tools_of(&tool_set.name).into_iter().filter(|t| t.enabled).map(|t| t.tool.name).collect()
+    registry.tools_of(&tool_set.mcp_name).into_iter().filter(|t| t.enabled).map(|t| t.tool.name).collect()
 }
 
 /// A tool as the API shows it. `info.served` says whether MCP clients of
@@ -29,13 +29,15 @@ pub(super) fn served(service: &Service, tool_set: &ToolSetRow) -> std::collectio
 /// `info.lastSyncEvent` says why).
 pub(super) fn tool_json(row: &ToolRow, tool_set: &ToolSetRow, served: &std::collections::HashSet<String>) -> Value {
     let metadata = metadata_of!(row);
+    let name = tool_mcp_name(row);
     json!({
         "metadata": metadata,
         "spec": row.spec,
         "info": {
             "createdBy": profile_json(&row.created_by),
             "toolSet": tool_set_metadata(tool_set),
-            "served": served.contains(&row.name),
+            "mcpName": format!("{}__{name}", tool_set.mcp_name),
+            "served": served.contains(&name),
         },
     })
 }
@@ -74,6 +76,24 @@ pub(super) async fn get_tool(
     Ok(with_etag(json_response(StatusCode::OK, &tool_json(&row, &tool_set, &served(&service, &tool_set))), row.version))
 }
 
+/// Refuse (`409`) an http tool whose MCP name another tool of its set has:
+/// both would be offered under one name, and the set could not load.
+async fn mcp_name_free(service: &Service, tool_set: &ToolSetRow, tool: &ToolRow) -> Result<(), Refusal> {
+    let name = tool_mcp_name(tool);
+    let others = service.store.tools_of(&tool_set.id).await?;
+    match others.iter().find(|other| other.id != tool.id && other.origin == "api" && tool_mcp_name(other) == name) {
+        None => Ok(()),
+        Some(other) => Err(Refusal::new(
+            StatusCode::CONFLICT,
+            format!(
+                "the tool would be offered as `{}__{name}`, as tool {} (`{}`) is: give it another name or \
+                 config.http.toolName",
+                tool_set.mcp_name, other.id, other.name
+            ),
+        )),
+    }
+}
+
 /// A managed tool set's tools change only by API-key actors.
 pub(super) fn may_change_tools(actor: &Actor, tool_set: &ToolSetRow) -> Result<(), Refusal> {
     let managed = tool_set.spec.get("managed").and_then(Value::as_bool).unwrap_or(false);
@@ -104,6 +124,7 @@ pub(super) async fn create_tool(
     }
     check_http_tool(&body)?;
     let now = now_rfc3339();
+    let id = new_id("tool");
     let mut spec = body["spec"].clone();
     if spec.get("status").is_none_or(|s| s == "TOOL_STATUS_UNSPECIFIED") {
         spec["status"] = Value::from("TOOL_STATUS_AVAILABLE");
@@ -115,7 +136,7 @@ pub(super) async fn create_tool(
         )]));
     }
     let row = ToolRow {
-        id: new_id("tool"),
+        id,
         tool_set_id: tool_set.id.clone(),
         account_id: actor.account_id.clone(),
         workspace_id: actor.workspace_id.clone(),
@@ -132,6 +153,7 @@ pub(super) async fn create_tool(
         enabled_override: None,
         approval_override: None,
     };
+    mcp_name_free(&service, &tool_set, &row).await?;
     let held = service.workspaces.hold(&actor.workspace_id).await;
     service.store.create_tool(&row, service.settings.tool_quota()).await?;
     let tool_set = synced(&service, &actor, held, &tool_set).await?;
@@ -193,6 +215,9 @@ pub(super) async fn update_tool(
             spec["status"] = Value::from("TOOL_STATUS_AVAILABLE");
         }
         change.spec = spec;
+    }
+    if change.origin == "api" {
+        mcp_name_free(&service, &tool_set, &change).await?;
     }
     let held = service.workspaces.hold(&actor.workspace_id).await;
     let row = service.store.update_tool(&actor.workspace_id, &set, &id, expected, &change).await?;
