@@ -90,17 +90,3 @@ impl Actor {
         self.kind == ProfileType::ApiKey
     }
 }
-
-/// The service's own profile in a workspace: the creator of synced tools.
-pub(crate) fn system_profile(account_id: &str, workspace_id: &str) -> Profile {
-    Profile {
-        metadata: ProfileMetadata {
-            id: "system".to_owned(),
-            account_id: account_id.to_owned(),
-            name: "toolhost".to_owned(),
-            profile_id: "system".to_owned(),
-            workspace_id: workspace_id.to_owned(),
-        },
-        spec: ProfileSpec { kind: ProfileType::System, email: None, name: Some("toolhost".to_owned()) },
-    }
-}

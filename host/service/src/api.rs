@@ -18,7 +18,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actor::Actor;
-use crate::model::{ProfileType, ToolSetSpec, event_json, mcp_name_of, profile_json, stored_event, tool_mcp_name};
+use crate::model::{
+    ProfileType, ToolSetSpec, event_json, mcp_name_of, metadata_of, profile_json, stored_event, tool_mcp_name,
+    tool_set_metadata,
+};
 use crate::store::{StoreError, ToolRow, ToolSetRow};
 use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};
@@ -346,68 +349,11 @@ fn same_id(body: &Value, id: &str) -> Result<(), Refusal> {
     }
 }
 
-/// The metadata every stored resource has, borrowed.
-struct Metadata<'a> {
-    id: &'a str,
-    account_id: &'a str,
-    workspace_id: &'a str,
-    profile_id: &'a str,
-    name: &'a str,
-    created_at: &'a str,
-    updated_at: &'a str,
-    external_id: &'a Option<String>,
-    labels: &'a std::collections::BTreeMap<String, String>,
-    version: i64,
-}
-
-impl Metadata<'_> {
-    fn json(&self) -> Value {
-        let mut metadata = json!({
-            "id": self.id,
-            "accountId": self.account_id,
-            "workspaceId": self.workspace_id,
-            "profileId": self.profile_id,
-            "name": self.name,
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-            "resourceVersion": self.version.to_string(),
-        });
-        if let Some(external) = self.external_id {
-            metadata["externalId"] = Value::from(external.clone());
-        }
-        if !self.labels.is_empty() {
-            metadata["labels"] = json!(self.labels);
-        }
-        metadata
-    }
-}
-
-/// The metadata of a stored row (a tool set's or a tool's: the same
-/// columns).
-macro_rules! metadata_of {
-    ($row:expr) => {
-        Metadata {
-            id: &$row.id,
-            account_id: &$row.account_id,
-            workspace_id: &$row.workspace_id,
-            profile_id: &$row.profile_id,
-            name: &$row.name,
-            created_at: &$row.created_at,
-            updated_at: &$row.updated_at,
-            external_id: &$row.external_id,
-            labels: &$row.labels,
-            version: $row.version,
-        }
-        .json()
-    };
-}
-
 mod events;
 mod tool_sets;
 mod tools;
 
 use events::*;
-pub(crate) use tool_sets::tool_set_metadata;
 use tool_sets::*;
 use tools::*;
 

@@ -274,6 +274,84 @@ pub enum ProfileType {
     System,
 }
 
+/// The metadata every stored resource has, borrowed.
+pub(crate) struct Metadata<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) account_id: &'a str,
+    pub(crate) workspace_id: &'a str,
+    pub(crate) profile_id: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) created_at: &'a str,
+    pub(crate) updated_at: &'a str,
+    pub(crate) external_id: &'a Option<String>,
+    pub(crate) labels: &'a std::collections::BTreeMap<String, String>,
+    pub(crate) version: i64,
+}
+
+impl Metadata<'_> {
+    /// As the API shows it.
+    pub(crate) fn json(&self) -> Value {
+        let mut metadata = json!({
+            "id": self.id,
+            "accountId": self.account_id,
+            "workspaceId": self.workspace_id,
+            "profileId": self.profile_id,
+            "name": self.name,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "resourceVersion": self.version.to_string(),
+        });
+        if let Some(external) = self.external_id {
+            metadata["externalId"] = Value::from(external.clone());
+        }
+        if !self.labels.is_empty() {
+            metadata["labels"] = json!(self.labels);
+        }
+        metadata
+    }
+}
+
+/// The metadata of a stored row (a tool set's or a tool's: the same
+/// columns).
+macro_rules! metadata_of {
+    ($row:expr) => {
+        $crate::model::Metadata {
+            id: &$row.id,
+            account_id: &$row.account_id,
+            workspace_id: &$row.workspace_id,
+            profile_id: &$row.profile_id,
+            name: &$row.name,
+            created_at: &$row.created_at,
+            updated_at: &$row.updated_at,
+            external_id: &$row.external_id,
+            labels: &$row.labels,
+            version: $row.version,
+        }
+        .json()
+    };
+}
+pub(crate) use metadata_of;
+
+/// A tool set's `metadata`, as the API shows it.
+pub(crate) fn tool_set_metadata(row: &crate::store::ToolSetRow) -> Value {
+    metadata_of!(row)
+}
+
+/// The service's own profile in a workspace: the actor of the syncs it
+/// starts itself.
+pub(crate) fn system_profile(account_id: &str, workspace_id: &str) -> Profile {
+    Profile {
+        metadata: ProfileMetadata {
+            id: "system".to_owned(),
+            account_id: account_id.to_owned(),
+            name: "toolhost".to_owned(),
+            profile_id: "system".to_owned(),
+            workspace_id: workspace_id.to_owned(),
+        },
+        spec: ProfileSpec { kind: ProfileType::System, email: None, name: Some("toolhost".to_owned()) },
+    }
+}
+
 /// A profile as recorded (`createdBy`), as the API shows it: one recorded
 /// before profiles carried `name` and `profileId` gets them (its display
 /// name or id, and its id).
@@ -360,8 +438,7 @@ pub(crate) fn event_json(event: &EventRow, tool_set: Option<&Value>) -> Value {
     let created_by = match event.info.get("createdBy") {
         Some(profile) => profile_json(profile),
         None => profile_json(
-            &serde_json::to_value(crate::actor::system_profile(&event.account_id, &event.workspace_id))
-                .unwrap_or_default(),
+            &serde_json::to_value(system_profile(&event.account_id, &event.workspace_id)).unwrap_or_default(),
         ),
     };
     let profile_id = created_by.pointer("/metadata/id").cloned().unwrap_or_default();

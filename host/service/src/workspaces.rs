@@ -21,8 +21,9 @@ use serde_json::{Value, json};
 use toolhost::{Registry, ToolsetConfig};
 use toolhost_mcp::auth::Principal;
 
-use crate::actor::{Actor, system_profile};
+use crate::actor::Actor;
 use crate::model::ToolSetSpec;
+use crate::model::system_profile;
 use crate::settings::ServiceSettings;
 use crate::store::{EventRow, Store, StoreError, SyncedTool, ToolRow, ToolSetRow};
 
@@ -380,7 +381,7 @@ impl Workspaces {
             info: json!({
                 "instance": self.instance,
                 "createdBy": cause,
-                "toolSet": crate::api::tool_set_metadata(row),
+                "toolSet": crate::model::tool_set_metadata(row),
             }),
             created_at: crate::now_rfc3339(),
         };

@@ -82,11 +82,6 @@ impl Service {
     }
 }
 
-/// A tool set's `metadata`, as the API shows it.
-pub(crate) fn tool_set_metadata(row: &ToolSetRow) -> Value {
-    metadata_of!(row)
-}
-
 /// A tool set as the API shows it. `info.lastSync` is the time of its last
 /// sync's outcome; `info.lastSyncEvent` is that event (a `sync_failed`
 /// one says why its tools are not served); `agentCount` is not given
