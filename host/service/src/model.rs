@@ -194,8 +194,8 @@ pub(crate) fn mcp_name_of(name: &str, id: &str) -> String {
             break;
         }
     }
-    let out = out.trim_start_matches(['_', '-']);
-    let out = out[..out.len().min(MAX_MCP_NAME)].trim_end_matches('_');
+    // (At most MAX_MCP_NAME long already: the loop stops there.)
+    let out = out.trim_start_matches(['_', '-']).trim_end_matches('_');
     if out.is_empty() {
         let tail = &id[id.len().saturating_sub(8)..];
         format!("set_{}", tail.to_ascii_lowercase())
@@ -225,6 +225,13 @@ pub struct Profile {
     pub metadata: ProfileMetadata,
     /// What kind of profile.
     pub spec: ProfileSpec,
+}
+
+impl Profile {
+    /// As resources and events record it (`createdBy`).
+    pub(crate) fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
 }
 
 /// A profile's metadata.
@@ -437,9 +444,7 @@ pub(crate) fn stored_event(kept: &Value) -> EventRow {
 pub(crate) fn event_json(event: &EventRow, tool_set: Option<&Value>) -> Value {
     let created_by = match event.info.get("createdBy") {
         Some(profile) => profile_json(profile),
-        None => profile_json(
-            &serde_json::to_value(system_profile(&event.account_id, &event.workspace_id)).unwrap_or_default(),
-        ),
+        None => profile_json(&system_profile(&event.account_id, &event.workspace_id).json()),
     };
     let profile_id = created_by.pointer("/metadata/id").cloned().unwrap_or_default();
     let mut info = json!({"createdBy": created_by});

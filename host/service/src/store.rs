@@ -430,16 +430,16 @@ impl Store {
     }
 
     /// The tool set of `workspace` (other than `except`) whose name or MCP
-    /// name is one of these: its id, name and MCP name.
+    /// name is one of these: its id and name.
     pub async fn name_holder(
         &self,
         workspace: &str,
         name: &str,
         mcp_name: &str,
         except: &str,
-    ) -> Result<Option<(String, String, String)>, StoreError> {
+    ) -> Result<Option<(String, String)>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, name, mcp_name FROM tool_sets \
+            "SELECT id, name FROM tool_sets \
              WHERE workspace_id = $1 AND id <> $2 AND (name = $3 OR mcp_name = $4 OR (mcp_name IS NULL AND name = $4)) \
              LIMIT 1",
         )
@@ -449,7 +449,7 @@ impl Store {
         .bind(mcp_name)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| Ok((row.try_get("id")?, row.try_get("name")?, mcp_name_column(&row)?))).transpose()
+        row.map(|row| Ok((row.try_get("id")?, row.try_get("name")?))).transpose()
     }
 
     /// Whether `event` is an event of this tool set in this workspace.

@@ -327,7 +327,7 @@ impl Workspaces {
             let mut tracked = self.tracked();
             let t = tracked.entry(row.id.clone()).or_default();
             t.workspace = workspace.to_owned();
-            t.cause = serde_json::to_value(cause).ok();
+            t.cause = Some(cause.json());
         }
         if let Err(error) = self.start(row).await {
             // Tried again on the next poll.
@@ -369,9 +369,8 @@ impl Workspaces {
     }
 
     async fn record(&self, row: &ToolSetRow, event: Value) -> Result<Value, StoreError> {
-        let cause = (self.tracked().get(&row.id).and_then(|t| t.cause.clone())).unwrap_or_else(|| {
-            serde_json::to_value(system_profile(&row.account_id, &row.workspace_id)).unwrap_or_default()
-        });
+        let cause = (self.tracked().get(&row.id).and_then(|t| t.cause.clone()))
+            .unwrap_or_else(|| system_profile(&row.account_id, &row.workspace_id).json());
         let event = EventRow {
             id: crate::new_id("event"),
             tool_set_id: row.id.clone(),

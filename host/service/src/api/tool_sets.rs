@@ -173,7 +173,7 @@ pub(super) async fn create_tool_set(State(service): State<Service>, headers: Hea
         external_id: text_at(&body, "/metadata/externalId"),
         labels: labels_of(&body),
         spec: serde_json::to_value(&spec).unwrap_or_default(),
-        created_by: serde_json::to_value(actor.profile()).unwrap_or_default(),
+        created_by: actor.profile().json(),
         created_at: now.clone(),
         updated_at: now,
         version: 1,
@@ -200,10 +200,10 @@ impl Service {
     async fn name_free(&self, workspace: &str, name: &str, mcp_name: &str, id: &str) -> Result<(), Refusal> {
         match self.store.name_holder(workspace, name, mcp_name, id).await? {
             None => Ok(()),
-            Some((other, other_name, _)) if other_name == name => {
+            Some((other, other_name)) if other_name == name => {
                 Err(Refusal::new(StatusCode::CONFLICT, format!("the name `{name}` is taken (tool set {other})")))
             }
-            Some((other, other_name, _)) => Err(Refusal::new(
+            Some((other, other_name)) => Err(Refusal::new(
                 StatusCode::CONFLICT,
                 format!(
                     "the name `{name}` gives the MCP name `{mcp_name}`, which tool set {other} (`{other_name}`) has: \

@@ -145,7 +145,7 @@ pub(super) async fn create_tool(
         external_id: text_at(&body, "/metadata/externalId"),
         labels: labels_of(&body),
         spec,
-        created_by: serde_json::to_value(actor.profile()).unwrap_or_default(),
+        created_by: actor.profile().json(),
         origin: "api".to_owned(),
         created_at: now.clone(),
         updated_at: now,
