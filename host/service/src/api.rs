@@ -11,10 +11,9 @@ use std::sync::OnceLock;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::actor::Actor;
@@ -34,12 +33,15 @@ const MAX_PAGE: i64 = 1000;
 
 pub(crate) fn routes(service: Service) -> Router {
     use axum::routing::get;
+    use openapi::{DOCUMENT, EVENTS, TOOL, TOOL_SET, TOOL_SETS, TOOLS};
+    // The paths of `openapi::OPERATIONS`, which the served document lists.
     Router::new()
-        .route("/v1/tool_sets", get(list_tool_sets).post(create_tool_set))
-        .route("/v1/tool_sets/{id}", get(get_tool_set).put(update_tool_set).delete(delete_tool_set))
-        .route("/v1/tool_sets/{id}/events", get(list_events))
-        .route("/v1/tool_sets/{id}/tools", get(list_tools).post(create_tool))
-        .route("/v1/tool_sets/{id}/tools/{tool}", get(get_tool).put(update_tool).delete(delete_tool))
+        .route(TOOL_SETS, get(list_tool_sets).post(create_tool_set))
+        .route(TOOL_SET, get(get_tool_set).put(update_tool_set).delete(delete_tool_set))
+        .route(EVENTS, get(list_events))
+        .route(TOOLS, get(list_tools).post(create_tool))
+        .route(TOOL, get(get_tool).put(update_tool).delete(delete_tool))
+        .route(DOCUMENT, get(|| async { json_response(StatusCode::OK, openapi::document()) }))
         .with_state(service)
 }
 
@@ -81,6 +83,7 @@ fn status_name(status: StatusCode) -> &'static str {
         StatusCode::NOT_FOUND => "NOT_FOUND",
         StatusCode::CONFLICT => "ABORTED",
         StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
+        StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
         _ => "INTERNAL",
     }
 }
@@ -208,22 +211,115 @@ fn expected_version(headers: &HeaderMap, body: &Value) -> Result<Option<i64>, Re
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PageQuery {
+/// A list's query: its page, and the filters of lists that take them.
+/// Read by hand, not by axum's `Query`, so that a bad parameter is refused
+/// in the one JSON shape of every error.
+#[derive(Debug, Default)]
+pub(crate) struct ListQuery {
     page_size: Option<i64>,
     page_token: Option<String>,
+    /// Only items of exactly this name.
+    name: Option<String>,
+    /// Only items whose labels match.
+    selector: Option<selector::Selector>,
 }
 
-impl PageQuery {
-    fn limits(&self) -> Result<(String, i64), Refusal> {
-        let size = self.page_size.unwrap_or(PAGE);
-        if !(1..=MAX_PAGE).contains(&size) {
-            return Err(Refusal::new(StatusCode::BAD_REQUEST, format!("pageSize must be 1 to {MAX_PAGE}")));
-        }
-        Ok((self.page_token.clone().unwrap_or_default(), size))
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ListQuery {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<ListQuery, Refusal> {
+        ListQuery::parse(parts.uri.query().unwrap_or(""))
     }
 }
+
+impl ListQuery {
+    fn parse(query: &str) -> Result<ListQuery, Refusal> {
+        let bad = |message: String| Refusal::new(StatusCode::BAD_REQUEST, message);
+        let mut list = ListQuery::default();
+        let mut seen = std::collections::HashSet::new();
+        for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            let known = matches!(key.as_ref(), "pageSize" | "pageToken" | "name" | "labelSelector");
+            if known && !seen.insert(key.clone()) {
+                return Err(bad(format!("the query parameter {key} is given more than once")));
+            }
+            match key.as_ref() {
+                "pageSize" => {
+                    let size = value.trim().parse::<i64>().ok().filter(|size| (1..=MAX_PAGE).contains(size));
+                    match size {
+                        Some(size) => list.page_size = Some(size),
+                        None => return Err(bad(format!("pageSize must be an integer from 1 to {MAX_PAGE}, not `{}`", cut(value.into_owned())))),
+                    }
+                }
+                "pageToken" => list.page_token = Some(value.into_owned()),
+                "name" => list.name = Some(value.into_owned()),
+                "labelSelector" => {
+                    list.selector = Some(selector::Selector::parse(&value).map_err(|e| bad(format!("labelSelector: {e}")))?)
+                }
+                // Parameters of no meaning here are not an error (as
+                // HTTP caches' and proxies' own parameters are not).
+                _ => {}
+            }
+        }
+        Ok(list)
+    }
+
+    fn limits(&self) -> (String, i64) {
+        (self.page_token.clone().unwrap_or_default(), self.page_size.unwrap_or(PAGE))
+    }
+
+    /// Whether an item of `name` and `labels` is listed.
+    fn admits(&self, name: &str, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.name.as_deref().is_none_or(|wanted| wanted == name)
+            && self.selector.as_ref().is_none_or(|selector| selector.matches(labels))
+    }
+
+    /// A page of the items `fetch(after, limit)` reads in id order, those
+    /// this query admits. A filtered list reads at most [`MAX_SCAN`] items
+    /// a request: when they fill no page, the page is short (even empty)
+    /// and its `nextPageToken` goes on from the last item read.
+    async fn page<T, F, Fut>(
+        &self,
+        mut fetch: F,
+        of: impl Fn(&T) -> (&str, &str, &std::collections::BTreeMap<String, String>),
+    ) -> Result<(Vec<T>, Value), Refusal>
+    where
+        F: FnMut(String, i64) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
+    {
+        let (mut after, size) = self.limits();
+        if self.name.is_none() && self.selector.is_none() {
+            let rows = fetch(after, size).await?;
+            let next = next_token(&rows, size, |row| of(row).0);
+            return Ok((rows, next));
+        }
+        let mut kept = Vec::new();
+        let mut read = 0;
+        loop {
+            let rows = fetch(after.clone(), MAX_PAGE).await?;
+            let exhausted = (rows.len() as i64) < MAX_PAGE;
+            read += rows.len();
+            for row in rows {
+                let (id, name, labels) = of(&row);
+                after = id.to_owned();
+                if self.admits(name, labels) {
+                    kept.push(row);
+                    if kept.len() as i64 == size {
+                        return Ok((kept, Value::from(after)));
+                    }
+                }
+            }
+            if exhausted {
+                return Ok((kept, Value::Null));
+            }
+            if read >= MAX_SCAN {
+                return Ok((kept, Value::from(after)));
+            }
+        }
+    }
+}
+
+/// The most items a filtered list reads for one request.
+const MAX_SCAN: usize = 10_000;
 
 fn next_token<T>(items: &[T], size: i64, id: impl Fn(&T) -> &str) -> Value {
     match items.last() {
@@ -350,6 +446,8 @@ fn same_id(body: &Value, id: &str) -> Result<(), Refusal> {
 }
 
 mod events;
+pub(crate) mod openapi;
+mod selector;
 mod tool_sets;
 mod tools;
 
@@ -390,17 +488,43 @@ mod tests {
 
     #[test]
     fn a_page_is_1_to_1000_and_the_next_token_is_the_last_id_of_a_full_page() {
-        let page = |size, token: Option<&str>| PageQuery { page_size: size, page_token: token.map(str::to_owned) };
-        assert_eq!(page(None, None).limits().ok(), Some((String::new(), PAGE)));
-        assert_eq!(page(Some(MAX_PAGE), Some("t")).limits().ok(), Some(("t".to_owned(), MAX_PAGE)));
-        for size in [0, -1, MAX_PAGE + 1] {
-            let refused = page(Some(size), None).limits().err().unwrap();
-            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{size}");
+        let limits = |query: &str| ListQuery::parse(query).map(|list| list.limits());
+        assert_eq!(limits("").ok(), Some((String::new(), PAGE)));
+        assert_eq!(limits("pageSize=1000&pageToken=t").ok(), Some(("t".to_owned(), MAX_PAGE)));
+        for query in ["pageSize=0", "pageSize=-1", "pageSize=1001", "pageSize=ten", "pageSize=", "pageSize=1&pageSize=2"] {
+            let refused = limits(query).err().unwrap();
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{query}");
+            assert!(refused.message.contains("pageSize"), "{query}: {}", refused.message);
         }
         let ids = ["a", "b", "c"];
         assert_eq!(next_token(&ids, 3, |id| id), json!("c"));
         assert_eq!(next_token(&ids, 4, |id| id), Value::Null);
         assert_eq!(next_token::<&str>(&[], 3, |id| id), Value::Null);
+    }
+
+    #[test]
+    fn a_filtered_page_reads_on_until_it_is_full_and_goes_on_where_it_stopped() {
+        let labels = |even: bool| std::collections::BTreeMap::from([("even".to_owned(), even.to_string())]);
+        let rows: Vec<(String, std::collections::BTreeMap<String, String>)> =
+            (0..2500).map(|i| (format!("{i:05}"), labels(i % 2 == 0))).collect();
+        let fetch = |after: String, limit: i64| {
+            let page: Vec<_> = rows.iter().filter(|(id, _)| *id > after).take(limit as usize).cloned().collect();
+            std::future::ready(Ok::<_, StoreError>(page))
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let list = ListQuery::parse("labelSelector=even%3Dtrue&pageSize=3&pageToken=01500").unwrap();
+        let (page, next) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
+        let ids: Vec<&str> = page.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["01502", "01504", "01506"]);
+        assert_eq!(next, json!("01506"));
+        // The last page, across a fetch of its own, ends the list.
+        let list = ListQuery::parse("labelSelector=even%3Dfalse&pageSize=1000&pageToken=00998").unwrap();
+        let (page, next) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
+        assert_eq!(page.len(), 751);
+        assert_eq!(next, Value::Null);
+        let list = ListQuery::parse("name=00007").unwrap();
+        let (page, _) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
+        assert_eq!(page.len(), 1);
     }
 
     #[test]

@@ -6,10 +6,13 @@ pub(super) async fn list_events(
     State(service): State<Service>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Query(page): Query<PageQuery>,
+    list: ListQuery,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let (after, size) = page.limits()?;
+    if list.name.is_some() || list.selector.is_some() {
+        return Err(Refusal::new(StatusCode::BAD_REQUEST, "events are not filtered by name or labelSelector"));
+    }
+    let (after, size) = list.limits();
     // Events outlive their tool set: a deleted one's events are still
     // listed (only ever to its own workspace).
     if !after.is_empty() && !service.store.event_exists(&actor.workspace_id, &id, &after).await? {

@@ -102,12 +102,16 @@ pub(super) fn tool_set_json(row: &ToolSetRow) -> Value {
 pub(super) async fn list_tool_sets(
     State(service): State<Service>,
     headers: HeaderMap,
-    Query(page): Query<PageQuery>,
+    list: ListQuery,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let (after, size) = page.limits()?;
-    let rows = service.store.list_tool_sets(&actor.workspace_id, &after, size).await?;
-    let next = next_token(&rows, size, |r| &r.id);
+    let (store, workspace) = (&service.store, actor.workspace_id.as_str());
+    let (rows, next) = list
+        .page(
+            |after, limit| async move { store.list_tool_sets(workspace, &after, limit).await },
+            |row: &ToolSetRow| (row.id.as_str(), row.name.as_str(), &row.labels),
+        )
+        .await?;
     let items: Vec<Value> = rows.iter().map(tool_set_json).collect();
     Ok(json_response(StatusCode::OK, &json!({"toolSets": items, "nextPageToken": next})))
 }

@@ -46,13 +46,17 @@ pub(super) async fn list_tools(
     State(service): State<Service>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Query(page): Query<PageQuery>,
+    list: ListQuery,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
-    let (after, size) = page.limits()?;
     let tool_set = find_tool_set(&service, &actor, &id).await?;
-    let rows = service.store.list_tools(&actor.workspace_id, &id, &after, size).await?;
-    let next = next_token(&rows, size, |r| &r.id);
+    let (store, workspace, tool_set_id) = (&service.store, actor.workspace_id.as_str(), id.as_str());
+    let (rows, next) = list
+        .page(
+            |after, limit| async move { store.list_tools(workspace, tool_set_id, &after, limit).await },
+            |row: &ToolRow| (row.id.as_str(), row.name.as_str(), &row.labels),
+        )
+        .await?;
     let served = served(&service, &tool_set);
     let items: Vec<Value> = rows.iter().map(|row| tool_json(row, &tool_set, &served)).collect();
     Ok(json_response(StatusCode::OK, &json!({"tools": items, "nextPageToken": next})))
