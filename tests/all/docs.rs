@@ -2,8 +2,9 @@
 //! every relative link reaches a file, and its `#anchor` a heading there;
 //! the book's table of contents lists every page; the CLI reference is the
 //! command's own help, and the toolsets reference is the JSON Schemas' own
-//! descriptions. Run with `TOOLHOST_UPDATE_DOCS=1` to write the two
-//! references again after changing the CLI or the schemas.
+//! descriptions, and the service's API reference is the OpenAPI document
+//! it serves. Run with `TOOLHOST_UPDATE_DOCS=1` to write the three
+//! references again after changing the CLI, the schemas or the API.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -303,6 +304,128 @@ fn the_toolsets_reference_is_the_schemas_own_descriptions() {
         document_object(&schema, &schema, "(file)", &mut BTreeSet::new(), &mut page);
     }
     current("docs/src/reference/toolsets.md", &page);
+}
+
+/// What a member of an API model holds: a link for a model of its own.
+fn api_kind(document: &Value, node: &Value) -> String {
+    let link = |target: &str| {
+        let name = target.rsplit('/').next().unwrap_or(target);
+        format!("[`{name}`](#{})", anchor(name))
+    };
+    if let Some(target) = node.get("$ref").and_then(Value::as_str) {
+        return link(target);
+    }
+    if let Some(target) = node.pointer("/items/$ref").and_then(Value::as_str) {
+        return format!("array of {}", link(target));
+    }
+    if let Some(target) = node.pointer("/additionalProperties/$ref").and_then(Value::as_str) {
+        return format!("map of {}", link(target));
+    }
+    kind(document, node)
+}
+
+/// A model's table, then those of its members defined inside it.
+fn document_model(document: &Value, node: &Value, path: &str, page: &mut String) {
+    let found = members(document, node);
+    if found.is_empty() {
+        return;
+    }
+    let heading = if path.contains('.') { "####" } else { "###" };
+    page.push_str(&format!("\n{heading} `{path}`\n\n"));
+    if !path.contains('.')
+        && let Some(about) = node.get("description").and_then(Value::as_str)
+    {
+        page.push_str(&format!("{}\n\n", description(document, &serde_json::json!({"description": about}))));
+    }
+    page.push_str("| member | holds | required | description |\n| --- | --- | --- | --- |\n");
+    for (name, member, required, _) in &found {
+        let required = if *required { "yes" } else { "" };
+        let text = description(document, member);
+        page.push_str(&format!("| `{name}` | {} | {required} | {text} |\n", api_kind(document, member)));
+    }
+    for (name, member, _, _) in found {
+        if member.get("$ref").is_none() {
+            document_model(document, member, &format!("{path}.{name}"), page);
+            if let Some(items) = member.get("items").filter(|items| items.get("$ref").is_none()) {
+                document_model(document, items, &format!("{path}.{name}[]"), page);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_service_api_reference_is_its_served_openapi_document() {
+    let dir = crate::service::scratch("reference");
+    let store = format!("sqlite://{}", dir.join("tools.db").display());
+    let (_service, base) = crate::service::spawn_service(&crate::service::service_config(&dir, &store, "x.test"));
+    let reply = crate::service::rest("GET", &format!("{base}/v1/openapi.json"), None, None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let document = reply.body;
+    let mut page = String::from(
+        "# Tool-set service API reference\n\n\
+         Every operation and model of the tool-set service's `/v1` API, from the\n\
+         OpenAPI 3.1 document the service itself serves at `GET /v1/openapi.json`\n\
+         (no token needed: feed it to a client generator). This page is generated\n\
+         from that document: a test fails when they differ, and\n\
+         `TOOLHOST_UPDATE_DOCS=1 cargo test -p toolhost-tests --test all docs::`\n\
+         writes it again. How to run the service, with examples, is in\n\
+         [The tool-set service](../using/service.md).\n",
+    );
+    if let Some(about) = document.pointer("/info/description").and_then(Value::as_str) {
+        page.push_str(&format!("\n{}\n", about.split_whitespace().collect::<Vec<_>>().join(" ")));
+    }
+    page.push_str("\n## Operations\n\n| operation | request | what |\n| --- | --- | --- |\n");
+    let mut operations = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("an item") {
+            operations.push((path.as_str(), method.to_uppercase(), operation));
+        }
+    }
+    for (path, method, operation) in &operations {
+        let id = operation["operationId"].as_str().expect("an id");
+        let summary = operation["summary"].as_str().unwrap_or("");
+        page.push_str(&format!("| [`{id}`](#{}) | `{method} {path}` | {summary} |\n", anchor(id)));
+    }
+    let parameter = |node: &Value| -> Value {
+        match node.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
+            Some(pointer) => document.pointer(pointer).cloned().expect("a parameter"),
+            None => node.clone(),
+        }
+    };
+    for (path, method, operation) in &operations {
+        let id = operation["operationId"].as_str().expect("an id");
+        page.push_str(&format!("\n### {id}\n\n`{method} {path}`: {}.\n", operation["summary"].as_str().unwrap_or("")));
+        let parameters: Vec<Value> = operation["parameters"].as_array().into_iter().flatten().map(parameter).collect();
+        if !parameters.is_empty() {
+            page.push_str("\n| parameter | in | holds | required | description |\n| --- | --- | --- | --- | --- |\n");
+            for p in &parameters {
+                let required = if p["required"] == true { "yes" } else { "" };
+                page.push_str(&format!(
+                    "| `{}` | {} | {} | {required} | {} |\n",
+                    p["name"].as_str().unwrap_or(""),
+                    p["in"].as_str().unwrap_or(""),
+                    api_kind(&document, &p["schema"]),
+                    description(&document, p),
+                ));
+            }
+        }
+        if let Some(body) = operation.pointer("/requestBody/content/application~1json/schema") {
+            page.push_str(&format!("\nBody: {}.\n", api_kind(&document, body)));
+        }
+        page.push_str("\n| answer | when | body |\n| --- | --- | --- |\n");
+        for (status, answer) in operation["responses"].as_object().expect("responses") {
+            let body = answer
+                .pointer("/content/application~1json/schema")
+                .map_or(String::new(), |schema| api_kind(&document, schema));
+            page.push_str(&format!("| {status} | {} | {body} |\n", description(&document, answer)));
+        }
+    }
+    page.push_str("\n## Models\n");
+    for (name, model) in document["components"]["schemas"].as_object().expect("schemas") {
+        document_model(&document, model, name, &mut page);
+    }
+    current("docs/src/reference/service-api.md", &page);
+    std::fs::remove_dir_all(dir).ok();
 }
 
 /// The Rust sources of the workspace that the build compiles (examples,

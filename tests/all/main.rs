@@ -50,6 +50,7 @@ mod scaleout;
 mod secrets;
 mod serve;
 mod service;
+mod service_api;
 mod sources;
 mod store_faults;
 mod talkback;

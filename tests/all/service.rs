@@ -13,7 +13,7 @@ use crate::serve::Server;
 
 pub(crate) const ACME: &str = "acme-user-key-0123456789abcdef";
 const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
-const GLOBEX: &str = "globex-key-0123456789abcdef";
+pub(crate) const GLOBEX: &str = "globex-key-0123456789abcdef";
 
 pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("toolhost-service-{name}-{}", std::process::id()));
@@ -219,6 +219,7 @@ pub(crate) fn drive(store: &str, dir: &std::path::Path) {
     let config = service_config(dir, store, &upstream_host);
     let (service, base) = spawn_service(&config);
     refusals(&base, &upstream_url);
+    crate::service_api::the_document_lists_and_creates(&base, &upstream_url);
     let (id, change, after) = create_and_change(&base, &upstream_url);
     as_the_document_says(&base, &id);
     isolation(&base, &id, &change);

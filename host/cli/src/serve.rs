@@ -283,5 +283,6 @@ async fn start_service(
             },
         )?;
     eprintln!("toolhost: the tool-set service is at /v1/tool_sets, its store {redacted}");
+    let service = service.ending_with(options.stopping());
     Ok((toolhost_mcp::ToolSource::Tenants(service.tenants()), options.with_routes(service.routes())))
 }

@@ -250,6 +250,10 @@ pub struct HttpOptions {
     pub routes: Option<axum::Router>,
     /// Bounds on connections, sessions and slow requests.
     pub limits: HttpLimits,
+    /// Cancelled when the server stops serving (after the drain): its own
+    /// streams end then, and `routes` with long-lived answers end theirs
+    /// on it too.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl HttpOptions {
@@ -266,7 +270,14 @@ impl HttpOptions {
             metrics: None,
             routes: None,
             limits: HttpLimits::default(),
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// The token cancelled when the server stops serving: for routes whose
+    /// answers stream, so that a shutdown does not wait on them.
+    pub fn stopping(&self) -> tokio_util::sync::CancellationToken {
+        self.stopping.clone()
     }
 
     /// Bound connections, sessions and slow requests by `limits`.
@@ -397,6 +408,8 @@ impl HttpServer {
             // What the front reads, rmcp reads too (its own default is 4
             // MiB): a message is as large over a session as over stdio.
             .with_max_request_body_bytes(MAX_LINE);
+        let mut config = config;
+        config.cancellation_token = options.stopping.clone();
         let stop = config.cancellation_token.clone();
         let direct = crate::stateless_call::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
         let sessions = Arc::new(LocalSessionManager::default());

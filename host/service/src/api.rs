@@ -21,7 +21,7 @@ use crate::model::{
     ProfileType, ToolSetSpec, event_json, mcp_name_of, metadata_of, profile_json, stored_event, tool_mcp_name,
     tool_set_metadata,
 };
-use crate::store::{StoreError, ToolRow, ToolSetRow};
+use crate::store::{KeptAnswer, KeyClaim, StoreError, ToolRow, ToolSetRow};
 use crate::workspaces::{Held, kind_of};
 use crate::{Service, new_id, now_rfc3339};
 
@@ -222,6 +222,8 @@ pub(crate) struct ListQuery {
     name: Option<String>,
     /// Only items whose labels match.
     selector: Option<selector::Selector>,
+    /// Whether to watch (events: a stream of them as they are recorded).
+    watch: bool,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ListQuery {
@@ -238,7 +240,7 @@ impl ListQuery {
         let mut list = ListQuery::default();
         let mut seen = std::collections::HashSet::new();
         for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
-            let known = matches!(key.as_ref(), "pageSize" | "pageToken" | "name" | "labelSelector");
+            let known = matches!(key.as_ref(), "pageSize" | "pageToken" | "name" | "labelSelector" | "watch");
             if known && !seen.insert(key.clone()) {
                 return Err(bad(format!("the query parameter {key} is given more than once")));
             }
@@ -247,13 +249,28 @@ impl ListQuery {
                     let size = value.trim().parse::<i64>().ok().filter(|size| (1..=MAX_PAGE).contains(size));
                     match size {
                         Some(size) => list.page_size = Some(size),
-                        None => return Err(bad(format!("pageSize must be an integer from 1 to {MAX_PAGE}, not `{}`", cut(value.into_owned())))),
+                        None => {
+                            return Err(bad(format!(
+                                "pageSize must be an integer from 1 to {MAX_PAGE}, not `{}`",
+                                cut(value.into_owned())
+                            )));
+                        }
                     }
                 }
                 "pageToken" => list.page_token = Some(value.into_owned()),
+                "watch" => {
+                    list.watch = match value.as_ref() {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        other => {
+                            return Err(bad(format!("watch must be true or false, not `{}`", cut(other.to_owned()))));
+                        }
+                    }
+                }
                 "name" => list.name = Some(value.into_owned()),
                 "labelSelector" => {
-                    list.selector = Some(selector::Selector::parse(&value).map_err(|e| bad(format!("labelSelector: {e}")))?)
+                    list.selector =
+                        Some(selector::Selector::parse(&value).map_err(|e| bad(format!("labelSelector: {e}")))?)
                 }
                 // Parameters of no meaning here are not an error (as
                 // HTTP caches' and proxies' own parameters are not).
@@ -263,8 +280,21 @@ impl ListQuery {
         Ok(list)
     }
 
-    fn limits(&self) -> (String, i64) {
-        (self.page_token.clone().unwrap_or_default(), self.page_size.unwrap_or(PAGE))
+    /// The id a page starts after (a page token is the last id of the
+    /// page before: `prefix_` and a ULID), and its size.
+    fn limits(&self, prefix: &str) -> Result<(String, i64), Refusal> {
+        let token = self.page_token.clone().unwrap_or_default();
+        let well_formed = token
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|ulid| ulid::Ulid::from_string(ulid).is_ok());
+        if !token.is_empty() && !well_formed {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                format!("pageToken `{}` is not a token this list gave (the last id of a page)", cut(token)),
+            ));
+        }
+        Ok((token, self.page_size.unwrap_or(PAGE)))
     }
 
     /// Whether an item of `name` and `labels` is listed.
@@ -279,6 +309,7 @@ impl ListQuery {
     /// and its `nextPageToken` goes on from the last item read.
     async fn page<T, F, Fut>(
         &self,
+        prefix: &str,
         mut fetch: F,
         of: impl Fn(&T) -> (&str, &str, &std::collections::BTreeMap<String, String>),
     ) -> Result<(Vec<T>, Value), Refusal>
@@ -286,7 +317,7 @@ impl ListQuery {
         F: FnMut(String, i64) -> Fut,
         Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
     {
-        let (mut after, size) = self.limits();
+        let (mut after, size) = self.limits(prefix)?;
         if self.name.is_none() && self.selector.is_none() {
             let rows = fetch(after, size).await?;
             let next = next_token(&rows, size, |row| of(row).0);
@@ -326,6 +357,131 @@ fn next_token<T>(items: &[T], size: i64, id: impl Fn(&T) -> &str) -> Value {
         Some(last) if items.len() as i64 == size => Value::from(id(last)),
         _ => Value::Null,
     }
+}
+
+// ---- idempotent creates ---------------------------------------------------
+
+/// How long a create's `Idempotency-Key` is kept.
+const KEY_KEPT: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+/// How long a key stays claimed by a request that was never answered (the
+/// service stopped while making it).
+const KEY_ABANDONED: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest key.
+const MAX_KEY: usize = 255;
+
+/// A create's `Idempotency-Key` header, if it has one.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = value.to_str().ok().map(str::trim).filter(|key| !key.is_empty() && key.len() <= MAX_KEY);
+    match key {
+        Some(key) => Ok(Some(key.to_owned())),
+        None => Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("Idempotency-Key must be 1 to {MAX_KEY} visible ASCII characters"),
+        )),
+    }
+}
+
+fn rfc3339_before(now: std::time::SystemTime, ago: std::time::Duration) -> String {
+    humantime::format_rfc3339_millis(now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH)).to_string()
+}
+
+/// Make `create` (the request `request`, method, path and body) once per
+/// `key` of the workspace: a request repeating a key answered within 24
+/// hours gets that answer again (with `Idempotent-Replayed: true`) and
+/// makes nothing; one repeating a key under way, or used for another
+/// request, is refused with `409`. A create refused makes nothing, and
+/// gives its key up for a retry.
+async fn idempotent(
+    service: &Service,
+    actor: &Actor,
+    key: Option<String>,
+    request: &str,
+    create: impl std::future::Future<Output = Answer> + Send + 'static,
+) -> Answer {
+    use sha2::Digest;
+    let Some(key) = key else { return create.await };
+    let request = format!("{:x}", sha2::Sha256::digest(request.as_bytes()));
+    let now = std::time::SystemTime::now();
+    let claim = service
+        .store
+        .claim_key(
+            &actor.workspace_id,
+            &key,
+            &request,
+            &humantime::format_rfc3339_millis(now).to_string(),
+            &rfc3339_before(now, KEY_KEPT),
+            &rfc3339_before(now, KEY_ABANDONED),
+        )
+        .await?;
+    match claim {
+        KeyClaim::Claimed => {}
+        KeyClaim::Answered(kept) => return Ok(replayed(&kept)),
+        KeyClaim::InProgress => {
+            let mut refusal = Refusal::new(
+                StatusCode::CONFLICT,
+                "the first request with this Idempotency-Key is still being answered; send it again shortly",
+            );
+            refusal.retry_after = Some(std::time::Duration::from_secs(1));
+            return Err(refusal);
+        }
+        KeyClaim::OtherRequest => {
+            return Err(Refusal::new(
+                StatusCode::CONFLICT,
+                "this Idempotency-Key was first used for another request (another path or body); \
+                 a new request takes a new key",
+            ));
+        }
+    }
+    // On a task of its own: a client that goes away does not leave the
+    // create half made and its key claimed.
+    let (store, workspace) = (service.store.clone(), actor.workspace_id.clone());
+    let made = tokio::spawn(async move {
+        let kept = match create.await {
+            Ok(response) => response,
+            Err(refusal) => {
+                if let Err(error) = store.release_key(&workspace, &key).await {
+                    tracing::warn!("an idempotency key could not be given up: {error}");
+                }
+                return Err(refusal);
+            }
+        };
+        let (parts, body) = kept.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map(str::to_owned);
+        let answer = KeptAnswer {
+            status: i64::from(parts.status.as_u16()),
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+            location: header(header::LOCATION),
+            etag: header(header::ETAG),
+        };
+        if let Err(error) = store.answer_key(&workspace, &key, &answer).await {
+            // The create stands; a retry with the key waits out
+            // KEY_ABANDONED and then makes it again.
+            tracing::warn!("the answer to an idempotent create could not be kept: {error}");
+        }
+        Ok(Response::from_parts(parts, Body::from(bytes)))
+    });
+    made.await.map_err(|error| {
+        tracing::error!("an idempotent create failed: {error}");
+        Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, "the create failed")
+    })?
+}
+
+/// A kept answer, given again.
+fn replayed(kept: &KeptAnswer) -> Response {
+    let status = u16::try_from(kept.status).ok().and_then(|s| StatusCode::from_u16(s).ok()).unwrap_or(StatusCode::OK);
+    let mut response = Response::new(Body::from(kept.body.clone()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    for (name, value) in [(header::LOCATION, &kept.location), (header::ETAG, &kept.etag)] {
+        if let Some(value) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert(name, value);
+        }
+    }
+    response
 }
 
 // ---- bodies -------------------------------------------------------------
@@ -450,6 +606,7 @@ pub(crate) mod openapi;
 mod selector;
 mod tool_sets;
 mod tools;
+mod watch;
 
 use events::*;
 use tool_sets::*;
@@ -488,10 +645,17 @@ mod tests {
 
     #[test]
     fn a_page_is_1_to_1000_and_the_next_token_is_the_last_id_of_a_full_page() {
-        let limits = |query: &str| ListQuery::parse(query).map(|list| list.limits());
+        let limits = |query: &str| ListQuery::parse(query).and_then(|list| list.limits("tool"));
         assert_eq!(limits("").ok(), Some((String::new(), PAGE)));
-        assert_eq!(limits("pageSize=1000&pageToken=t").ok(), Some(("t".to_owned(), MAX_PAGE)));
-        for query in ["pageSize=0", "pageSize=-1", "pageSize=1001", "pageSize=ten", "pageSize=", "pageSize=1&pageSize=2"] {
+        let token = "tool_01KBQ5A8W3Y8N2ZK6H4X0M7T9C";
+        assert_eq!(limits(&format!("pageSize=1000&pageToken={token}")).ok(), Some((token.to_owned(), MAX_PAGE)));
+        for token in ["t", "toolset_01KBQ5A8W3Y8N2ZK6H4X0M7T9C", "tool_", "tool_01KBQ5A8W3Y8N2ZK6H4X0M7T9"] {
+            let refused = limits(&format!("pageToken={token}")).err().unwrap();
+            assert!(refused.message.contains("pageToken"), "{token}: {}", refused.message);
+        }
+        for query in
+            ["pageSize=0", "pageSize=-1", "pageSize=1001", "pageSize=ten", "pageSize=", "pageSize=1&pageSize=2"]
+        {
             let refused = limits(query).err().unwrap();
             assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{query}");
             assert!(refused.message.contains("pageSize"), "{query}: {}", refused.message);
@@ -505,25 +669,32 @@ mod tests {
     #[test]
     fn a_filtered_page_reads_on_until_it_is_full_and_goes_on_where_it_stopped() {
         let labels = |even: bool| std::collections::BTreeMap::from([("even".to_owned(), even.to_string())]);
-        let rows: Vec<(String, std::collections::BTreeMap<String, String>)> =
-            (0..2500).map(|i| (format!("{i:05}"), labels(i % 2 == 0))).collect();
+        let rows: Vec<Row> =
+            (0..2500).map(|i| (format!("tool_{}", ulid::Ulid::from_parts(i, 0)), labels(i % 2 == 0))).collect();
+        let id = |i: u64| format!("tool_{}", ulid::Ulid::from_parts(i, 0));
         let fetch = |after: String, limit: i64| {
             let page: Vec<_> = rows.iter().filter(|(id, _)| *id > after).take(limit as usize).cloned().collect();
             std::future::ready(Ok::<_, StoreError>(page))
         };
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let list = ListQuery::parse("labelSelector=even%3Dtrue&pageSize=3&pageToken=01500").unwrap();
-        let (page, next) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
-        let ids: Vec<&str> = page.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(ids, ["01502", "01504", "01506"]);
-        assert_eq!(next, json!("01506"));
+        type Row = (String, std::collections::BTreeMap<String, String>);
+        fn by((id, labels): &Row) -> (&str, &str, &std::collections::BTreeMap<String, String>) {
+            (id, id, labels)
+        }
+        let query = format!("labelSelector=even%3Dtrue&pageSize=3&pageToken={}", id(1500));
+        let list = ListQuery::parse(&query).unwrap();
+        let (page, next) = runtime.block_on(list.page("tool", fetch, by)).unwrap();
+        let ids: Vec<String> = page.into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [id(1502), id(1504), id(1506)]);
+        assert_eq!(next, json!(id(1506)));
         // The last page, across a fetch of its own, ends the list.
-        let list = ListQuery::parse("labelSelector=even%3Dfalse&pageSize=1000&pageToken=00998").unwrap();
-        let (page, next) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
+        let query = format!("labelSelector=even%3Dfalse&pageSize=1000&pageToken={}", id(998));
+        let list = ListQuery::parse(&query).unwrap();
+        let (page, next) = runtime.block_on(list.page("tool", fetch, by)).unwrap();
         assert_eq!(page.len(), 751);
         assert_eq!(next, Value::Null);
-        let list = ListQuery::parse("name=00007").unwrap();
-        let (page, _) = runtime.block_on(list.page(fetch, |(id, labels)| (id, id, labels))).unwrap();
+        let list = ListQuery::parse(&format!("name={}", id(7))).unwrap();
+        let (page, _) = runtime.block_on(list.page("tool", fetch, by)).unwrap();
         assert_eq!(page.len(), 1);
     }
 

@@ -48,6 +48,10 @@ pub struct Service {
     auth: Arc<toolhost_mcp::auth::Authenticator>,
     /// Each workspace's request rate, if limited.
     limiter: Option<Arc<toolhost_mcp::limits::Limiter>>,
+    /// How many event watches each workspace has open.
+    watches: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    /// Cancelled when the server stops: open watches end.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Service {
@@ -91,7 +95,23 @@ impl Service {
             limits.per_client = Some(rate);
             Arc::new(toolhost_mcp::limits::Limiter::new(limits))
         });
-        Ok(Service { store, workspaces, settings, auth, limiter })
+        Ok(Service {
+            store,
+            workspaces,
+            settings,
+            auth,
+            limiter,
+            watches: Arc::default(),
+            closing: tokio_util::sync::CancellationToken::new(),
+        })
+    }
+
+    /// End the service's long-lived answers (event watches) when `stopping`
+    /// is cancelled: give it the HTTP server's ([`toolhost_mcp::HttpOptions::stopping`]),
+    /// so that a shutdown does not wait on them.
+    pub fn ending_with(mut self, stopping: tokio_util::sync::CancellationToken) -> Service {
+        self.closing = stopping;
+        self
     }
 
     /// The registries, one per workspace, for the MCP server

@@ -187,6 +187,32 @@ pub struct Store {
     backend: Backend,
 }
 
+/// What claiming an idempotency key found.
+#[derive(Debug)]
+pub enum KeyClaim {
+    /// The key is new: the request is this one's to make.
+    Claimed,
+    /// The key's first request was answered so.
+    Answered(KeptAnswer),
+    /// The key's first request is still under way.
+    InProgress,
+    /// The key was first used for another request.
+    OtherRequest,
+}
+
+/// The answer kept for an idempotency key.
+#[derive(Debug, Clone)]
+pub struct KeptAnswer {
+    /// Its HTTP status.
+    pub status: i64,
+    /// Its body.
+    pub body: String,
+    /// Its `Location` header.
+    pub location: Option<String>,
+    /// Its `ETag` header.
+    pub etag: Option<String>,
+}
+
 /// The migrations of one database, in order, built into the binary: each
 /// `(version, description, SQL)` as `migrations/<database>/<version>_<name>.sql`
 /// has it. sqlx's `migrate!` macro does the same from the directory, but
@@ -216,10 +242,12 @@ impl<'s> sqlx::migrate::MigrationSource<'s> for Migrations {
 const SQLITE: Migrations = Migrations(&[
     (1, "tool sets", include_str!("../migrations/sqlite/0001_tool_sets.sql")),
     (2, "mcp names", include_str!("../migrations/sqlite/0002_mcp_names.sql")),
+    (3, "idempotency keys", include_str!("../migrations/sqlite/0003_idempotency_keys.sql")),
 ]);
 const POSTGRES: Migrations = Migrations(&[
     (1, "tool sets", include_str!("../migrations/postgres/0001_tool_sets.sql")),
     (2, "mcp names", include_str!("../migrations/postgres/0002_mcp_names.sql")),
+    (3, "idempotency keys", include_str!("../migrations/postgres/0003_idempotency_keys.sql")),
 ]);
 
 const TOOL_SET_COLUMNS: &str = "id, account_id, workspace_id, profile_id, name, external_id, labels, spec, created_by, \
@@ -321,6 +349,92 @@ impl Store {
         let sql = format!("SELECT {TOOL_SET_COLUMNS} FROM tool_sets WHERE workspace_id = $1 AND id = $2");
         let row = sqlx::query(&sql).bind(workspace).bind(id).fetch_optional(&self.pool).await?;
         tool_set_row(&row.ok_or(StoreError::NotFound)?)
+    }
+
+    /// Claim `key` of `workspace` for `request` (first dropping the
+    /// workspace's keys made before `expired`, and unanswered ones made
+    /// before `abandoned`): the key is new, or the request it was first
+    /// used for is answered, under way, or another request.
+    pub async fn claim_key(
+        &self,
+        workspace: &str,
+        key: &str,
+        request: &str,
+        now: &str,
+        expired: &str,
+        abandoned: &str,
+    ) -> Result<KeyClaim, StoreError> {
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE workspace_id = $1 \
+             AND (created_at < $2 OR (status IS NULL AND created_at < $3))",
+        )
+        .bind(workspace)
+        .bind(expired)
+        .bind(abandoned)
+        .execute(&self.pool)
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (workspace_id, idempotency_key, request, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(workspace)
+        .bind(key)
+        .bind(request)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        if inserted.rows_affected() == 1 {
+            return Ok(KeyClaim::Claimed);
+        }
+        let row = sqlx::query(
+            "SELECT request, status, body, location, etag FROM idempotency_keys \
+             WHERE workspace_id = $1 AND idempotency_key = $2",
+        )
+        .bind(workspace)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        // Dropped between the insert and the read: its time was up.
+        let Some(row) = row else { return Ok(KeyClaim::InProgress) };
+        if row.try_get::<String, _>("request")? != request {
+            return Ok(KeyClaim::OtherRequest);
+        }
+        Ok(match row.try_get::<Option<i64>, _>("status")? {
+            None => KeyClaim::InProgress,
+            Some(status) => KeyClaim::Answered(KeptAnswer {
+                status,
+                body: row.try_get::<Option<String>, _>("body")?.unwrap_or_default(),
+                location: row.try_get("location")?,
+                etag: row.try_get("etag")?,
+            }),
+        })
+    }
+
+    /// Keep the answer to the request `key` was claimed for.
+    pub async fn answer_key(&self, workspace: &str, key: &str, answer: &KeptAnswer) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET status = $1, body = $2, location = $3, etag = $4 \
+             WHERE workspace_id = $5 AND idempotency_key = $6",
+        )
+        .bind(answer.status)
+        .bind(&answer.body)
+        .bind(answer.location.as_deref())
+        .bind(answer.etag.as_deref())
+        .bind(workspace)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Give `key` up: its request made nothing, and may be sent again.
+    pub async fn release_key(&self, workspace: &str, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE workspace_id = $1 AND idempotency_key = $2")
+            .bind(workspace)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Add a tool set; its name must be free in its workspace.

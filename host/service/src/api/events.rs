@@ -12,7 +12,10 @@ pub(super) async fn list_events(
     if list.name.is_some() || list.selector.is_some() {
         return Err(Refusal::new(StatusCode::BAD_REQUEST, "events are not filtered by name or labelSelector"));
     }
-    let (after, size) = list.limits();
+    let (after, size) = list.limits("event")?;
+    if list.watch {
+        return watch::events(&service, &actor, &headers, id, after).await;
+    }
     // Events outlive their tool set: a deleted one's events are still
     // listed (only ever to its own workspace).
     if !after.is_empty() && !service.store.event_exists(&actor.workspace_id, &id, &after).await? {

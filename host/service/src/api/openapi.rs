@@ -97,7 +97,7 @@ pub(crate) const OPERATIONS: &[Operation] = &[
         method: "get",
         path: EVENTS,
         id: "listToolSetEvents",
-        summary: "List a tool set's sync events, oldest first",
+        summary: "List or watch a tool set's sync events, oldest first",
         body: None,
         answer: Answer::Page("ToolSetEventList"),
         filtered: false,
@@ -187,7 +187,8 @@ fn path_parameters(path: &str) -> Vec<Value> {
 }
 
 fn operation(op: &Operation) -> Value {
-    let error = |what: &str| json!({"description": what, "content": {"application/json": {"schema": schema_ref("Error")}}});
+    let error =
+        |what: &str| json!({"description": what, "content": {"application/json": {"schema": schema_ref("Error")}}});
     let mut parameters = path_parameters(op.path);
     let mut responses = Map::new();
     let etag = json!({"ETag": {"description": "The resource version, for `If-Match`.", "schema": {"type": "string"}}});
@@ -199,10 +200,21 @@ fn operation(op: &Operation) -> Value {
                 parameters.push(json!({"$ref": "#/components/parameters/name"}));
                 parameters.push(json!({"$ref": "#/components/parameters/labelSelector"}));
             }
+            let mut content = json!({"application/json": {"schema": schema_ref(model)}});
+            if op.path == EVENTS {
+                parameters.push(json!({"$ref": "#/components/parameters/watch"}));
+                parameters.push(json!({"$ref": "#/components/parameters/Last-Event-ID"}));
+                content["text/event-stream"] = json!({"schema": {"type": "string",
+                    "description": "With `watch=true`: server-sent events, one per ToolSetEvent \
+                        (`id:` its id, `event:` its type, `data:` the ToolSetEvent as JSON), \
+                        those recorded already and then each as it is recorded. A watch lasts \
+                        at most 30 minutes; reconnect with `Last-Event-ID` to go on."}});
+            }
             responses.insert(
                 "200".into(),
-                json!({"description": "A page, in id order; `nextPageToken` is null on the last.",
-                       "content": {"application/json": {"schema": schema_ref(model)}}}),
+                json!({"description": "A page, in id order; `nextPageToken` is null on the last. \
+                           (With `watch=true`, the event stream.)",
+                       "content": content}),
             );
         }
         Answer::One(model) => {
@@ -239,10 +251,11 @@ fn operation(op: &Operation) -> Value {
         responses.insert("404".into(), error("No such resource in the caller's workspace."));
     }
     if op.body.is_some() {
-        responses.insert(
-            "409".into(),
-            error("The version named is no longer current, the name is taken, or the idempotency key was used for another request."),
-        );
+        let conflict = match op.method {
+            "post" => "The name is taken, or the `Idempotency-Key` is in use or was used for another request.",
+            _ => "The version named (`If-Match`) is no longer current, or the name is taken.",
+        };
+        responses.insert("409".into(), error(conflict));
         responses.insert("413".into(), error("The body is larger than 1 MiB."));
     }
     responses.insert("429".into(), error("Over the workspace's request rate or a quota; `Retry-After` says when."));
@@ -255,7 +268,8 @@ fn operation(op: &Operation) -> Value {
         "responses": responses,
     });
     if let Some(model) = op.body {
-        value["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": schema_ref(model)}}});
+        value["requestBody"] =
+            json!({"required": true, "content": {"application/json": {"schema": schema_ref(model)}}});
     }
     value
 }
@@ -268,8 +282,8 @@ impl Answer {
 }
 
 fn build() -> Value {
-    let schema: Value =
-        serde_json::from_str(include_str!("../../schema/toolset-service.schema.json")).expect("the shipped schema is JSON");
+    let schema: Value = serde_json::from_str(include_str!("../../schema/toolset-service.schema.json"))
+        .expect("the shipped schema is JSON");
     let schemas = rebased(schema["$defs"].clone());
     let mut paths = Map::new();
     for op in OPERATIONS {
@@ -305,6 +319,14 @@ fn build() -> Value {
                     "description": "Only the items whose `metadata.labels` match every requirement, comma-separated: \
                         `key=value` (or `==`), `key!=value`, `key` (has it), `!key` (has it not), \
                         `key in (a,b)`, `key notin (a,b)`.",
+                    "schema": {"type": "string"}},
+                "watch": {"name": "watch", "in": "query",
+                    "description": "`true`: answer with a stream of server-sent events that stays open \
+                        (at most 16 per workspace) instead of a page.",
+                    "schema": {"type": "boolean", "default": false}},
+                "Last-Event-ID": {"name": "Last-Event-ID", "in": "header",
+                    "description": "With `watch=true`: go on after this event (what an EventSource \
+                        sends when it reconnects); `pageToken` does the same.",
                     "schema": {"type": "string"}},
                 "If-Match": {"name": "If-Match", "in": "header",
                     "description": "The `ETag` read: the update is refused with 409 if the resource changed since. \

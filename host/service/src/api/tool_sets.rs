@@ -99,15 +99,12 @@ pub(super) fn tool_set_json(row: &ToolSetRow) -> Value {
     json!({"metadata": tool_set_metadata(row), "spec": row.spec, "info": info})
 }
 
-pub(super) async fn list_tool_sets(
-    State(service): State<Service>,
-    headers: HeaderMap,
-    list: ListQuery,
-) -> Answer {
+pub(super) async fn list_tool_sets(State(service): State<Service>, headers: HeaderMap, list: ListQuery) -> Answer {
     let actor = actor(&service, &headers).await?;
     let (store, workspace) = (&service.store, actor.workspace_id.as_str());
     let (rows, next) = list
         .page(
+            "toolset",
             |after, limit| async move { store.list_tool_sets(workspace, &after, limit).await },
             |row: &ToolSetRow| (row.id.as_str(), row.name.as_str(), &row.labels),
         )
@@ -155,7 +152,13 @@ pub(super) async fn synced(
 
 pub(super) async fn create_tool_set(State(service): State<Service>, headers: HeaderMap, body: Body) -> Answer {
     let actor = actor(&service, &headers).await?;
+    let key = idempotency_key(&headers)?;
     let body = body_of(body, "ToolSet").await?;
+    let request = format!("POST {} {body}", openapi::TOOL_SETS);
+    idempotent(&service, &actor, key, &request, make_tool_set(service.clone(), actor.clone(), body)).await
+}
+
+async fn make_tool_set(service: Service, actor: Actor, body: Value) -> Answer {
     service.check_spec(&body["spec"])?;
     let spec: ToolSetSpec = serde_json::from_value(body["spec"].clone())
         .map_err(|e| Refusal::invalid(vec![("/spec".to_owned(), e.to_string())]))?;

@@ -53,6 +53,7 @@ pub(super) async fn list_tools(
     let (store, workspace, tool_set_id) = (&service.store, actor.workspace_id.as_str(), id.as_str());
     let (rows, next) = list
         .page(
+            "tool",
             |after, limit| async move { store.list_tools(workspace, tool_set_id, &after, limit).await },
             |row: &ToolRow| (row.id.as_str(), row.name.as_str(), &row.labels),
         )
@@ -117,7 +118,13 @@ pub(super) async fn create_tool(
     body: Body,
 ) -> Answer {
     let actor = actor(&service, &headers).await?;
+    let key = idempotency_key(&headers)?;
     let body = body_of(body, "Tool").await?;
+    let request = format!("POST /v1/tool_sets/{set}/tools {body}");
+    idempotent(&service, &actor, key, &request, make_tool(service.clone(), actor.clone(), set, body)).await
+}
+
+async fn make_tool(service: Service, actor: Actor, set: String, body: Value) -> Answer {
     let tool_set = find_tool_set(&service, &actor, &set).await?;
     may_change_tools(&actor, &tool_set)?;
     if kind_of(&tool_set.spec) != Some("http") {
