@@ -399,3 +399,78 @@ pub(crate) fn the_document_lists_and_creates(base: &str, upstream_url: &str) {
     idempotent_creates(base, &document, upstream_url);
     watching_events(base, &document, upstream_url);
 }
+
+/// openapi-python-client, pinned: the generator the client test runs.
+const GENERATOR: &str = "openapi-python-client==0.29.1";
+
+/// A client generated from the document the service serves, by a
+/// generator from PyPI, creates an http tool set (retried with its
+/// `Idempotency-Key`), adds a tool, and reads its tools and events; a
+/// hostile header comes back as the API's error with its pointer.
+fn a_generated_client_drives(store: &str, dir: &std::path::Path) {
+    // Made once for both tests (they run side by side).
+    static VENV: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let venv = VENV.get_or_init(|| toolhost_tests::python_venv("openapi-client-venv", &[GENERATOR]));
+    let api = "127.0.0.1:9";
+    let config = crate::service::service_config(dir, store, api);
+    let (_service, base) = crate::service::spawn_service(&config);
+    let document = rest("GET", &format!("{base}/v1/openapi.json"), None, None, &[]).body;
+    let spec = dir.join("openapi.json");
+    std::fs::write(&spec, document.to_string()).unwrap();
+    let generated = dir.join("client");
+    // With the venv's programs first on PATH: the generator formats what
+    // it writes with its own ruff.
+    let path = format!("{}:{}", venv.display(), std::env::var("PATH").unwrap_or_default());
+    let output = std::process::Command::new(venv.join("openapi-python-client"))
+        .args(["generate", "--overwrite", "--path"])
+        .arg(&spec)
+        .arg("--output-path")
+        .arg(&generated)
+        .env("PATH", &path)
+        .output()
+        .expect("run openapi-python-client");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{said}");
+    assert!(!said.contains("Warning"), "the generator took the document with warnings: {said}");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/client.py");
+    let output = std::process::Command::new(venv.join("python"))
+        .arg(script)
+        .args([&base, ACME])
+        .arg(&generated)
+        .arg(format!("http://{api}"))
+        .output()
+        .expect("run the client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["statuses"], json!([201, 201]), "{report}");
+    assert_eq!((&report["replayed"], &report["sameId"]), (&json!("true"), &json!(true)), "{report}");
+    assert_eq!(report["mcpName"], "Weather_API", "{report}");
+    assert_eq!(report["tool"], "Weather_API__forecast", "{report}");
+    assert_eq!(report["tools"], json!(["forecast"]), "{report}");
+    assert_eq!(report["nextPageToken"], Value::Null, "{report}");
+    let events = report["events"].as_array().expect("events");
+    assert!(!events.is_empty() && events.iter().all(|e| e.as_str().unwrap().starts_with("sync_")), "{report}");
+    assert_eq!(report["refused"], json!({"error": true, "pointer": "/spec/config/http/headers/Host"}), "{report}");
+    // What the client made is what the service holds.
+    let id = report["toolSet"].as_str().unwrap();
+    let sets = rest("GET", &format!("{base}/v1/tool_sets?name=Weather%20API"), Some(ACME), None, &[]).body;
+    assert_eq!(sets["toolSets"].as_array().map(Vec::len), Some(1), "{sets}");
+    let tools = rest("GET", &format!("{base}/v1/tool_sets/{id}/tools"), Some(ACME), None, &[]).body;
+    assert_eq!(tools["tools"][0]["spec"]["config"]["http"]["query"], "city={city}", "{tools}");
+}
+
+#[test]
+fn a_client_generated_from_the_served_document_works_on_sqlite() {
+    let dir = crate::service::scratch("generated-sqlite");
+    a_generated_client_drives(&format!("sqlite://{}", dir.join("tools.db").display()), &dir);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_client_generated_from_the_served_document_works_on_postgresql() {
+    let postgres = toolhost_tests::Postgres::start("generated");
+    let dir = crate::service::scratch("generated-postgres");
+    a_generated_client_drives(&postgres.url, &dir);
+    std::fs::remove_dir_all(dir).ok();
+}
