@@ -104,7 +104,7 @@ pub fn mcp_conformance() -> PathBuf {
 /// Install npm `packages` (pinned names) by name from the npm registry into
 /// `target/<dir>`, unless a marker says that exact set is there already.
 /// Returns the directory.
-fn npm_install(dir: &str, packages: &[&str]) -> PathBuf {
+pub fn npm_install(dir: &str, packages: &[&str]) -> PathBuf {
     let dir = PathBuf::from(env!("TOOLHOST_PLUGIN_DIR")).join("..").join(dir);
     let wanted = packages.join(" ");
     let marker = dir.join("installed.txt");

@@ -42,6 +42,10 @@ pub(crate) fn routes(service: Service) -> Router {
         .route(TOOLS, get(list_tools).post(create_tool))
         .route(TOOL, get(get_tool).put(update_tool).delete(delete_tool))
         .route(DOCUMENT, get(|| async { json_response(StatusCode::OK, openapi::document()) }))
+        .route("/ui", get(console::page))
+        .route("/ui/", get(console::page))
+        .route("/ui/console.js", get(console::script))
+        .route("/ui/console.css", get(console::style))
         .with_state(service)
 }
 
@@ -601,6 +605,7 @@ fn same_id(body: &Value, id: &str) -> Result<(), Refusal> {
     }
 }
 
+mod console;
 mod events;
 pub(crate) mod openapi;
 mod selector;
