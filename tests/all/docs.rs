@@ -147,19 +147,24 @@ fn help(args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("UTF-8 help")
 }
 
-#[test]
-fn the_cli_reference_is_the_commands_own_help() {
-    let top = help(&["--help"]);
-    let commands: Vec<&str> = top
-        .lines()
+/// The subcommands a help text lists.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
         .skip_while(|l| *l != "Commands:")
         .skip(1)
         .take_while(|l| !l.is_empty())
         .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
-        .collect();
-    assert!(commands.contains(&"serve") && commands.contains(&"call"), "{top}");
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_cli_reference_is_the_commands_own_help() {
+    let top = help(&["--help"]);
+    let commands = subcommands(&top);
+    assert!(commands.iter().any(|c| c == "serve") && commands.iter().any(|c| c == "call"), "{top}");
     let mut page = String::from(
         "# CLI reference\n\n\
          Every command's help, as `toolhost COMMAND --help` prints it. This page is\n\
@@ -170,10 +175,16 @@ fn the_cli_reference_is_the_commands_own_help() {
     );
     page.push_str(&top);
     page.push_str("```\n");
-    for command in commands {
+    for command in &commands {
         page.push_str(&format!("\n## `toolhost {command}`\n\n```text\n"));
-        page.push_str(&help(&[command, "--help"]));
+        let text = help(&[command, "--help"]);
+        page.push_str(&text);
         page.push_str("```\n");
+        for sub in subcommands(&text) {
+            page.push_str(&format!("\n### `toolhost {command} {sub}`\n\n```text\n"));
+            page.push_str(&help(&[command, &sub, "--help"]));
+            page.push_str("```\n");
+        }
     }
     current("docs/src/reference/cli.md", &page);
 }

@@ -17,6 +17,7 @@ mod scaffold;
 mod serve;
 mod terminal;
 mod tools;
+mod toolsets;
 
 use std::process::ExitCode;
 
@@ -101,6 +102,8 @@ enum Command {
     Build(scaffold::BuildArgs),
     /// List a toolsets file's tools: name, enabled, approval, source
     Tools(tools::Args),
+    /// Manage a running tool-set service's tool sets: list, get, create, apply, delete, tools, events
+    Toolsets(toolsets::Args),
 }
 
 /// `toolhost --version`: the version, then the features this binary was
@@ -196,5 +199,6 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::New(args) => scaffold::new_command(args).await,
         Command::Build(args) => scaffold::build_command(args).await,
         Command::Tools(args) => tools::run(args).await,
+        Command::Toolsets(args) => toolsets::run(args).await,
     }
 }
