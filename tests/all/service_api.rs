@@ -95,6 +95,15 @@ fn every_operation_is_routed(base: &str, document: &Value) {
         }
     }
     assert_eq!(operations, 11);
+    // What the API does not have is refused in the same shape.
+    let reply = rest("GET", &format!("{base}/v1/tool_set"), Some(ACME), None, &[]);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_valid(document, "Error", &reply.body);
+    let reply = rest("PATCH", &format!("{base}/v1/tool_sets"), Some(ACME), Some(&json!({})), &[]);
+    assert_eq!(reply.status, 405, "{}", reply.body);
+    assert_valid(document, "Error", &reply.body);
+    assert_eq!(reply.header("allow"), "GET, POST");
+    assert_eq!(reply.body["error"]["status"], "UNIMPLEMENTED", "{}", reply.body);
 }
 
 /// The ids of a filtered list of tool sets, page by page.

@@ -171,3 +171,20 @@ fn the_toolsets_command_manages_a_running_service_on_postgresql() {
     drive(&postgres.url, &dir);
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A service setting that is wrong is said once, with where it is.
+#[test]
+fn a_bad_service_setting_is_reported_once() {
+    let dir = scratch("cli-bad-setting");
+    let config = service_config(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), "127.0.0.1:*");
+    let output = toolhost_tests::run_toolhost_with_env(
+        &["serve", "--http", "127.0.0.1:0", "--config", &config.display().to_string()],
+        None,
+        &[("ACME_KEY", ACME), ("ACME_BOT_KEY", ACME), ("GLOBEX_KEY", ACME)],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.matches("invalid host pattern `127.0.0.1:*`").count(), 1, "{stderr}");
+    assert!(stderr.contains("serve.service: allowedHosts: "), "{stderr}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -35,18 +35,43 @@ pub(crate) fn routes(service: Service) -> Router {
     use axum::routing::get;
     use openapi::{DOCUMENT, EVENTS, TOOL, TOOL_SET, TOOL_SETS, TOOLS};
     // The paths of `openapi::OPERATIONS`, which the served document lists.
+    // Every refusal is the one JSON shape, a path or method the API does
+    // not have among them.
     Router::new()
-        .route(TOOL_SETS, get(list_tool_sets).post(create_tool_set))
-        .route(TOOL_SET, get(get_tool_set).put(update_tool_set).delete(delete_tool_set))
-        .route(EVENTS, get(list_events))
-        .route(TOOLS, get(list_tools).post(create_tool))
-        .route(TOOL, get(get_tool).put(update_tool).delete(delete_tool))
-        .route(DOCUMENT, get(|| async { json_response(StatusCode::OK, openapi::document()) }))
+        .route(TOOL_SETS, get(list_tool_sets).post(create_tool_set).fallback(only("GET, POST")))
+        .route(
+            TOOL_SET,
+            get(get_tool_set).put(update_tool_set).delete(delete_tool_set).fallback(only("GET, PUT, DELETE")),
+        )
+        .route(EVENTS, get(list_events).fallback(only("GET")))
+        .route(TOOLS, get(list_tools).post(create_tool).fallback(only("GET, POST")))
+        .route(TOOL, get(get_tool).put(update_tool).delete(delete_tool).fallback(only("GET, PUT, DELETE")))
+        .route(DOCUMENT, get(|| async { json_response(StatusCode::OK, openapi::document()) }).fallback(only("GET")))
+        .route("/v1/{*rest}", axum::routing::any(no_such_path))
         .route("/ui", get(console::page))
         .route("/ui/", get(console::page))
         .route("/ui/console.js", get(console::script))
         .route("/ui/console.css", get(console::style))
         .with_state(service)
+}
+
+/// A path under `/v1` that the API does not have: `404`, as JSON.
+async fn no_such_path(uri: axum::http::Uri) -> Refusal {
+    Refusal::new(
+        StatusCode::NOT_FOUND,
+        format!("the API has no path `{}` (its paths: /v1/openapi.json)", cut(uri.path().to_owned())),
+    )
+}
+
+/// A method a path does not take: `405` with `Allow`, as JSON.
+fn only(allow: &'static str) -> impl Fn(axum::http::Method) -> std::future::Ready<Response> + Clone + Send + 'static {
+    move |method| {
+        let refusal =
+            Refusal::new(StatusCode::METHOD_NOT_ALLOWED, format!("this path does not take {method}; it takes {allow}"));
+        let mut response = axum::response::IntoResponse::into_response(refusal);
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        std::future::ready(response)
+    }
 }
 
 /// A refusal: status, message, and the problems of a body by pointer.
@@ -85,6 +110,7 @@ fn status_name(status: StatusCode) -> &'static str {
         StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
         StatusCode::FORBIDDEN => "PERMISSION_DENIED",
         StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "UNIMPLEMENTED",
         StatusCode::CONFLICT => "ABORTED",
         StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "RESOURCE_EXHAUSTED",
         StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",

@@ -64,12 +64,19 @@ impl std::fmt::Debug for Service {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServiceError {
-    /// The store could not be opened.
+    /// The store could not be opened. (Its cause is in the message, not
+    /// also a `source`, which a printed chain would repeat.)
     #[error("cannot open the store: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// The settings are unusable.
-    #[error("{0}")]
+    #[error(transparent)]
     Settings(#[from] SettingsError),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> ServiceError {
+        ServiceError::Store(error)
+    }
 }
 
 impl Service {
