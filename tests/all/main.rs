@@ -43,6 +43,7 @@ mod outbound;
 mod plugins;
 mod production;
 mod properties;
+mod python;
 mod remote;
 mod runtime;
 mod sandbox;

@@ -1,0 +1,138 @@
+"""The Python package against real plugins built from this repository:
+`TOOLHOST_PLUGINS` (the example plugins) and `TOOLHOST_FIXTURES` (the test
+fixtures, the hostile one among them) name their directories."""
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+import toolhost
+
+PLUGINS = os.environ["TOOLHOST_PLUGINS"]
+FIXTURES = os.environ["TOOLHOST_FIXTURES"]
+
+
+@pytest.fixture(scope="module")
+def calculator():
+    return toolhost.Plugin.load(os.path.join(PLUGINS, "calculator.wasm"), timeout=10)
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    return toolhost.Plugin.load(os.path.join(FIXTURES, "hostile.wasm"), timeout=1)
+
+
+def test_tools_are_the_plugins_own(calculator):
+    tools = {tool["name"]: tool for tool in calculator.tools()}
+    assert sorted(tools) == ["add", "divide", "multiply", "subtract"]
+    assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
+    assert calculator.name == "calculator"
+
+
+def test_a_blocking_call_answers(calculator):
+    result = calculator.call_sync("add", {"a": 2, "b": 3})
+    assert result["content"] == [{"type": "text", "text": "5"}]
+    assert result["structuredContent"] == {"result": 5.0}
+
+
+def test_an_awaited_call_answers(calculator):
+    result = asyncio.run(calculator.call("multiply", {"a": 6, "b": 7}))
+    assert result["content"][0]["text"] == "42"
+
+
+def test_a_tool_error_is_a_result_not_an_exception(calculator):
+    result = calculator.call_sync("divide", {"a": 1, "b": 0})
+    assert result["isError"] is True
+
+
+def test_bad_arguments_are_refused_before_the_plugin_runs(calculator):
+    with pytest.raises(toolhost.InvalidArgumentsError) as refused:
+        calculator.call_sync("add", {"a": "two"})
+    assert "at /a:" in str(refused.value) and "/b" in str(refused.value)
+    with pytest.raises(TypeError):
+        calculator.call_sync("add", ["not", "a", "dict"])
+
+
+def test_an_unknown_tool_names_the_ones_there_are(calculator):
+    with pytest.raises(toolhost.UnknownToolError) as refused:
+        calculator.call_sync("modulo", {})
+    assert "`add`" in str(refused.value)
+
+
+def test_a_missing_plugin_is_a_load_error():
+    with pytest.raises(toolhost.LoadError):
+        toolhost.Plugin.load(os.path.join(PLUGINS, "missing.wasm"))
+
+
+def test_a_trap_and_a_runaway_are_exceptions_and_the_plugin_goes_on(hostile):
+    with pytest.raises(toolhost.PluginFaultError):
+        hostile.call_sync("panic")
+    with pytest.raises(toolhost.CallTimeoutError):
+        hostile.call_sync("spin")
+    assert not hostile.call_sync("ok").get("isError")
+
+
+def test_nothing_is_granted_that_was_not_given(hostile):
+    result = hostile.call_sync("read_file", {"path": "/etc/passwd"})
+    assert result.get("isError") is True
+
+
+def test_cancelling_the_task_stops_the_call():
+    # A minute of time: only the cancellation can end the spin sooner.
+    patient = toolhost.Plugin.load(os.path.join(FIXTURES, "hostile.wasm"), timeout=60)
+
+    async def cancel_a_spin():
+        task = asyncio.ensure_future(patient.call("spin"))
+        while patient.pool_stats()["busy"] == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_a_spin())
+    # The guest stops at once, not after its minute: waited for with a
+    # generous deadline, well inside that minute.
+    deadline = time.monotonic() + 30
+    while patient.pool_stats()["busy"] != 0:
+        assert time.monotonic() < deadline, "the cancelled call is still running"
+        time.sleep(0.05)
+    assert not patient.call_sync("ok").get("isError")
+
+
+def test_calls_from_threads_run_side_by_side(calculator):
+    results = []
+
+    def caller(n):
+        for i in range(50):
+            results.append(calculator.call_sync("add", {"a": n, "b": i})["structuredContent"]["result"])
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == sorted(float(n + i) for n in range(4) for i in range(50))
+
+
+def test_the_interpreter_runs_while_a_call_blocks():
+    # A call of 5 s that another thread makes; this thread calls meanwhile.
+    slow = toolhost.Plugin.load(os.path.join(FIXTURES, "hostile.wasm"), timeout=5)
+    started, finished = threading.Event(), threading.Event()
+
+    def spinner():
+        started.set()
+        with pytest.raises(toolhost.CallTimeoutError):
+            slow.call_sync("spin")
+        finished.set()
+
+    thread = threading.Thread(target=spinner)
+    thread.start()
+    started.wait()
+    # Were the GIL held through the spinning call, this thread would get
+    # here only after it ended.
+    assert slow.call_sync("ok").get("isError") is not True
+    assert not finished.is_set()
+    thread.join()
