@@ -384,6 +384,11 @@ fn watching_events(base: &str, document: &Value, upstream_url: &str) {
         assert!(std::time::Instant::now() < deadline, "no watch's place came back: {text}");
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
+    for list in [sets.clone(), format!("{sets}/{id}/tools")] {
+        let reply = rest("GET", &format!("{list}?watch=true"), Some(ACME), None, &[]);
+        assert_eq!(reply.status, 400, "{list}: {}", reply.body);
+        assert!(reply.body["error"]["message"].as_str().unwrap().contains("events"), "{}", reply.body);
+    }
     for (query, says) in [("watch=maybe", "watch"), ("watch=true&pageToken=event_", "pageToken")] {
         let reply = rest("GET", &format!("{sets}/{id}/events?{query}"), Some(ACME), None, &[]);
         assert_eq!(reply.status, 400, "{query}: {}", reply.body);

@@ -347,6 +347,11 @@ impl ListQuery {
         F: FnMut(String, i64) -> Fut,
         Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
     {
+        if self.watch {
+            // Only a tool set's events are watched; a page of another list
+            // would look like an answer to the watch.
+            return Err(Refusal::new(StatusCode::BAD_REQUEST, "watch is for a tool set's events, not this list"));
+        }
         let (mut after, size) = self.limits(prefix)?;
         if self.name.is_none() && self.selector.is_none() {
             let rows = fetch(after, size).await?;
