@@ -91,6 +91,15 @@ struct Answer {
     body: Value,
 }
 
+impl Answer {
+    /// The answer of `status` and body `text`: its JSON, else the text.
+    fn of(status: u16, text: String) -> Answer {
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        Answer { status, body }
+    }
+}
+
 fn service_failed(error: anyhow::Error) -> Failure {
     Failure { code: SERVICE_FAILED, error }
 }
@@ -130,9 +139,7 @@ impl Client {
             .text()
             .await
             .map_err(|e| service_failed(anyhow::anyhow!("{what}: the service's answer was cut short: {e}")))?;
-        let body =
-            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
-        Ok(Answer { status, body })
+        Ok(Answer::of(status, text))
     }
 
     /// [`Client::send`], refusing any answer but `expected`.
@@ -510,18 +517,19 @@ async fn watch_events(client: &Client, path: &str, json: bool) -> Result<u8, Fai
         })?;
         if response.status().as_u16() != 200 {
             let status = response.status().as_u16();
-            let body = response.text().await.unwrap_or_default();
-            let answer = Answer { status, body: serde_json::from_str(&body).unwrap_or(Value::String(body)) };
-            return Err(refused("watching", &answer));
+            let text = response.text().await.unwrap_or_default();
+            return Err(refused("watching", &Answer::of(status, text)));
         }
-        let mut pending = String::new();
+        // Bytes until a whole line: a character may be split across chunks.
+        let mut pending: Vec<u8> = Vec::new();
         let mut data = String::new();
         while let Some(chunk) =
             response.chunk().await.map_err(|e| service_failed(anyhow::anyhow!("watching: the stream broke: {e}")))?
         {
-            pending.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = pending.find('\n') {
-                let line: String = pending.drain(..=end).collect();
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|&byte| byte == b'\n') {
+                let bytes: Vec<u8> = pending.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&bytes);
                 let line = line.trim_end_matches(['\r', '\n']);
                 if let Some(value) = line.strip_prefix("data:") {
                     data.push_str(value.trim_start());
@@ -537,7 +545,8 @@ async fn watch_events(client: &Client, path: &str, json: bool) -> Result<u8, Fai
                         // header's and the type's longest.
                         let [time, kind, by, what] = event_row(&event).map(|cell| escaped(&cell).into_owned());
                         let header_line = if std::mem::take(&mut header) {
-                            format!("{:<24}  {:<14}  {:<12}  WHAT\n", "TIME", "EVENT", "BY")
+                            let [time, kind, by, what] = EVENT_HEADER;
+                            format!("{time:<24}  {kind:<14}  {by:<12}  {what}\n")
                         } else {
                             String::new()
                         };
