@@ -28,13 +28,13 @@ fn sha256(bytes: &[u8]) -> String {
 
 /// A test certificate authority and a certificate it signed for
 /// `localhost` and `127.0.0.1`, as PEM files.
-struct TestCa {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+pub(crate) struct TestCa {
+    pub(crate) ca: PathBuf,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
-fn test_ca(dir: &Path, name: &str) -> TestCa {
+pub(crate) fn test_ca(dir: &Path, name: &str) -> TestCa {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");

@@ -26,32 +26,40 @@ def hostile():
 
 
 def test_tools_are_the_plugins_own(calculator):
-    tools = {tool["name"]: tool for tool in calculator.tools()}
+    tools = {tool.name: tool for tool in calculator.tools()}
     assert sorted(tools) == ["add", "divide", "multiply", "subtract"]
-    assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
+    assert tools["add"].input_schema["required"] == ["a", "b"]
+    assert tools["add"].title == "Add" and tools["add"].toolset is None
+    assert tools["add"].mcp()["inputSchema"] == tools["add"].input_schema
+    assert tools["add"].openai()["function"]["parameters"] == tools["add"].input_schema
+    assert tools["add"].anthropic()["input_schema"] == tools["add"].input_schema
     assert calculator.name == "calculator"
 
 
 def test_a_blocking_call_answers(calculator):
     result = calculator.call_sync("add", {"a": 2, "b": 3})
-    assert result["content"] == [{"type": "text", "text": "5"}]
-    assert result["structuredContent"] == {"result": 5.0}
+    assert result.content == [toolhost.TextContent("5")]
+    assert result.text == "5" and result.is_error is False
+    assert result.structured_content == {"result": 5.0}
+    assert result.to_dict() == {"content": [{"type": "text", "text": "5"}], "structuredContent": {"result": 5.0}}
 
 
 def test_an_awaited_call_answers(calculator):
     result = asyncio.run(calculator.call("multiply", {"a": 6, "b": 7}))
-    assert result["content"][0]["text"] == "42"
+    assert result.text == "42"
 
 
 def test_a_tool_error_is_a_result_not_an_exception(calculator):
     result = calculator.call_sync("divide", {"a": 1, "b": 0})
-    assert result["isError"] is True
+    assert result.is_error is True and result.text
 
 
 def test_bad_arguments_are_refused_before_the_plugin_runs(calculator):
     with pytest.raises(toolhost.InvalidArgumentsError) as refused:
         calculator.call_sync("add", {"a": "two"})
     assert "at /a:" in str(refused.value) and "/b" in str(refused.value)
+    assert [(v["pointer"], v["keyword"]) for v in refused.value.violations] == [("/a", "type"), ("/b", "required")]
+    assert refused.value.model_text.startswith("invalid arguments for `add`; the tool did not run")
     with pytest.raises(TypeError):
         calculator.call_sync("add", ["not", "a", "dict"])
 
@@ -72,12 +80,12 @@ def test_a_trap_and_a_runaway_are_exceptions_and_the_plugin_goes_on(hostile):
         hostile.call_sync("panic")
     with pytest.raises(toolhost.CallTimeoutError):
         hostile.call_sync("spin")
-    assert not hostile.call_sync("ok").get("isError")
+    assert not hostile.call_sync("ok").is_error
 
 
 def test_nothing_is_granted_that_was_not_given(hostile):
     result = hostile.call_sync("read_file", {"path": "/etc/passwd"})
-    assert result.get("isError") is True
+    assert result.is_error is True
 
 
 def test_cancelling_the_task_stops_the_call():
@@ -99,7 +107,7 @@ def test_cancelling_the_task_stops_the_call():
     while patient.pool_stats()["busy"] != 0:
         assert time.monotonic() < deadline, "the cancelled call is still running"
         time.sleep(0.05)
-    assert not patient.call_sync("ok").get("isError")
+    assert not patient.call_sync("ok").is_error
 
 
 def test_calls_from_threads_run_side_by_side(calculator):
@@ -107,7 +115,7 @@ def test_calls_from_threads_run_side_by_side(calculator):
 
     def caller(n):
         for i in range(50):
-            results.append(calculator.call_sync("add", {"a": n, "b": i})["structuredContent"]["result"])
+            results.append(calculator.call_sync("add", {"a": n, "b": i}).structured_content["result"])
 
     threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
     for thread in threads:
@@ -133,6 +141,18 @@ def test_the_interpreter_runs_while_a_call_blocks():
     started.wait()
     # Were the GIL held through the spinning call, this thread would get
     # here only after it ended.
-    assert slow.call_sync("ok").get("isError") is not True
+    assert slow.call_sync("ok").is_error is not True
     assert not finished.is_set()
     thread.join()
+
+
+def test_a_plugin_reads_only_the_secrets_it_is_granted():
+    path = os.path.join(FIXTURES, "sdk-secrets.wasm")
+    granted = toolhost.Plugin.load(path, secrets=["SERVICE_TOKEN"], secret_provider={"SERVICE_TOKEN": "abcd"})
+    assert granted.call_sync("token_length").text == "the token has 4 characters"
+    # The same provider, the secret not granted: the call is refused
+    # before the plugin runs.
+    ungranted = toolhost.Plugin.load(path, secret_provider={"SERVICE_TOKEN": "abcd"})
+    with pytest.raises(toolhost.MissingSecretError) as refused:
+        ungranted.call_sync("token_length")
+    assert "`SERVICE_TOKEN`" in str(refused.value) and "abcd" not in str(refused.value)

@@ -3,104 +3,141 @@ in process.
 
     >>> import toolhost
     >>> calculator = toolhost.Plugin.load("target/plugins/calculator.wasm", timeout=5)
-    >>> calculator.call_sync("add", {"a": 2, "b": 3})["content"][0]["text"]
+    >>> calculator.call_sync("add", {"a": 2, "b": 3}).text
     '5'
 
 A plugin is granted nothing it is not given: paths, hosts, config, memory
-and time come from `Plugin.load`'s arguments. Every call's arguments are
-checked against the tool's input schema before the plugin runs, and its
-result against the output schema after.
+and time come from `Plugin.load`'s arguments or the toolsets file. Every
+call's arguments are checked against the tool's input schema before the
+tool runs, and its result against the output schema after.
+
+`Registry` holds many toolsets under one set of names: Wasm plugins (files,
+`https://`, `oci://`), remote MCP servers, and tools written in Python
+(`Registry.add_tools`).
 """
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _toolhost
+from ._content import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
 from ._toolhost import (
+    ApprovalDeniedError,
+    CallResult,
     CallTimeoutError,
     InvalidArgumentsError,
     LoadError,
+    MissingSecretError,
+    OutputTooLargeError,
     PluginFaultError,
+    ToolError,
     ToolhostError,
+    ToolInfo,
     UnknownToolError,
     __version__,
 )
+from ._tools import ToolResult, describe, tool
 
 
-def _arguments(arguments: Optional[Mapping[str, Any]]) -> Optional[dict]:
-    if arguments is None:
-        return None
-    if not isinstance(arguments, Mapping):
-        raise TypeError(f"arguments must be a mapping, not {type(arguments).__name__}")
-    return dict(arguments)
-
-
-class Plugin:
-    """A loaded plugin: its tools, and calls to them."""
-
-    __slots__ = ("_native",)
-
-    def __init__(self, native: "_toolhost.Plugin") -> None:
-        self._native = native
+class Plugin(_toolhost.Plugin):
+    """A plugin loaded on its own, with the grants its arguments give:
+    `Plugin.load(path, timeout=, memory_mb=, allow_hosts=, allow_paths=,
+    config=, secrets=, secret_provider=)`. Calls take the same keywords as
+    `Registry`'s."""
 
     @classmethod
-    def load(
-        cls,
-        path: str,
-        *,
-        timeout: Optional[float] = None,
-        memory_mb: Optional[int] = None,
-        allow_hosts: Sequence[str] = (),
-        allow_paths: Sequence[str] = (),
-        config: Optional[Mapping[str, str]] = None,
-    ) -> "Plugin":
-        """Load the plugin at `path`, granting it only what the arguments say:
-        `timeout` seconds per call, `memory_mb` of memory, the hosts of
+    def load(cls, path: str, **grants: Any) -> "Plugin":
+        """Load the plugin at `path`, granting it only what the keywords
+        say: `timeout` seconds per call, `memory_mb` of memory, the hosts of
         `allow_hosts` (`api.example.com`, `*.example.com:443`), the
-        directories of `allow_paths` (`HOST[:GUEST][:ro|rw]`), `config`."""
-        native = _toolhost.Plugin.load(
-            str(path),
-            timeout=timeout,
-            memory_mb=memory_mb,
-            allow_hosts=list(allow_hosts),
-            allow_paths=list(allow_paths),
-            config=dict(config) if config is not None else None,
-        )
-        return cls(native)
+        directories of `allow_paths` (`HOST[:GUEST][:ro|rw]`), `config`
+        values, and the `secrets` it may read from `secret_provider` (a
+        mapping, or a callable `name -> str | None`; else the
+        environment)."""
+        provider = grants.get("secret_provider")
+        if isinstance(provider, Mapping):
+            grants["secret_provider"] = dict(provider).get
+        return cls(str(path), **grants)
 
-    @property
-    def name(self) -> str:
-        """The plugin's name."""
-        return self._native.name
+    async def call(self, name: str, arguments: Optional[dict] = None, **options: Any) -> CallResult:
+        """Call tool `name`; cancelling the awaiting task stops the call.
+        The keywords are `call_sync`'s."""
+        return await self._call(name, arguments, **options)
 
-    def tools(self) -> list:
-        """Its tools, each a dict as MCP's `Tool`."""
-        return self._native.tools()
 
-    def call_sync(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> dict:
-        """Call tool `name`, blocking this thread (not the interpreter): the
-        result, a dict as MCP's `CallToolResult`."""
-        return self._native.call_sync(name, _arguments(arguments))
+class Registry(_toolhost.Registry):
+    """Toolsets and their tools, under namespaced names (`<toolset>__<tool>`).
 
-    async def call(self, name: str, arguments: Optional[Mapping[str, Any]] = None) -> dict:
-        """Call tool `name`; cancelling the awaiting task stops the call."""
-        return await self._native.call(name, _arguments(arguments))
+    `secrets` is where declared secrets come from: a mapping, or a callable
+    `secrets(name) -> str | None` (sync or async); else `secrets_dir`, a
+    directory of files named after the secrets; else the environment.
+    `approve(tool, arguments) -> bool | str` (sync or async) decides on
+    calls of tools that require approval: `True` runs the tool, a string
+    denies with that reason; without it, such calls are denied.
+    """
 
-    def pool_stats(self) -> dict:
-        """Its instances: `size` (at most at once), `idle`, `busy` (running a
-        call now), `idle_memory_bytes`."""
-        return self._native.pool_stats()
+    def __new__(
+        cls,
+        *,
+        secrets: Union[Mapping[str, str], Callable[[str], Any], None] = None,
+        secrets_dir: Optional[str] = None,
+        approve: Optional[Callable[[ToolInfo, dict], Any]] = None,
+    ) -> "Registry":
+        if isinstance(secrets, Mapping):
+            secrets = dict(secrets).get
+        return super().__new__(cls, secrets=secrets, secrets_dir=secrets_dir, approve=approve)
 
-    def __repr__(self) -> str:
-        return repr(self._native)
+    def __init__(self, **_options: Any) -> None:
+        pass
+
+    @classmethod
+    def from_file(cls, path: str, **options: Any) -> "Registry":
+        """A registry with the toolsets file at `path` loaded; a toolset
+        that fails to load raises `LoadError` naming it and why."""
+        registry = cls(**options)
+        report = registry.load(str(path))
+        if report["failures"]:
+            reasons = "; ".join(f"{f['toolset']}: {f['error']}" for f in report["failures"])
+            raise LoadError(f"toolsets of {path} did not load: {reasons}")
+        return registry
+
+    async def call(self, name: str, arguments: Optional[dict] = None, **options: Any) -> CallResult:
+        """Call the tool `name` (`<toolset>__<tool>`) with `arguments`;
+        cancelling the awaiting task stops the call. `options` are
+        `call_sync`'s: `timeout` (seconds), `user_id`, `meta`, and the
+        caller's hooks `on_log(level, message)`, `on_progress(progress,
+        total, message)`, `on_request(method, params)`."""
+        return await self._call(name, arguments, **options)
+
+    def add_tools(self, toolset: str, functions: Iterable[Callable]) -> list:
+        """Add the Python functions `functions` (sync or async; marked with
+        `@toolhost.tool` or not) as the built-in toolset `toolset`: their
+        tools are `<toolset>__<name>`, described from their signatures and
+        docstrings, called with arguments checked against that schema.
+        Replaces a toolset of that id added before. Returns warnings."""
+        return self._add_builtin(toolset, [describe(function) for function in functions])
 
 
 __all__ = [
+    "ApprovalDeniedError",
+    "AudioContent",
+    "CallResult",
     "CallTimeoutError",
+    "EmbeddedResource",
+    "ImageContent",
     "InvalidArgumentsError",
     "LoadError",
+    "MissingSecretError",
+    "OutputTooLargeError",
     "Plugin",
     "PluginFaultError",
+    "Registry",
+    "ResourceLink",
+    "TextContent",
+    "ToolError",
+    "ToolInfo",
+    "ToolResult",
     "ToolhostError",
     "UnknownToolError",
     "__version__",
+    "tool",
 ]

@@ -1,0 +1,287 @@
+//! Python callables as the library's hooks: approval, secrets, the
+//! caller's side of a call (log lines, progress, requests), and built-in
+//! tools. A hook may be a plain function or a coroutine function.
+//!
+//! A plain function runs on a blocking thread of the runtime (it holds the
+//! GIL while it runs, never a runtime worker). A coroutine function runs on
+//! the event loop of the `await registry.call(...)` that reached it; from
+//! `call_sync`, which has no loop of its own to lend, it runs to completion
+//! with `asyncio.run` on a blocking thread. An exception a hook raises
+//! never unwinds into the library: each use below says what it means.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3_async_runtimes::TaskLocals;
+use serde_json::Value;
+use toolhost::{
+    Approval, ApprovalRequest, Approver, BoxFuture, BuiltinCall, BuiltinError, CallClient, CallToolResult,
+    ClientNotice, ClientRequest, SecretError, SecretProvider,
+};
+
+tokio::task_local! {
+    /// The event loop of the awaited call being run, for coroutine hooks.
+    pub(crate) static EVENT_LOOP: TaskLocals;
+}
+
+/// A Python callable and whether calling it gives a coroutine.
+pub(crate) struct Hook {
+    callable: Py<PyAny>,
+    is_async: bool,
+}
+
+impl Hook {
+    /// `callable`, asking `inspect` whether it is a coroutine function.
+    pub(crate) fn new(callable: &Bound<'_, PyAny>) -> PyResult<Arc<Hook>> {
+        let py = callable.py();
+        if !callable.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "a hook must be callable, not {}",
+                callable.get_type().name()?
+            )));
+        }
+        let inspect = py.import("inspect")?;
+        let is_async = inspect.call_method1("iscoroutinefunction", (callable,))?.is_truthy()?
+            || callable
+                .getattr("__call__")
+                .and_then(|call| inspect.call_method1("iscoroutinefunction", (call,)))
+                .and_then(|answer| answer.is_truthy())
+                .unwrap_or(false);
+        Ok(Arc::new(Hook { callable: callable.clone().unbind(), is_async }))
+    }
+}
+
+/// Call `hook` with the arguments `args` makes, as the module says: the
+/// value it returned (awaited, for a coroutine function).
+pub(crate) async fn call_hook<A>(hook: Arc<Hook>, args: A) -> PyResult<Py<PyAny>>
+where
+    A: FnOnce(Python<'_>) -> PyResult<Py<PyTuple>> + Send + 'static,
+{
+    if hook.is_async
+        && let Ok(locals) = EVENT_LOOP.try_with(TaskLocals::clone)
+    {
+        let future = Python::attach(|py| {
+            let coroutine = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
+            pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)
+        })?;
+        return future.await;
+    }
+    tokio::task::spawn_blocking(move || {
+        Python::attach(|py| {
+            let value = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
+            if hook.is_async || py.import("inspect")?.call_method1("isawaitable", (&value,))?.is_truthy()? {
+                Ok(py.import("asyncio")?.call_method1("run", (value,))?.unbind())
+            } else {
+                Ok(value.unbind())
+            }
+        })
+    })
+    .await
+    .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("the hook's thread failed: {e}")))?
+}
+
+/// `Type: message` of a Python exception, for the texts that carry it.
+pub(crate) fn describe(error: &PyErr) -> String {
+    Python::attach(|py| {
+        let kind = error.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+        let message = error.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+        if message.is_empty() { kind } else { format!("{kind}: {message}") }
+    })
+}
+
+/// The approval hook of one call: `hook(tool, arguments)`, where `tool` is
+/// the [`ToolInfo`](crate::result::ToolInfo) and `arguments` the validated
+/// arguments. `True` approves; `False` or `None` denies; a string denies
+/// with that reason; an exception denies, saying so (fail closed). Without
+/// a hook, a tool that requires approval is denied.
+pub(crate) struct PyApprover {
+    pub(crate) hook: Option<Arc<Hook>>,
+    /// The caller approved the call already (an agent framework asked its
+    /// own user): the hook is not asked.
+    pub(crate) approved: bool,
+    /// Whether it denied: the call then raises `ApprovalDeniedError`.
+    pub(crate) denied: AtomicBool,
+}
+
+impl PyApprover {
+    pub(crate) fn new(hook: Option<Arc<Hook>>, approved: bool) -> Self {
+        PyApprover { hook, approved, denied: AtomicBool::new(false) }
+    }
+
+    pub(crate) fn denied(&self) -> bool {
+        self.denied.load(Ordering::Relaxed)
+    }
+}
+
+impl Approver for PyApprover {
+    fn approve<'a>(&'a self, request: ApprovalRequest<'a>) -> BoxFuture<'a, Approval> {
+        let tool = crate::result::ToolInfo::of(request.tool);
+        let arguments = request.arguments.clone();
+        Box::pin(async move {
+            let answer = match &self.hook {
+                _ if self.approved => Approval::Approved,
+                None => Approval::Denied("it requires approval and no approval hook was given".to_owned()),
+                Some(hook) => {
+                    let args = move |py: Python<'_>| {
+                        let tool = Bound::new(py, tool)?;
+                        let arguments = pythonize::pythonize(py, &arguments)?;
+                        PyTuple::new(py, [tool.into_any(), arguments]).map(Bound::unbind)
+                    };
+                    match call_hook(Arc::clone(hook), args).await {
+                        Ok(answer) => Python::attach(|py| approval_of(answer.bind(py))),
+                        Err(error) => Approval::Denied(format!("the approval hook failed ({})", describe(&error))),
+                    }
+                }
+            };
+            if matches!(answer, Approval::Denied(_)) {
+                self.denied.store(true, Ordering::Relaxed);
+            }
+            answer
+        })
+    }
+}
+
+fn approval_of(answer: &Bound<'_, PyAny>) -> Approval {
+    if let Ok(true) = answer.extract::<bool>() {
+        return Approval::Approved;
+    }
+    if let Ok(reason) = answer.extract::<String>() {
+        return Approval::Denied(reason);
+    }
+    Approval::Denied("the approval hook did not approve it".to_owned())
+}
+
+/// Secrets from a Python callable: `hook(name)` gives the value, or `None`
+/// when there is none. An exception is a failed lookup (the call is
+/// refused, naming the secret).
+pub(crate) struct PySecrets {
+    pub(crate) hook: Arc<Hook>,
+}
+
+impl SecretProvider for PySecrets {
+    fn secret<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<String>, SecretError>> {
+        let owned = name.to_owned();
+        Box::pin(async move {
+            let args = move |py: Python<'_>| PyTuple::new(py, [owned]).map(Bound::unbind);
+            let value = call_hook(Arc::clone(&self.hook), args)
+                .await
+                .map_err(|error| SecretError(format!("the secret provider failed ({})", describe(&error))))?;
+            Python::attach(|py| {
+                let value = value.bind(py);
+                if value.is_none() {
+                    return Ok(None);
+                }
+                value.extract::<String>().map(Some).map_err(|_| {
+                    SecretError(format!(
+                        "the secret provider gave a {} for `{name}`, not a string",
+                        value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    ))
+                })
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        "the Python secret provider".to_owned()
+    }
+}
+
+/// The caller's side of one call: `on_progress(progress, total, message)`
+/// for the plugin's progress notices, `on_request(method, params)` for
+/// what it asks of the client (`elicitation/create`,
+/// `sampling/createMessage`, `roots/list`: the answer is the protocol's
+/// result as a dict). An exception from `on_request` is the plugin's
+/// refusal, with its text; one from `on_progress` is reported as
+/// unraisable and the call goes on.
+pub(crate) struct PyClient {
+    pub(crate) on_progress: Option<Arc<Hook>>,
+    pub(crate) on_request: Option<Arc<Hook>>,
+}
+
+impl CallClient for PyClient {
+    fn request(
+        &self,
+        request: ClientRequest,
+        params: toolhost::protocol::JsonObject,
+    ) -> BoxFuture<'_, Result<Value, String>> {
+        Box::pin(async move {
+            let Some(hook) = &self.on_request else {
+                return Err(format!("the caller does not answer {}", request.method()));
+            };
+            let args = move |py: Python<'_>| {
+                let params = pythonize::pythonize(py, &params)?;
+                PyTuple::new(py, [request.method().into_pyobject(py)?.into_any(), params]).map(Bound::unbind)
+            };
+            let answer = call_hook(Arc::clone(hook), args).await.map_err(|error| describe(&error))?;
+            Python::attach(|py| pythonize::depythonize::<Value>(answer.bind(py)).map_err(|e| e.to_string()))
+        })
+    }
+
+    fn notify(&self, notice: ClientNotice) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let (Some(hook), ClientNotice::Progress(params)) = (&self.on_progress, &notice) else {
+                return;
+            };
+            let progress = params.get("progress").and_then(Value::as_f64).unwrap_or_default();
+            let total = params.get("total").and_then(Value::as_f64);
+            let message = params.get("message").and_then(Value::as_str).map(str::to_owned);
+            let args = move |py: Python<'_>| {
+                PyTuple::new(
+                    py,
+                    [
+                        progress.into_pyobject(py)?.into_any(),
+                        total.into_pyobject(py)?.into_any(),
+                        message.into_pyobject(py)?.into_any(),
+                    ],
+                )
+                .map(Bound::unbind)
+            };
+            if let Err(error) = call_hook(Arc::clone(hook), args).await {
+                Python::attach(|py| error.write_unraisable(py, None));
+            }
+        })
+    }
+}
+
+/// A built-in tool's handler calling `invoke(arguments, meta)`, the
+/// package's wrapper around the Python function: it answers with the
+/// result as a dict, or raises `ToolError` for an error the model reads.
+/// Any other exception means the tool could not run: the call fails with
+/// `PluginFaultError`, naming the exception.
+pub(crate) fn builtin_handler(hook: Arc<Hook>) -> toolhost::BuiltinHandler {
+    Arc::new(move |call: BuiltinCall| {
+        let hook = Arc::clone(&hook);
+        Box::pin(async move {
+            let BuiltinCall { arguments, meta, .. } = call;
+            let args = move |py: Python<'_>| {
+                let arguments = pythonize::pythonize(py, &arguments)?;
+                let meta = pythonize::pythonize(py, &meta)?;
+                PyTuple::new(py, [arguments, meta]).map(Bound::unbind)
+            };
+            let answer = call_hook(hook, args).await;
+            Python::attach(|py| match answer {
+                Ok(value) => pythonize::depythonize::<CallToolResult>(value.bind(py))
+                    .map_err(|e| BuiltinError::Unavailable(format!("the tool's result is not a CallToolResult: {e}"))),
+                Err(error) if error.is_instance_of::<crate::errors::ToolError>(py) => {
+                    Err(BuiltinError::Tool(error.value(py).str().map(|s| s.to_string()).unwrap_or_default()))
+                }
+                Err(error) => Err(BuiltinError::Unavailable(describe(&error))),
+            })
+        }) as BoxFuture<'static, Result<CallToolResult, BuiltinError>>
+    })
+}
+
+/// A log sink calling `on_log(level, message)` (redacted lines); an
+/// exception it raises is reported as unraisable.
+pub(crate) fn log_sink(hook: Arc<Hook>) -> impl Fn(toolhost::GuestLog<'_>) + Send + Sync + 'static {
+    move |line| {
+        let (level, message) = (line.level.to_string(), line.message.to_owned());
+        Python::attach(|py| {
+            if let Err(error) = hook.callable.bind(py).call1((level, message)) {
+                error.write_unraisable(py, None);
+            }
+        });
+    }
+}

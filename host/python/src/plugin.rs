@@ -1,0 +1,176 @@
+//! `toolhost.Plugin`: one plugin, loaded with the grants its arguments
+//! give, its tools and calls to them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::call::{CallOptions, Pace, arguments_of, awaitable, blocking, host_runtime, runtime};
+use crate::errors::{LoadError, to_py};
+use crate::result::{CallResult, ToolInfo, infos};
+
+/// A loaded plugin: its tools, and calls to them.
+#[pyclass(frozen, subclass, module = "toolhost")]
+pub(crate) struct Plugin {
+    inner: Arc<toolhost::Plugin>,
+}
+
+#[pymethods]
+impl Plugin {
+    /// Load the plugin at `path`, granting it what the arguments say and
+    /// nothing else: `timeout` seconds per call, `memory_mb` of memory,
+    /// `allow_hosts` (patterns, `api.example.com`, `*.example.com:443`) it
+    /// may reach, `allow_paths` (`HOST[:GUEST][:ro|rw]`) it may see,
+    /// `config` values, and the `secrets` it may read, from
+    /// `secret_provider` (a callable `name -> str | None`, sync or async)
+    /// or else the environment.
+    #[new]
+    #[pyo3(signature = (path, *, timeout=None, memory_mb=None, allow_hosts=Vec::new(), allow_paths=Vec::new(), config=None, secrets=Vec::new(), secret_provider=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        timeout: Option<f64>,
+        memory_mb: Option<u64>,
+        allow_hosts: Vec<String>,
+        allow_paths: Vec<String>,
+        config: Option<std::collections::BTreeMap<String, String>>,
+        secrets: Vec<String>,
+        secret_provider: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Plugin> {
+        let mut builder = host_runtime().plugin_from_file(&path).with_granted_secrets(secrets);
+        if let Some(provider) = secret_provider {
+            builder = builder
+                .with_secret_provider(Arc::new(crate::hooks::PySecrets { hook: crate::hooks::Hook::new(&provider)? }));
+        }
+        if let Some(seconds) = timeout {
+            let timeout = Duration::try_from_secs_f64(seconds)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?;
+            builder = builder.with_timeout(timeout);
+        }
+        if let Some(megabytes) = memory_mb {
+            builder = builder.with_memory_max_bytes(megabytes.saturating_mul(1024 * 1024));
+        }
+        for host in allow_hosts {
+            builder = builder.with_allowed_host(host);
+        }
+        for grant in allow_paths {
+            let grant: toolhost::PathGrant =
+                grant.parse().map_err(|e: toolhost::PolicyError| LoadError::new_err(e.to_string()))?;
+            builder = builder.with_allowed_path(grant);
+        }
+        for (key, value) in config.unwrap_or_default() {
+            builder = builder.with_config(key, value);
+        }
+        let plugin = py.detach(|| runtime().block_on(builder.build())).map_err(|e| to_py(py, &e))?;
+        Ok(Plugin { inner: Arc::new(plugin) })
+    }
+
+    /// The plugin's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// Its tools (`ToolInfo`), checked at load.
+    fn tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        infos(py, self.inner.tools().iter().map(ToolInfo::of_plugin))
+    }
+
+    /// Call `name` with `arguments` (a dict), blocking this thread (not
+    /// the interpreter) until the result.
+    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn call_sync<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        arguments: Option<Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        user_id: Option<String>,
+        meta: Option<Bound<'py, PyDict>>,
+        on_log: Option<Bound<'py, PyAny>>,
+        on_progress: Option<Bound<'py, PyAny>>,
+        on_request: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<CallResult> {
+        let arguments = arguments_of(arguments)?;
+        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
+        let plugin = Arc::clone(&self.inner);
+        blocking(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), |context| async move {
+            plugin.call_tool_with(&name, arguments, &context).await.map_err(|e| Python::attach(|py| to_py(py, &e)))
+        })
+    }
+
+    /// Call `name` with `arguments`: an awaitable of the result, to await
+    /// on a running event loop (the package's `async def call` does).
+    /// Cancelling the awaiting task stops the call.
+    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _call<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        arguments: Option<Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        user_id: Option<String>,
+        meta: Option<Bound<'py, PyDict>>,
+        on_log: Option<Bound<'py, PyAny>>,
+        on_progress: Option<Bound<'py, PyAny>>,
+        on_request: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arguments = arguments_of(arguments)?;
+        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
+        let plugin = Arc::clone(&self.inner);
+        awaitable(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), |context| async move {
+            plugin.call_tool_with(&name, arguments, &context).await.map_err(|e| Python::attach(|py| to_py(py, &e)))
+        })
+    }
+
+    /// Its instances: `size` (at most at once), `idle`, `busy` (running a
+    /// call now), `idle_memory_bytes`.
+    fn pool_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        pool_stats(py, &self.inner.pool_stats())
+    }
+
+    /// Call `name` with `arguments` `iterations` times from Rust, the
+    /// interpreter released: the seconds the calls took. What the
+    /// benchmark compares Python's calls with (the Rust library's own
+    /// call, in the same process and run).
+    #[pyo3(signature = (name, arguments, iterations))]
+    fn _rust_call_loop(
+        &self,
+        py: Python<'_>,
+        name: String,
+        arguments: Bound<'_, PyAny>,
+        iterations: u64,
+    ) -> PyResult<f64> {
+        let arguments = arguments_of(Some(arguments))?;
+        let plugin = Arc::clone(&self.inner);
+        py.detach(|| {
+            runtime().block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iterations {
+                    plugin.call_tool(&name, arguments.clone()).await?;
+                }
+                Ok::<_, toolhost::Error>(start.elapsed().as_secs_f64())
+            })
+        })
+        .map_err(|e| to_py(py, &e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<toolhost.Plugin {} ({} tools)>", self.inner.name(), self.inner.tools().len())
+    }
+}
+
+/// A pool's figures as a dict.
+pub(crate) fn pool_stats<'py>(py: Python<'py>, stats: &toolhost::PoolStats) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("size", stats.size)?;
+    dict.set_item("idle", stats.idle)?;
+    dict.set_item("busy", stats.busy)?;
+    dict.set_item("idle_memory_bytes", stats.idle_memory_bytes)?;
+    Ok(dict)
+}
