@@ -23,40 +23,50 @@ use crate::result::CallResult;
 #[derive(Default)]
 pub(crate) struct CallOptions {
     context: CallContext,
+    /// `approved=True` (a registry's calls only): the caller had the call
+    /// approved already.
+    pub(crate) approved: bool,
 }
 
 impl CallOptions {
-    pub(crate) fn new(
-        timeout: Option<f64>,
-        user_id: Option<String>,
-        meta: Option<Bound<'_, PyDict>>,
-        on_log: Option<Bound<'_, PyAny>>,
-        on_progress: Option<Bound<'_, PyAny>>,
-        on_request: Option<Bound<'_, PyAny>>,
-    ) -> PyResult<CallOptions> {
+    /// The keywords of a call, each checked; `approvable` says whether
+    /// `approved` is one (a registry's calls). An unknown keyword is a
+    /// `TypeError`, as Python's own calls make it.
+    pub(crate) fn from_keywords(keywords: Option<&Bound<'_, PyDict>>, approvable: bool) -> PyResult<CallOptions> {
+        let mut options = CallOptions::default();
+        let Some(keywords) = keywords else {
+            return Ok(options);
+        };
+        let (mut on_progress, mut on_request) = (None, None);
         let mut context = CallContext::new();
-        if let Some(seconds) = timeout {
-            let timeout = Duration::try_from_secs_f64(seconds)
-                .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?;
-            context = context.with_timeout(timeout);
-        }
-        if let Some(user) = user_id {
-            context = context.with_user_id(user);
-        }
-        if let Some(meta) = meta {
-            context = context.with_meta(pythonize::depythonize(&meta)?);
-        }
-        if let Some(on_log) = on_log {
-            context = context.with_log_sink(log_sink(Hook::new(&on_log)?));
+        for (key, value) in keywords.iter() {
+            if value.is_none() {
+                continue;
+            }
+            match key.extract::<String>()?.as_str() {
+                "timeout" => {
+                    let timeout = Duration::try_from_secs_f64(value.extract()?)
+                        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?;
+                    context = context.with_timeout(timeout);
+                }
+                "user_id" => context = context.with_user_id(value.extract::<String>()?),
+                "meta" => context = context.with_meta(pythonize::depythonize(value.cast::<PyDict>()?)?),
+                "on_log" => context = context.with_log_sink(log_sink(Hook::new(&value)?)),
+                "on_progress" => on_progress = Some(Hook::new(&value)?),
+                "on_request" => on_request = Some(Hook::new(&value)?),
+                "approved" if approvable => options.approved = value.extract()?,
+                other => {
+                    return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                        "call() got an unexpected keyword argument '{other}'"
+                    )));
+                }
+            }
         }
         if on_progress.is_some() || on_request.is_some() {
-            let client = PyClient {
-                on_progress: on_progress.map(|hook| Hook::new(&hook)).transpose()?,
-                on_request: on_request.map(|hook| Hook::new(&hook)).transpose()?,
-            };
-            context = context.with_client(Arc::new(client));
+            context = context.with_client(Arc::new(PyClient { on_progress, on_request }));
         }
-        Ok(CallOptions { context })
+        options.context = context;
+        Ok(options)
     }
 }
 
@@ -171,7 +181,7 @@ where
     F: FnOnce(CallContext) -> Fut + Send,
     Fut: Future<Output = Outcome> + Send,
 {
-    let CallOptions { context } = options;
+    let CallOptions { context, .. } = options;
     let mut future = Timed { future: Box::pin(call(context)), busy: Duration::ZERO };
     let first = if pace.short() { poll_once(std::pin::Pin::new(&mut future)) } else { Poll::Pending };
     let (outcome, busy) = match first {
@@ -199,7 +209,7 @@ where
     Fut: Future<Output = Outcome> + Send + 'static,
 {
     let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-    let CallOptions { context } = options;
+    let CallOptions { context, .. } = options;
     let token = toolhost::CancellationToken::new();
     let stop = token.clone().drop_guard();
     let mut future = Timed { future: Box::pin(call(context.with_cancellation(token))), busy: Duration::ZERO };

@@ -80,23 +80,20 @@ impl Plugin {
     }
 
     /// Call `name` with `arguments` (a dict), blocking this thread (not
-    /// the interpreter) until the result.
-    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None))]
-    #[allow(clippy::too_many_arguments)]
+    /// the interpreter) until the result. The keywords: `timeout`
+    /// (seconds), `user_id`, `meta` (the call's `_meta`), `on_log(level,
+    /// message)`, `on_progress(progress, total, message)`,
+    /// `on_request(method, params)`.
+    #[pyo3(signature = (name, arguments=None, **options))]
     fn call_sync<'py>(
         &self,
         py: Python<'py>,
         name: String,
         arguments: Option<Bound<'py, PyAny>>,
-        timeout: Option<f64>,
-        user_id: Option<String>,
-        meta: Option<Bound<'py, PyDict>>,
-        on_log: Option<Bound<'py, PyAny>>,
-        on_progress: Option<Bound<'py, PyAny>>,
-        on_request: Option<Bound<'py, PyAny>>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<CallResult> {
         let arguments = arguments_of(arguments)?;
-        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
+        let options = CallOptions::from_keywords(options, false)?;
         let plugin = Arc::clone(&self.inner);
         blocking(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), |context| async move {
             plugin.call_tool_with(&name, arguments, &context).await.map_err(|e| Python::attach(|py| to_py(py, &e)))
@@ -106,22 +103,16 @@ impl Plugin {
     /// Call `name` with `arguments`: an awaitable of the result, to await
     /// on a running event loop (the package's `async def call` does).
     /// Cancelling the awaiting task stops the call.
-    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, arguments=None, **options))]
     fn _call<'py>(
         &self,
         py: Python<'py>,
         name: String,
         arguments: Option<Bound<'py, PyAny>>,
-        timeout: Option<f64>,
-        user_id: Option<String>,
-        meta: Option<Bound<'py, PyDict>>,
-        on_log: Option<Bound<'py, PyAny>>,
-        on_progress: Option<Bound<'py, PyAny>>,
-        on_request: Option<Bound<'py, PyAny>>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = arguments_of(arguments)?;
-        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
+        let options = CallOptions::from_keywords(options, false)?;
         let plugin = Arc::clone(&self.inner);
         awaitable(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), |context| async move {
             plugin.call_tool_with(&name, arguments, &context).await.map_err(|e| Python::attach(|py| to_py(py, &e)))

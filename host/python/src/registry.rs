@@ -144,24 +144,17 @@ impl Registry {
     /// thread (not the interpreter) until the result. `approved=True` says
     /// the caller has had the call approved already (an agent framework's
     /// own confirmation): the approval hook is not asked.
-    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None, approved=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, arguments=None, **options))]
     fn call_sync<'py>(
         &self,
         py: Python<'py>,
         name: String,
         arguments: Option<Bound<'py, PyAny>>,
-        timeout: Option<f64>,
-        user_id: Option<String>,
-        meta: Option<Bound<'py, PyDict>>,
-        on_log: Option<Bound<'py, PyAny>>,
-        on_progress: Option<Bound<'py, PyAny>>,
-        on_request: Option<Bound<'py, PyAny>>,
-        approved: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<CallResult> {
         let arguments = arguments_of(arguments)?;
-        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
-        let (registry, approver) = (Arc::clone(&self.inner), PyApprover::new(self.approve.clone(), approved));
+        let options = CallOptions::from_keywords(options, true)?;
+        let (registry, approver) = (Arc::clone(&self.inner), PyApprover::new(self.approve.clone(), options.approved));
         blocking(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), move |context| {
             call(registry, approver, name, arguments, context)
         })
@@ -170,24 +163,17 @@ impl Registry {
     /// Call the tool `name` with `arguments`: an awaitable of the result,
     /// to await on a running event loop (the package's `async def call`
     /// does). Cancelling the awaiting task stops the call.
-    #[pyo3(signature = (name, arguments=None, *, timeout=None, user_id=None, meta=None, on_log=None, on_progress=None, on_request=None, approved=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, arguments=None, **options))]
     fn _call<'py>(
         &self,
         py: Python<'py>,
         name: String,
         arguments: Option<Bound<'py, PyAny>>,
-        timeout: Option<f64>,
-        user_id: Option<String>,
-        meta: Option<Bound<'py, PyDict>>,
-        on_log: Option<Bound<'py, PyAny>>,
-        on_progress: Option<Bound<'py, PyAny>>,
-        on_request: Option<Bound<'py, PyAny>>,
-        approved: bool,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let arguments = arguments_of(arguments)?;
-        let options = CallOptions::new(timeout, user_id, meta, on_log, on_progress, on_request)?;
-        let (registry, approver) = (Arc::clone(&self.inner), PyApprover::new(self.approve.clone(), approved));
+        let options = CallOptions::from_keywords(options, true)?;
+        let (registry, approver) = (Arc::clone(&self.inner), PyApprover::new(self.approve.clone(), options.approved));
         awaitable(py, options, Pace::of(Arc::as_ptr(&self.inner) as usize, &name), move |context| {
             call(registry, approver, name, arguments, context)
         })

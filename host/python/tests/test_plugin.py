@@ -156,3 +156,12 @@ def test_a_plugin_reads_only_the_secrets_it_is_granted():
     with pytest.raises(toolhost.MissingSecretError) as refused:
         ungranted.call_sync("token_length")
     assert "`SERVICE_TOKEN`" in str(refused.value) and "abcd" not in str(refused.value)
+
+
+def test_an_unknown_keyword_is_a_type_error(calculator):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timeout_ms'"):
+        calculator.call_sync("add", {"a": 1, "b": 2}, timeout_ms=5)
+    # `approved` is a registry's: a plugin has no approvals.
+    with pytest.raises(TypeError, match="'approved'"):
+        calculator.call_sync("add", {"a": 1, "b": 2}, approved=True)
+    assert calculator.call_sync("add", {"a": 1, "b": 2}, timeout=None).text == "3"
