@@ -25,9 +25,11 @@ impl Plugin {
     /// may reach, `allow_paths` (`HOST[:GUEST][:ro|rw]`) it may see,
     /// `config` values, and the `secrets` it may read, from
     /// `secret_provider` (a callable `name -> str | None`, sync or async)
-    /// or else the environment.
+    /// or else the environment. `max_output_size` (bytes, or `"16MiB"`)
+    /// caps a call's output, `fuel` its instructions, and `pool_size` says
+    /// how many instances run calls at once.
     #[new]
-    #[pyo3(signature = (path, *, timeout=None, memory_mb=None, allow_hosts=Vec::new(), allow_paths=Vec::new(), config=None, secrets=Vec::new(), secret_provider=None))]
+    #[pyo3(signature = (path, *, timeout=None, memory_mb=None, allow_hosts=Vec::new(), allow_paths=Vec::new(), config=None, secrets=Vec::new(), secret_provider=None, max_output_size=None, fuel=None, pool_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -39,19 +41,36 @@ impl Plugin {
         config: Option<std::collections::BTreeMap<String, String>>,
         secrets: Vec<String>,
         secret_provider: Option<Bound<'_, PyAny>>,
+        max_output_size: Option<Bound<'_, PyAny>>,
+        fuel: Option<u64>,
+        pool_size: Option<usize>,
     ) -> PyResult<Plugin> {
-        let mut builder = host_runtime().plugin_from_file(&path).with_granted_secrets(secrets);
+        let mut limits = toolhost::Limits::default();
+        if let Some(seconds) = timeout {
+            limits.timeout = Some(
+                Duration::try_from_secs_f64(seconds)
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?,
+            );
+        }
+        if let Some(megabytes) = memory_mb {
+            limits.memory_max_bytes = Some(megabytes.saturating_mul(1024 * 1024));
+        }
+        if let Some(size) = max_output_size {
+            let bytes = match size.extract::<u64>() {
+                Ok(bytes) => bytes,
+                Err(_) => toolhost::parse_size(&size.extract::<String>()?)
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("max_output_size: {e}")))?,
+            };
+            limits.max_output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        limits.fuel = fuel;
+        let mut builder = host_runtime().plugin_from_file(&path).with_granted_secrets(secrets).with_limits(limits);
+        if let Some(size) = pool_size {
+            builder = builder.with_pool_size(size);
+        }
         if let Some(provider) = secret_provider {
             builder = builder
                 .with_secret_provider(Arc::new(crate::hooks::PySecrets { hook: crate::hooks::Hook::new(&provider)? }));
-        }
-        if let Some(seconds) = timeout {
-            let timeout = Duration::try_from_secs_f64(seconds)
-                .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?;
-            builder = builder.with_timeout(timeout);
-        }
-        if let Some(megabytes) = memory_mb {
-            builder = builder.with_memory_max_bytes(megabytes.saturating_mul(1024 * 1024));
         }
         for host in allow_hosts {
             builder = builder.with_allowed_host(host);

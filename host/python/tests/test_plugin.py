@@ -165,3 +165,21 @@ def test_an_unknown_keyword_is_a_type_error(calculator):
     with pytest.raises(TypeError, match="'approved'"):
         calculator.call_sync("add", {"a": 1, "b": 2}, approved=True)
     assert calculator.call_sync("add", {"a": 1, "b": 2}, timeout=None).text == "3"
+
+
+def test_limits_are_the_clis():
+    path = os.path.join(FIXTURES, "hostile.wasm")
+    # An instruction budget stops a runaway before its minute is up.
+    fueled = toolhost.Plugin.load(path, timeout=60, fuel=10_000_000, pool_size=1)
+    with pytest.raises(toolhost.PluginFaultError) as spent:
+        fueled.call_sync("spin")
+    assert spent.value.outcome == "fuel_exhausted"
+    assert fueled.pool_stats()["size"] == 1
+    # An output cap, in bytes or as a size.
+    for cap in (262144, "256KiB"):
+        capped = toolhost.Plugin.load(path, max_output_size=cap)
+        with pytest.raises(toolhost.OutputTooLargeError):
+            capped.call_sync("items", {"count": 2000})
+        assert len(capped.call_sync("items", {"count": 2}).content) == 2
+    with pytest.raises(ValueError, match="max_output_size"):
+        toolhost.Plugin.load(path, max_output_size="lots")
