@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use toolhost::{CallContext, CallToolResult};
 
-use crate::hooks::{EVENT_LOOP, Hook, PyClient, log_sink};
+use crate::hooks::{EVENT_LOOP, Hook, LogPump, PyClient, log_pump};
 use crate::result::CallResult;
 
 /// The keyword arguments of `call` and `call_sync`: the call's `timeout`
@@ -26,6 +26,8 @@ pub(crate) struct CallOptions {
     /// `approved=True` (a registry's calls only): the caller had the call
     /// approved already.
     pub(crate) approved: bool,
+    /// What hands the plugin's log lines to `on_log`.
+    log: Option<LogPump>,
 }
 
 impl CallOptions {
@@ -51,7 +53,11 @@ impl CallOptions {
                 }
                 "user_id" => context = context.with_user_id(value.extract::<String>()?),
                 "meta" => context = context.with_meta(pythonize::depythonize(value.cast::<PyDict>()?)?),
-                "on_log" => context = context.with_log_sink(log_sink(Hook::new(&value)?)),
+                "on_log" => {
+                    let (sink, pump) = log_pump(Hook::new(&value)?);
+                    context = context.with_log_sink(sink);
+                    options.log = Some(pump);
+                }
                 "on_progress" => on_progress = Some(Hook::new(&value)?),
                 "on_request" => on_request = Some(Hook::new(&value)?),
                 "approved" if approvable => options.approved = value.extract()?,
@@ -181,15 +187,43 @@ where
     F: FnOnce(CallContext) -> Fut + Send,
     Fut: Future<Output = Outcome> + Send,
 {
-    let CallOptions { context, .. } = options;
+    let CallOptions { context, log, .. } = options;
+    let pump = log.map(|pump| runtime().spawn(pump.run(None)));
     let mut future = Timed { future: Box::pin(call(context)), busy: Duration::ZERO };
     let first = if pace.short() { poll_once(std::pin::Pin::new(&mut future)) } else { Poll::Pending };
     let (outcome, busy) = match first {
-        Poll::Ready(done) => done,
-        Poll::Pending => py.detach(|| runtime().block_on(future)),
+        Poll::Ready(done) => {
+            // With the call's context, its log sink: the pump then ends.
+            drop(future);
+            done
+        }
+        Poll::Pending => py.detach(|| runtime().block_on(interruptible(future)))?,
     };
     pace.record(busy);
+    if let Some(pump) = pump {
+        // Every line the call logged reaches `on_log` before it returns.
+        let _ = py.detach(|| runtime().block_on(pump));
+    }
     Ok(CallResult { inner: outcome? })
+}
+
+/// `future`, unless the interpreter is told to stop first (Ctrl-C, a
+/// signal with a Python handler): a blocking call checks for signals every
+/// tenth of a second, as Python's own blocking calls do, and a raised
+/// `KeyboardInterrupt` drops the call, which stops the guest.
+async fn interruptible<F: Future>(future: F) -> PyResult<F::Output> {
+    let signals = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Err(raised) = Python::attach(|py| py.check_signals()) {
+                return raised;
+            }
+        }
+    };
+    tokio::select! {
+        done = future => Ok(done),
+        raised = signals => Err(raised),
+    }
 }
 
 /// Run `call` for an awaiting task: an awaitable of the result. A short
@@ -209,11 +243,14 @@ where
     Fut: Future<Output = Outcome> + Send + 'static,
 {
     let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-    let CallOptions { context, .. } = options;
+    let CallOptions { context, log, .. } = options;
     let token = toolhost::CancellationToken::new();
     let stop = token.clone().drop_guard();
     let mut future = Timed { future: Box::pin(call(context.with_cancellation(token))), busy: Duration::ZERO };
+    // With a log hook to wait for, the call is not finished here: waiting
+    // for a coroutine hook would block the loop it runs on.
     if pace.short()
+        && log.is_none()
         && let Poll::Ready((outcome, busy)) =
             EVENT_LOOP.sync_scope(locals.clone(), || poll_once(std::pin::Pin::new(&mut future)))
     {
@@ -227,8 +264,12 @@ where
     }
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
         let _stop = stop;
+        let pump = log.map(|pump| tokio::spawn(pump.run(Some(locals.clone()))));
         let (outcome, busy) = EVENT_LOOP.scope(locals, future).await;
         pace.record(busy);
+        if let Some(pump) = pump {
+            let _ = pump.await;
+        }
         Ok(CallResult { inner: outcome? })
     })
 }

@@ -54,19 +54,17 @@ impl Hook {
 }
 
 /// Call `hook` with the arguments `args` makes, as the module says: the
-/// value it returned (awaited, for a coroutine function).
-pub(crate) async fn call_hook<A>(hook: Arc<Hook>, args: A) -> PyResult<Py<PyAny>>
+/// value it returned (awaited, for a coroutine function). `event_loop` is
+/// the awaiting task's loop when the caller captured it already (a tool's
+/// handler runs in a task of its own); otherwise the task-local is read.
+pub(crate) async fn call_hook<A>(hook: Arc<Hook>, event_loop: Option<TaskLocals>, args: A) -> PyResult<Py<PyAny>>
 where
     A: FnOnce(Python<'_>) -> PyResult<Py<PyTuple>> + Send + 'static,
 {
     if hook.is_async
-        && let Ok(locals) = EVENT_LOOP.try_with(TaskLocals::clone)
+        && let Some(locals) = event_loop.or_else(|| EVENT_LOOP.try_with(TaskLocals::clone).ok())
     {
-        let future = Python::attach(|py| {
-            let coroutine = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
-            pyo3_async_runtimes::into_future_with_locals(&locals, coroutine)
-        })?;
-        return future.await;
+        return on_loop(&hook, &locals, args).await;
     }
     tokio::task::spawn_blocking(move || {
         Python::attach(|py| {
@@ -80,6 +78,65 @@ where
     })
     .await
     .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("the hook's thread failed: {e}")))?
+}
+
+/// Run the coroutine `hook` makes as a task on the event loop of `locals`,
+/// and wait for it. Dropped before it is done (the call was cancelled, or
+/// ran out of time), the task is cancelled: a hook waiting on a person
+/// does not go on waiting for nobody.
+async fn on_loop<A>(hook: &Hook, locals: &TaskLocals, args: A) -> PyResult<Py<PyAny>>
+where
+    A: FnOnce(Python<'_>) -> PyResult<Py<PyTuple>>,
+{
+    let (sender, receiver) = tokio::sync::oneshot::channel::<PyResult<Py<PyAny>>>();
+    let task = Python::attach(|py| -> PyResult<Py<PyAny>> {
+        let coroutine = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
+        let task =
+            py.import("asyncio")?.call_method1("run_coroutine_threadsafe", (coroutine, locals.event_loop(py)))?;
+        let sender = std::sync::Mutex::new(Some(sender));
+        let done = pyo3::types::PyCFunction::new_closure(py, None, None, move |args, _| -> PyResult<()> {
+            let finished = args.get_item(0)?;
+            let outcome = finished.call_method0("result").map(Bound::unbind);
+            if let Some(sender) = sender.lock().ok().and_then(|mut slot| slot.take()) {
+                let _ = sender.send(outcome);
+            }
+            Ok(())
+        })?;
+        task.call_method1("add_done_callback", (done,))?;
+        Ok(task.unbind())
+    })?;
+    let guard = CancelOnDrop(Some(task));
+    let outcome = receiver.await;
+    guard.disarm();
+    outcome.unwrap_or_else(|_| Err(pyo3::exceptions::PyRuntimeError::new_err("the hook's task went away")))
+}
+
+/// Cancels a hook's task on its event loop when dropped armed.
+struct CancelOnDrop(Option<Py<PyAny>>);
+
+impl CancelOnDrop {
+    /// The task is done: nothing to cancel.
+    fn disarm(mut self) {
+        if let Some(task) = self.0.take() {
+            Python::attach(|_| drop(task));
+        }
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            Python::attach(|py| {
+                let _ = task.bind(py).call_method0("cancel");
+            });
+        }
+    }
+}
+
+/// The name of a Python exception's type, for texts that must not carry
+/// its words (they may quote a secret, and a plugin may read them).
+pub(crate) fn kind_of(error: &PyErr) -> String {
+    Python::attach(|py| error.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into()))
 }
 
 /// `Type: message` of a Python exception, for the texts that carry it.
@@ -129,7 +186,7 @@ impl Approver for PyApprover {
                         let arguments = pythonize::pythonize(py, &arguments)?;
                         PyTuple::new(py, [tool.into_any(), arguments]).map(Bound::unbind)
                     };
-                    match call_hook(Arc::clone(hook), args).await {
+                    match call_hook(Arc::clone(hook), None, args).await {
                         Ok(answer) => Python::attach(|py| approval_of(answer.bind(py))),
                         Err(error) => Approval::Denied(format!("the approval hook failed ({})", describe(&error))),
                     }
@@ -165,9 +222,10 @@ impl SecretProvider for PySecrets {
         let owned = name.to_owned();
         Box::pin(async move {
             let args = move |py: Python<'_>| PyTuple::new(py, [owned]).map(Bound::unbind);
-            let value = call_hook(Arc::clone(&self.hook), args)
+            // Only the exception's type: its words may quote a secret.
+            let value = call_hook(Arc::clone(&self.hook), None, args)
                 .await
-                .map_err(|error| SecretError(format!("the secret provider failed ({})", describe(&error))))?;
+                .map_err(|error| SecretError(format!("the secret provider failed ({})", kind_of(&error))))?;
             Python::attach(|py| {
                 let value = value.bind(py);
                 if value.is_none() {
@@ -192,9 +250,11 @@ impl SecretProvider for PySecrets {
 /// for the plugin's progress notices, `on_request(method, params)` for
 /// what it asks of the client (`elicitation/create`,
 /// `sampling/createMessage`, `roots/list`: the answer is the protocol's
-/// result as a dict). An exception from `on_request` is the plugin's
-/// refusal, with its text; one from `on_progress` is reported as
-/// unraisable and the call goes on.
+/// result as a dict). A `ToolError` from `on_request` is the plugin's
+/// refusal, with its text; any other exception is a refusal saying only
+/// that the caller failed (the plugin is the attacker: it does not read the
+/// caller's exceptions), reported as unraisable. One from `on_progress` is
+/// reported as unraisable and the call goes on.
 pub(crate) struct PyClient {
     pub(crate) on_progress: Option<Arc<Hook>>,
     pub(crate) on_request: Option<Arc<Hook>>,
@@ -214,7 +274,15 @@ impl CallClient for PyClient {
                 let params = pythonize::pythonize(py, &params)?;
                 PyTuple::new(py, [request.method().into_pyobject(py)?.into_any(), params]).map(Bound::unbind)
             };
-            let answer = call_hook(Arc::clone(hook), args).await.map_err(|error| describe(&error))?;
+            let answer = call_hook(Arc::clone(hook), None, args).await.map_err(|error| {
+                Python::attach(|py| {
+                    if error.is_instance_of::<crate::errors::ToolError>(py) {
+                        return error.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+                    }
+                    error.write_unraisable(py, None);
+                    format!("the caller failed to answer {}", request.method())
+                })
+            })?;
             Python::attach(|py| pythonize::depythonize::<Value>(answer.bind(py)).map_err(|e| e.to_string()))
         })
     }
@@ -238,7 +306,7 @@ impl CallClient for PyClient {
                 )
                 .map(Bound::unbind)
             };
-            if let Err(error) = call_hook(Arc::clone(hook), args).await {
+            if let Err(error) = call_hook(Arc::clone(hook), None, args).await {
                 Python::attach(|py| error.write_unraisable(py, None));
             }
         })
@@ -253,6 +321,9 @@ impl CallClient for PyClient {
 pub(crate) fn builtin_handler(hook: Arc<Hook>) -> toolhost::BuiltinHandler {
     Arc::new(move |call: BuiltinCall| {
         let hook = Arc::clone(&hook);
+        // Read here, in the call's task: the library runs the handler's
+        // future in a task of its own, where the task-local is not set.
+        let event_loop = EVENT_LOOP.try_with(TaskLocals::clone).ok();
         Box::pin(async move {
             let BuiltinCall { arguments, meta, .. } = call;
             let args = move |py: Python<'_>| {
@@ -260,7 +331,7 @@ pub(crate) fn builtin_handler(hook: Arc<Hook>) -> toolhost::BuiltinHandler {
                 let meta = pythonize::pythonize(py, &meta)?;
                 PyTuple::new(py, [arguments, meta]).map(Bound::unbind)
             };
-            let answer = call_hook(hook, args).await;
+            let answer = call_hook(hook, event_loop, args).await;
             Python::attach(|py| match answer {
                 Ok(value) => pythonize::depythonize::<CallToolResult>(value.bind(py))
                     .map_err(|e| BuiltinError::Unavailable(format!("the tool's result is not a CallToolResult: {e}"))),
@@ -273,15 +344,38 @@ pub(crate) fn builtin_handler(hook: Arc<Hook>) -> toolhost::BuiltinHandler {
     })
 }
 
-/// A log sink calling `on_log(level, message)` (redacted lines); an
-/// exception it raises is reported as unraisable.
-pub(crate) fn log_sink(hook: Arc<Hook>) -> impl Fn(toolhost::GuestLog<'_>) + Send + Sync + 'static {
-    move |line| {
-        let (level, message) = (line.level.to_string(), line.message.to_owned());
-        Python::attach(|py| {
-            if let Err(error) = hook.callable.bind(py).call1((level, message)) {
-                error.write_unraisable(py, None);
+/// Lines waiting for `on_log` at most: past this, a flood's further lines
+/// are dropped (the library bounds what a plugin may log already).
+const LOG_BACKLOG: usize = 1024;
+
+/// The plugin's log lines for `on_log(level, message)`: the sink, which
+/// only queues a line (it is called from inside the guest, where Python
+/// must not run), and the pump, which calls the hook with each line in
+/// order, as any hook is called. An exception it raises is reported as
+/// unraisable.
+pub(crate) fn log_pump(hook: Arc<Hook>) -> (impl Fn(toolhost::GuestLog<'_>) + Send + Sync + 'static, LogPump) {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<(String, String)>(LOG_BACKLOG);
+    let sink = move |line: toolhost::GuestLog<'_>| {
+        let _ = sender.try_send((line.level.to_string(), line.message.to_owned()));
+    };
+    (sink, LogPump { hook, receiver })
+}
+
+/// What delivers a call's log lines; run it beside the call, and wait for it
+/// after (it ends when the call's sink is dropped with the call).
+pub(crate) struct LogPump {
+    hook: Arc<Hook>,
+    receiver: tokio::sync::mpsc::Receiver<(String, String)>,
+}
+
+impl LogPump {
+    pub(crate) async fn run(mut self, event_loop: Option<TaskLocals>) {
+        while let Some((level, message)) = self.receiver.recv().await {
+            let args = move |py: Python<'_>| (level, message).into_pyobject(py).map(Bound::unbind);
+            let event_loop = event_loop.clone();
+            if let Err(error) = call_hook(Arc::clone(&self.hook), event_loop, args).await {
+                Python::attach(|py| error.write_unraisable(py, None));
             }
-        });
+        }
     }
 }

@@ -23,13 +23,13 @@ impl Plugin {
     /// nothing else: `timeout` seconds per call, `memory_mb` of memory,
     /// `allow_hosts` (patterns, `api.example.com`, `*.example.com:443`) it
     /// may reach, `allow_paths` (`HOST[:GUEST][:ro|rw]`) it may see,
-    /// `config` values, and the `secrets` it may read, from
-    /// `secret_provider` (a callable `name -> str | None`, sync or async)
-    /// or else the environment. `max_output_size` (bytes, or `"16MiB"`)
+    /// `config` values, and the secrets `grant_secrets` names, read from
+    /// `secrets` (a callable `name -> str | None`, sync or async; the
+    /// package takes a mapping too) or else the environment. `max_output_size` (bytes, or `"16MiB"`)
     /// caps a call's output, `fuel` its instructions, and `pool_size` says
     /// how many instances run calls at once.
     #[new]
-    #[pyo3(signature = (path, *, timeout=None, memory_mb=None, allow_hosts=Vec::new(), allow_paths=Vec::new(), config=None, secrets=Vec::new(), secret_provider=None, max_output_size=None, fuel=None, pool_size=None))]
+    #[pyo3(signature = (path, *, timeout=None, memory_mb=None, allow_hosts=Vec::new(), allow_paths=Vec::new(), config=None, grant_secrets=Vec::new(), secrets=None, max_output_size=None, fuel=None, pool_size=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -39,8 +39,8 @@ impl Plugin {
         allow_hosts: Vec<String>,
         allow_paths: Vec<String>,
         config: Option<std::collections::BTreeMap<String, String>>,
-        secrets: Vec<String>,
-        secret_provider: Option<Bound<'_, PyAny>>,
+        grant_secrets: Vec<String>,
+        secrets: Option<Bound<'_, PyAny>>,
         max_output_size: Option<Bound<'_, PyAny>>,
         fuel: Option<u64>,
         pool_size: Option<usize>,
@@ -64,11 +64,12 @@ impl Plugin {
             limits.max_output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
         limits.fuel = fuel;
-        let mut builder = host_runtime().plugin_from_file(&path).with_granted_secrets(secrets).with_limits(limits);
+        let mut builder =
+            host_runtime().plugin_from_file(&path).with_granted_secrets(grant_secrets).with_limits(limits);
         if let Some(size) = pool_size {
             builder = builder.with_pool_size(size);
         }
-        if let Some(provider) = secret_provider {
+        if let Some(provider) = secrets {
             builder = builder
                 .with_secret_provider(Arc::new(crate::hooks::PySecrets { hook: crate::hooks::Hook::new(&provider)? }));
         }

@@ -204,15 +204,16 @@ async fn call(
     context: toolhost::CallContext,
 ) -> crate::call::Outcome {
     let result = registry.call_with(&name, arguments, &approver, &context).await;
-    Python::attach(|py| match result {
+    // The GIL only for an exception: a result needs none here.
+    match result {
         Ok(result) if approver.denied() && result.is_error == Some(true) => {
             let text = result.content.iter().find_map(|item| match item {
                 toolhost::Content::Text(text) => Some(text.text.clone()),
                 _ => None,
             });
-            Err(denied(py, text.unwrap_or_default()))
+            Err(Python::attach(|py| denied(py, text.unwrap_or_default())))
         }
         Ok(result) => Ok(result),
-        Err(error) => Err(to_py(py, &error)),
-    })
+        Err(error) => Err(Python::attach(|py| to_py(py, &error))),
+    }
 }

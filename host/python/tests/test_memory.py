@@ -37,7 +37,7 @@ def test_a_hundred_thousand_calls_leave_memory_flat():
     assert grown < MARGIN, f"resident memory grew {grown} bytes over 100,000 calls"
 
 
-def test_failing_and_awaited_calls_and_hooks_leave_memory_flat():
+def test_failing_awaited_and_python_tool_calls_leave_memory_flat():
     hostile = toolhost.Plugin.load(os.path.join(FIXTURES, "hostile.wasm"), timeout=5)
     registry = toolhost.Registry()
 

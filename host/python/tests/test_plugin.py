@@ -4,6 +4,8 @@ fixtures, the hostile one among them) name their directories."""
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -126,33 +128,37 @@ def test_calls_from_threads_run_side_by_side(calculator):
 
 
 def test_the_interpreter_runs_while_a_call_blocks():
-    # A call of 5 s that another thread makes; this thread calls meanwhile.
+    # A call of 5 s that another thread makes; this thread runs Python and
+    # calls meanwhile.
     slow = toolhost.Plugin.load(os.path.join(FIXTURES, "hostile.wasm"), timeout=5)
-    started, finished = threading.Event(), threading.Event()
+    finished = threading.Event()
 
     def spinner():
-        started.set()
         with pytest.raises(toolhost.CallTimeoutError):
             slow.call_sync("spin")
         finished.set()
 
     thread = threading.Thread(target=spinner)
     thread.start()
-    started.wait()
-    # Were the GIL held through the spinning call, this thread would get
-    # here only after it ended.
+    # Were the GIL held through the spinning call, this loop could not run
+    # until the spin ended, and would never see it running.
+    deadline = time.monotonic() + 30
+    while slow.pool_stats()["busy"] == 0:
+        assert not finished.is_set(), "the spin ended before this thread could see it running"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
     assert slow.call_sync("ok").is_error is not True
-    assert not finished.is_set()
+    assert slow.pool_stats()["busy"] >= 1 and not finished.is_set()
     thread.join()
 
 
 def test_a_plugin_reads_only_the_secrets_it_is_granted():
     path = os.path.join(FIXTURES, "sdk-secrets.wasm")
-    granted = toolhost.Plugin.load(path, secrets=["SERVICE_TOKEN"], secret_provider={"SERVICE_TOKEN": "abcd"})
+    granted = toolhost.Plugin.load(path, grant_secrets=["SERVICE_TOKEN"], secrets={"SERVICE_TOKEN": "abcd"})
     assert granted.call_sync("token_length").text == "the token has 4 characters"
     # The same provider, the secret not granted: the call is refused
     # before the plugin runs.
-    ungranted = toolhost.Plugin.load(path, secret_provider={"SERVICE_TOKEN": "abcd"})
+    ungranted = toolhost.Plugin.load(path, secrets={"SERVICE_TOKEN": "abcd"})
     with pytest.raises(toolhost.MissingSecretError) as refused:
         ungranted.call_sync("token_length")
     assert "`SERVICE_TOKEN`" in str(refused.value) and "abcd" not in str(refused.value)
@@ -183,3 +189,25 @@ def test_limits_are_the_clis():
         assert len(capped.call_sync("items", {"count": 2}).content) == 2
     with pytest.raises(ValueError, match="max_output_size"):
         toolhost.Plugin.load(path, max_output_size="lots")
+
+
+def test_ctrl_c_interrupts_a_blocking_call_and_stops_the_guest():
+    script = f"""
+import os, signal, threading, time, toolhost
+plugin = toolhost.Plugin.load({os.path.join(FIXTURES, "hostile.wasm")!r}, timeout=600)
+def interrupt():
+    while plugin.pool_stats()["busy"] == 0:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    plugin.call_sync("spin")
+except KeyboardInterrupt:
+    print("interrupted")
+while plugin.pool_stats()["busy"] != 0:
+    time.sleep(0.01)
+print("stopped")
+"""
+    # Ten minutes of spin: only the interruption ends it within the deadline.
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.stdout.split() == ["interrupted", "stopped"], run.stderr

@@ -160,8 +160,12 @@ def greet(name: str, times: int = 1) -> str:
     return " ".join(["hello " + name] * times)
 
 
+SHOUTED_ON = []
+
+
 async def shout(text: str) -> dict:
     """Say it louder."""
+    SHOUTED_ON.append(asyncio.get_running_loop())
     await asyncio.sleep(0)
     return {"loud": text.upper()}
 
@@ -200,6 +204,7 @@ def test_python_functions_are_described_from_their_signatures(python_tools):
         "type": "object",
         "properties": {"name": {"title": "Name", "type": "string"}, "times": {"default": 1, "title": "Times", "type": "integer"}},
         "required": ["name"],
+        "additionalProperties": False,
     }
     assert tools["py__greet"].title == "Greeting" and tools["py__greet"].description == "Greet someone by name."
     assert tools["py__greet"].annotations == {"readOnlyHint": True}
@@ -209,9 +214,21 @@ def test_python_functions_are_described_from_their_signatures(python_tools):
 
 def test_python_tools_are_called_with_checked_arguments(python_tools):
     assert python_tools.call_sync("py__greet", {"name": "ada", "times": 2}).text == "hello ada hello ada"
-    assert asyncio.run(python_tools.call("py__shout", {"text": "hi"})).structured_content == {"loud": "HI"}
-    # A coroutine function runs from a blocking call too.
+    async def awaited():
+        result = await python_tools.call("py__shout", {"text": "hi"})
+        return result, asyncio.get_running_loop()
+
+    SHOUTED_ON.clear()
+    result, loop = asyncio.run(awaited())
+    # A coroutine function runs on the loop of the call that awaits it.
+    assert result.structured_content == {"loud": "HI"} and SHOUTED_ON == [loop]
+    # It runs from a blocking call too, on a loop of its own.
     assert python_tools.call_sync("py__shout", {"text": "hey"}).structured_content == {"loud": "HEY"}
+    assert len(SHOUTED_ON) == 2 and SHOUTED_ON[1] is not loop
+    # Members the function does not take are refused before it runs.
+    with pytest.raises(toolhost.InvalidArgumentsError) as extra:
+        python_tools.call_sync("py__greet", {"name": "ada", "mood": "glad"})
+    assert extra.value.violations[0]["keyword"] == "additionalProperties"
     far = python_tools.call_sync("py__distance", {"a": {"x": 0, "y": 0}, "b": {"x": 3, "y": 4}})
     assert far.structured_content == {"distance": 5.0}
     with pytest.raises(toolhost.InvalidArgumentsError) as refused:
@@ -313,6 +330,37 @@ def test_approval_fails_closed():
         approval_registry(lambda tool, arguments: 1).call_sync("calc__divide", {"a": 1, "b": 1})
 
 
+def test_a_cancelled_call_cancels_its_coroutine_hook():
+    waiting, cancelled = [], []
+
+    async def approve(tool, arguments):
+        waiting.append(True)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return True
+
+    registry = approval_registry(approve)
+
+    async def main():
+        task = asyncio.ensure_future(registry.call("calc__divide", {"a": 1, "b": 1}))
+        while not waiting:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The hook's task is cancelled on this loop, not left waiting.
+        for _ in range(3000):
+            if cancelled:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert cancelled == [True]
+
+
 def secrets_registry(tmp_path, **options):
     path = write_toolsets(
         tmp_path,
@@ -354,7 +402,7 @@ def test_a_missing_secret_or_a_failing_provider_refuses_the_call(tmp_path):
     # message, which names only the secret.
     with pytest.raises(toolhost.MissingSecretError) as failed:
         secrets_registry(tmp_path, secrets=failing).call_sync("secrets__token_length")
-    assert "`SERVICE_TOKEN`" in str(failed.value) and "KeyError" not in str(failed.value)
+    assert "`SERVICE_TOKEN`" in str(failed.value) and "SERVICE_TOKEN'" not in str(failed.value)
 
 
 # --- the caller's side of a call --------------------------------------------
@@ -415,7 +463,7 @@ def test_elicitation_and_sampling_are_answered_by_the_caller(conformance):
     assert requests == ["elicitation/create", "sampling/createMessage"]
     # Without an answer from the caller, the plugin is told no.
     declined = conformance.call_sync("c__test_sampling", {"prompt": "2+2?"})
-    assert declined.is_error or "LLM response: " == declined.text
+    assert declined.is_error and declined.text == "sampling/createMessage refused: this call was made without a client to ask"
 
 
 def test_an_exception_in_a_hook_never_reaches_the_interpreter(conformance, monkeypatch):
@@ -428,11 +476,31 @@ def test_an_exception_in_a_hook_never_reaches_the_interpreter(conformance, monke
     assert conformance.call_sync("c__test_tool_with_logging", on_log=broken_log).text == "Logging test completed"
     assert [str(e) for e in unraisable] == ["the log hook broke"] * 3
 
-    def broken_answer(method, params):
-        raise RuntimeError("the answering hook broke")
+    # An async log hook is awaited on the caller's loop, every line in order.
+    lines = []
 
+    async def async_log(level, line):
+        await asyncio.sleep(0)
+        lines.append(line)
+
+    assert asyncio.run(conformance.call("c__test_tool_with_logging", on_log=async_log)).text == "Logging test completed"
+    assert lines == ["Tool execution started", "Tool processing data", "Tool execution completed"]
+
+    # An answering hook's exception is not the plugin's to read: it is told
+    # only that the caller failed, and the exception is reported here.
+    def broken_answer(method, params):
+        raise RuntimeError("the answering hook broke at https://internal.example/key=abc")
+
+    unraisable.clear()
     result = conformance.call_sync("c__test_elicitation", {"message": "who?"}, on_request=broken_answer)
-    assert "the answering hook broke" in result.text
+    assert "the caller failed to answer elicitation/create" in result.text and "internal" not in result.text
+    assert [type(e) for e in unraisable] == [RuntimeError]
+
+    # A ToolError is the refusal the caller means the plugin to read.
+    def refusing(method, params):
+        raise toolhost.ToolError("the user is away")
+
+    assert "the user is away" in conformance.call_sync("c__test_elicitation", {"message": "who?"}, on_request=refusing).text
 
 
 def test_output_over_the_limit_is_its_own_error(tmp_path):

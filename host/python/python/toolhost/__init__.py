@@ -41,8 +41,8 @@ from ._tools import ToolResult, describe, tool
 class Plugin(_toolhost.Plugin):
     """A plugin loaded on its own, with the grants its arguments give:
     `Plugin.load(path, timeout=, memory_mb=, allow_hosts=, allow_paths=,
-    config=, secrets=, secret_provider=)`. Calls take the same keywords as
-    `Registry`'s."""
+    config=, grant_secrets=, secrets=, max_output_size=, fuel=,
+    pool_size=)`. Calls take the same keywords as `Registry`'s."""
 
     @classmethod
     def load(cls, path: str, **grants: Any) -> "Plugin":
@@ -50,12 +50,13 @@ class Plugin(_toolhost.Plugin):
         say: `timeout` seconds per call, `memory_mb` of memory, the hosts of
         `allow_hosts` (`api.example.com`, `*.example.com:443`), the
         directories of `allow_paths` (`HOST[:GUEST][:ro|rw]`), `config`
-        values, and the `secrets` it may read from `secret_provider` (a
-        mapping, or a callable `name -> str | None`; else the
-        environment)."""
-        provider = grants.get("secret_provider")
+        values, and the secrets `grant_secrets` names, read from `secrets`
+        (a mapping, or a callable `name -> str | None`; else the
+        environment); `max_output_size`, `fuel` and `pool_size` as the
+        CLI's flags."""
+        provider = grants.get("secrets")
         if isinstance(provider, Mapping):
-            grants["secret_provider"] = dict(provider).get
+            grants["secrets"] = dict(provider).get
         return cls(str(path), **grants)
 
     async def call(self, name: str, arguments: Optional[dict] = None, **options: Any) -> CallResult:

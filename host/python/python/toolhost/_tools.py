@@ -122,7 +122,9 @@ def describe(function: Callable) -> tuple:
         fields = {
             p.name: (hints.get(p.name, Any), ... if p.default is p.empty else p.default) for p in parameters
         }
-        model = pydantic.create_model(f"{name}_arguments", **fields)
+        model = pydantic.create_model(
+            f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+        )
         schema = model.model_json_schema()
         schema.pop("title", None)
     else:
@@ -133,6 +135,9 @@ def describe(function: Callable) -> tuple:
         }
     schema.setdefault("properties", {})
     schema["type"] = "object"
+    # The function takes its parameters and nothing else: other members are
+    # refused before it runs, with their pointers.
+    schema["additionalProperties"] = False
     output_schema = marks.get("output_schema")
     returns = hints.get("return")
     if output_schema is None and _is_model(returns):
