@@ -28,7 +28,9 @@ tokio::task_local! {
 
 /// A Python callable and whether calling it gives a coroutine.
 pub(crate) struct Hook {
-    callable: Py<PyAny>,
+    /// `None` once the garbage collector cleared it (its owner was part of
+    /// a cycle nobody reaches).
+    callable: std::sync::Mutex<Option<Py<PyAny>>>,
     is_async: bool,
 }
 
@@ -49,7 +51,35 @@ impl Hook {
                 .and_then(|call| inspect.call_method1("iscoroutinefunction", (call,)))
                 .and_then(|answer| answer.is_truthy())
                 .unwrap_or(false);
-        Ok(Arc::new(Hook { callable: callable.clone().unbind(), is_async }))
+        Ok(Arc::new(Hook { callable: std::sync::Mutex::new(Some(callable.clone().unbind())), is_async }))
+    }
+
+    /// The callable, while it has not been cleared.
+    fn callable<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let held = self.callable.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match held.as_ref() {
+            Some(callable) => Ok(callable.bind(py).clone()),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err("the hook was collected with its owner")),
+        }
+    }
+
+    /// Show the garbage collector the callable (the owner's
+    /// `__traverse__`). A hook in use by another thread right now is
+    /// skipped: a collection never waits.
+    pub(crate) fn visit(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Ok(held) = self.callable.try_lock()
+            && let Some(callable) = held.as_ref()
+        {
+            visit.call(callable)?;
+        }
+        Ok(())
+    }
+
+    /// Drop the callable (the owner's `__clear__`): what breaks a cycle
+    /// through it.
+    pub(crate) fn clear(&self) {
+        let taken = self.callable.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        drop(taken);
     }
 }
 
@@ -68,7 +98,7 @@ where
     }
     tokio::task::spawn_blocking(move || {
         Python::attach(|py| {
-            let value = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
+            let value = hook.callable(py)?.call1(args(py)?.into_bound(py))?;
             if hook.is_async || py.import("inspect")?.call_method1("isawaitable", (&value,))?.is_truthy()? {
                 Ok(py.import("asyncio")?.call_method1("run", (value,))?.unbind())
             } else {
@@ -90,7 +120,7 @@ where
 {
     let (sender, receiver) = tokio::sync::oneshot::channel::<PyResult<Py<PyAny>>>();
     let task = Python::attach(|py| -> PyResult<Py<PyAny>> {
-        let coroutine = hook.callable.bind(py).call1(args(py)?.into_bound(py))?;
+        let coroutine = hook.callable(py)?.call1(args(py)?.into_bound(py))?;
         let task =
             py.import("asyncio")?.call_method1("run_coroutine_threadsafe", (coroutine, locals.event_loop(py)))?;
         let sender = std::sync::Mutex::new(Some(sender));

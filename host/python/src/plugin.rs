@@ -15,6 +15,9 @@ use crate::result::{CallResult, ToolInfo, infos};
 #[pyclass(frozen, subclass, module = "toolhost")]
 pub(crate) struct Plugin {
     inner: Arc<toolhost::Plugin>,
+    /// Its secret provider, when it is Python's: shown to the garbage
+    /// collector, as a provider may refer back to the plugin.
+    secrets: Option<Arc<crate::hooks::Hook>>,
 }
 
 #[pymethods]
@@ -69,9 +72,9 @@ impl Plugin {
         if let Some(size) = pool_size {
             builder = builder.with_pool_size(size);
         }
-        if let Some(provider) = secrets {
-            builder = builder
-                .with_secret_provider(Arc::new(crate::hooks::PySecrets { hook: crate::hooks::Hook::new(&provider)? }));
+        let secrets = secrets.map(|provider| crate::hooks::Hook::new(&provider)).transpose()?;
+        if let Some(hook) = &secrets {
+            builder = builder.with_secret_provider(Arc::new(crate::hooks::PySecrets { hook: Arc::clone(hook) }));
         }
         for host in allow_hosts {
             builder = builder.with_allowed_host(host);
@@ -85,7 +88,7 @@ impl Plugin {
             builder = builder.with_config(key, value);
         }
         let plugin = py.detach(|| runtime().block_on(builder.build())).map_err(|e| to_py(py, &e))?;
-        Ok(Plugin { inner: Arc::new(plugin) })
+        Ok(Plugin { inner: Arc::new(plugin), secrets })
     }
 
     /// The plugin's name.
@@ -169,6 +172,19 @@ impl Plugin {
             })
         })
         .map_err(|e| to_py(py, &e))
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        match &self.secrets {
+            Some(hook) => hook.visit(&visit),
+            None => Ok(()),
+        }
+    }
+
+    fn __clear__(&self) {
+        if let Some(hook) = &self.secrets {
+            hook.clear();
+        }
     }
 
     fn __repr__(&self) -> String {

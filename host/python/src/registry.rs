@@ -21,6 +21,11 @@ pub(crate) struct Registry {
     inner: Arc<toolhost::Registry>,
     secrets: Arc<dyn SecretProvider>,
     approve: Option<Arc<Hook>>,
+    /// Every Python callable it holds (the approval hook, the secret
+    /// provider, each built-in toolset's tools, by toolset), for the
+    /// garbage collector: a hook or tool that refers back to its registry
+    /// makes a cycle it can then see, and break.
+    held: std::sync::Mutex<std::collections::BTreeMap<String, Vec<Arc<Hook>>>>,
 }
 
 #[pymethods]
@@ -38,22 +43,28 @@ impl Registry {
         secrets_dir: Option<std::path::PathBuf>,
         approve: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Registry> {
+        let mut held = std::collections::BTreeMap::new();
         let secrets: Arc<dyn SecretProvider> = match (secrets, secrets_dir) {
             (Some(_), Some(_)) => {
                 return Err(pyo3::exceptions::PyValueError::new_err("give `secrets` or `secrets_dir`, not both"));
             }
-            (Some(hook), None) => Arc::new(PySecrets { hook: Hook::new(&hook)? }),
+            (Some(hook), None) => {
+                let hook = Hook::new(&hook)?;
+                held.insert(String::new(), vec![Arc::clone(&hook)]);
+                Arc::new(PySecrets { hook })
+            }
             (None, Some(dir)) => Arc::new(toolhost::FileSecretProvider::new(dir)),
             (None, None) => Arc::new(toolhost::EnvSecretProvider::new()),
         };
         let approve = approve.map(|hook| Hook::new(&hook)).transpose()?;
+        held.entry(String::new()).or_insert_with(Vec::new).extend(approve.clone());
         // Built inside the module's runtime: the registry's background
         // work (following MCP servers' list changes) is spawned there.
         let inner = runtime().block_on(async {
             toolhost::Registry::with_runtime(host_runtime().clone(), Arc::clone(&secrets))
                 .with_connector("mcp", Arc::new(toolhost_mcp::McpConnector::new()))
         });
-        Ok(Registry { inner: Arc::new(inner), secrets, approve })
+        Ok(Registry { inner: Arc::new(inner), secrets, approve, held: std::sync::Mutex::new(held) })
     }
 
     /// Load the toolsets file at `path` (YAML, JSON or TOML: every kind of
@@ -94,15 +105,21 @@ impl Registry {
         toolset: String,
         tools: Vec<(Bound<'_, PyDict>, Bound<'_, PyAny>)>,
     ) -> PyResult<Vec<String>> {
-        let mut set = BuiltinToolset::new(toolset);
+        let mut set = BuiltinToolset::new(toolset.clone());
+        let mut hooks = Vec::new();
         for (description, invoke) in tools {
             let tool: Tool = pythonize::depythonize(&description)
                 .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("not a tool description: {e}")))?;
-            let handler = builtin_handler(Hook::new(&invoke)?);
+            let hook = Hook::new(&invoke)?;
+            hooks.push(Arc::clone(&hook));
+            let handler = builtin_handler(hook);
             set = set.with_tool(BuiltinTool::from_tool(tool, move |call| handler(call)));
         }
         let registry = Arc::clone(&self.inner);
-        py.detach(|| runtime().block_on(registry.register_builtin(set))).map_err(|e| to_py(py, &e))
+        let warnings = py.detach(|| runtime().block_on(registry.register_builtin(set))).map_err(|e| to_py(py, &e))?;
+        // Keyed "py:<id>": "" holds the registry's own hooks.
+        self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(format!("py:{toolset}"), hooks);
+        Ok(warnings)
     }
 
     /// Remove the toolset `toolset`: whether there was one.
@@ -186,6 +203,24 @@ impl Registry {
             out.set_item(toolset, pool_stats(py, &stats)?)?;
         }
         Ok(out)
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        // Never wait in a collection: a registry being changed right now is
+        // looked at in the next one.
+        if let Ok(held) = self.held.try_lock() {
+            for hook in held.values().flatten() {
+                hook.visit(&visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        for hook in held.values().flatten() {
+            hook.clear();
+        }
     }
 
     fn __repr__(&self) -> String {

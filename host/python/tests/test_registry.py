@@ -539,3 +539,35 @@ def test_calls_from_threads_and_tasks_run_side_by_side():
     doubled = [result.structured_content["result"] for result in asyncio.run(tasks())]
     assert sorted(results) == sorted(float(n + i) for n in range(4) for i in range(25))
     assert doubled == [float(2 * n) for n in range(20)]
+
+
+def test_a_registry_whose_hooks_refer_back_to_it_is_collected():
+    import gc
+    import weakref
+
+    def cycle():
+        box = {}
+        registry = toolhost.Registry(approve=lambda tool, arguments: box["registry"] is not None, secrets=lambda name: box and None)
+
+        def whoami() -> str:
+            """Says which registry it is in."""
+            return repr(box["registry"])
+
+        registry.add_tools("py", [whoami])
+        box["registry"] = registry
+        assert registry.call_sync("py__whoami").text.startswith("<toolhost.Registry")
+        return weakref.ref(registry)
+
+    gone = cycle()
+    gc.collect()
+    assert gone() is None
+
+    def plugin_cycle():
+        box = {}
+        plugin = toolhost.Plugin.load(os.path.join(PLUGINS, "calculator.wasm"), secrets=lambda name: box.get(name))
+        box["plugin"] = plugin
+        return weakref.ref(plugin)
+
+    gone = plugin_cycle()
+    gc.collect()
+    assert gone() is None
