@@ -16,7 +16,9 @@ the profile): the dev profile's numbers say nothing about speed.
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import tempfile
 import threading
 import time
 
@@ -39,14 +41,10 @@ def per_call(function, calls):
 
 
 def lines(plugins):
-    import os
-
     path = os.path.join(plugins, "calculator.wasm")
     plugin = toolhost.Plugin.load(path, timeout=10)
     registry = toolhost.Registry()
     config = {"schema": "toolsets", "toolsets": [{"id": "calc", "kind": "uri", "server": {"url": path}}]}
-    import tempfile
-
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
         json.dump(config, out)
     registry.load(out.name)
@@ -152,8 +150,6 @@ def main():
     for name, times in rounds.items():
         median = statistics.median(times)
         print(f"| {name} | {median * 1e6:.2f} | {(median - rust) * 1e6:+.2f} µs |")
-    import os
-
     text = toolhost.Plugin.load(os.path.join(options.plugins, "text.wasm"), timeout=10)
     calls = [
         ("calculator.add", plugin, "add", ARGUMENTS, options.calls),

@@ -171,11 +171,17 @@ pub(crate) fn kind_of(error: &PyErr) -> String {
 
 /// `Type: message` of a Python exception, for the texts that carry it.
 pub(crate) fn describe(error: &PyErr) -> String {
-    Python::attach(|py| {
-        let kind = error.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
-        let message = error.value(py).str().map(|s| s.to_string()).unwrap_or_default();
-        if message.is_empty() { kind } else { format!("{kind}: {message}") }
-    })
+    let kind = kind_of(error);
+    let message = Python::attach(|py| error.value(py).str().map(|s| s.to_string()).unwrap_or_default());
+    if message.is_empty() { kind } else { format!("{kind}: {message}") }
+}
+
+/// The text of a `ToolError`: the words its raiser meant to be read (by a
+/// model, or by the plugin it refuses); `None` for any other exception.
+fn tool_error_text(py: Python<'_>, error: &PyErr) -> Option<String> {
+    error
+        .is_instance_of::<crate::errors::ToolError>(py)
+        .then(|| error.value(py).str().map(|s| s.to_string()).unwrap_or_default())
 }
 
 /// The approval hook of one call: `hook(tool, arguments)`, where `tool` is
@@ -306,11 +312,10 @@ impl CallClient for PyClient {
             };
             let answer = call_hook(Arc::clone(hook), None, args).await.map_err(|error| {
                 Python::attach(|py| {
-                    if error.is_instance_of::<crate::errors::ToolError>(py) {
-                        return error.value(py).str().map(|s| s.to_string()).unwrap_or_default();
-                    }
-                    error.write_unraisable(py, None);
-                    format!("the caller failed to answer {}", request.method())
+                    tool_error_text(py, &error).unwrap_or_else(|| {
+                        error.write_unraisable(py, None);
+                        format!("the caller failed to answer {}", request.method())
+                    })
                 })
             })?;
             Python::attach(|py| pythonize::depythonize::<Value>(answer.bind(py)).map_err(|e| e.to_string()))
@@ -365,10 +370,10 @@ pub(crate) fn builtin_handler(hook: Arc<Hook>) -> toolhost::BuiltinHandler {
             Python::attach(|py| match answer {
                 Ok(value) => pythonize::depythonize::<CallToolResult>(value.bind(py))
                     .map_err(|e| BuiltinError::Unavailable(format!("the tool's result is not a CallToolResult: {e}"))),
-                Err(error) if error.is_instance_of::<crate::errors::ToolError>(py) => {
-                    Err(BuiltinError::Tool(error.value(py).str().map(|s| s.to_string()).unwrap_or_default()))
-                }
-                Err(error) => Err(BuiltinError::Unavailable(describe(&error))),
+                Err(error) => Err(match tool_error_text(py, &error) {
+                    Some(text) => BuiltinError::Tool(text),
+                    None => BuiltinError::Unavailable(describe(&error)),
+                }),
             })
         }) as BoxFuture<'static, Result<CallToolResult, BuiltinError>>
     })

@@ -242,11 +242,8 @@ async fn call(
     // The GIL only for an exception: a result needs none here.
     match result {
         Ok(result) if approver.denied() && result.is_error == Some(true) => {
-            let text = result.content.iter().find_map(|item| match item {
-                toolhost::Content::Text(text) => Some(text.text.clone()),
-                _ => None,
-            });
-            Err(Python::attach(|py| denied(py, text.unwrap_or_default())))
+            let text = result.texts().next().unwrap_or_default().to_owned();
+            Err(Python::attach(|py| denied(py, text)))
         }
         Ok(result) => Ok(result),
         Err(error) => Err(Python::attach(|py| to_py(py, &error))),

@@ -3,7 +3,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use toolhost::{CallToolResult, Content, RegisteredTool, Tool};
+use toolhost::{CallToolResult, RegisteredTool, Tool};
 
 /// A tool as callers see it.
 #[pyclass(frozen, module = "toolhost", name = "ToolInfo")]
@@ -118,16 +118,7 @@ impl CallResult {
     /// The text items' texts, one per line: what most agents show a model.
     #[getter]
     fn text(&self) -> String {
-        let mut texts = self.inner.content.iter().filter_map(|item| match item {
-            Content::Text(text) => Some(text.text.as_str()),
-            _ => None,
-        });
-        let mut joined = texts.next().unwrap_or_default().to_owned();
-        for text in texts {
-            joined.push('\n');
-            joined.push_str(text);
-        }
-        joined
+        self.inner.texts().collect::<Vec<_>>().join("\n")
     }
 
     /// The content items, each a typed object of `toolhost` (`TextContent`,

@@ -6,7 +6,7 @@ import inspect
 import json
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from ._toolhost import ToolError
 
@@ -113,7 +113,7 @@ def describe(function: Callable) -> tuple:
     name = marks.get("name") or function.__name__
     signature = inspect.signature(function)
     hints = typing.get_type_hints(function)
-    parameters = [p for p in signature.parameters.values()]
+    parameters = list(signature.parameters.values())
     for parameter in parameters:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
             raise TypeError(f"tool `{name}`: parameter `{parameter.name}` must be an ordinary named parameter")
@@ -170,3 +170,14 @@ def describe(function: Callable) -> tuple:
             return _result(function(**keywords(arguments)))
 
     return spec, invoke
+
+
+def offered(registry: Any, names: Optional[Iterable[str]] = None) -> Iterator[tuple]:
+    """What an adapter offers a framework: each tool of `registry` (all,
+    or those `names` lists) with its shape as model APIs take it, the
+    library's own (`name`, `description`: the description, else a title;
+    `input_schema`)."""
+    chosen = None if names is None else set(names)
+    for info in registry.tools():
+        if chosen is None or info.name in chosen:
+            yield info, info.anthropic()

@@ -20,6 +20,7 @@ from typing import Any, Optional
 from langchain_core.tools import BaseTool, ToolException
 
 from . import CallResult, Registry, ToolhostError
+from ._tools import offered
 
 
 class ToolhostTool(BaseTool):
@@ -52,12 +53,6 @@ def tools(registry: Registry, *, names: Optional[list] = None) -> list:
     """The tools of `registry` (all, or those `names` lists) as LangChain
     `BaseTool`s."""
     return [
-        ToolhostTool(
-            name=info.name,
-            description=info.description or info.title or "",
-            args_schema=info.input_schema,
-            registry=registry,
-        )
-        for info in registry.tools()
-        if names is None or info.name in names
+        ToolhostTool(name=info.name, description=shape["description"], args_schema=shape["input_schema"], registry=registry)
+        for info, shape in offered(registry, names)
     ]

@@ -22,6 +22,7 @@ from typing import Literal, Optional
 from agents import FunctionTool, RunContextWrapper
 
 from . import Registry, ToolhostError
+from ._tools import offered
 
 
 def function_tools(
@@ -35,15 +36,13 @@ def function_tools(
     if approvals not in ("framework", "registry"):
         raise ValueError("approvals is 'framework' or 'registry'")
     tools = []
-    for info in registry.tools():
-        if names is not None and info.name not in names:
-            continue
+    for info, shape in offered(registry, names):
         framework_approval = approvals == "framework" and info.requires_approval
         tools.append(
             FunctionTool(
                 name=info.name,
-                description=info.description or info.title or "",
-                params_json_schema=info.input_schema,
+                description=shape["description"],
+                params_json_schema=shape["input_schema"],
                 on_invoke_tool=_invoker(registry, info.name, framework_approval),
                 strict_json_schema=False,
                 needs_approval=framework_approval,

@@ -32,6 +32,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from . import InvalidArgumentsError, Registry, ToolhostError, UnknownToolError
+from ._tools import offered
 
 # The registry checks arguments against the tool's own schema; PydanticAI
 # only needs to see an object.
@@ -61,7 +62,7 @@ class ToolhostToolset(AbstractToolset):
         if approvals not in ("framework", "registry"):
             raise ValueError("approvals is 'framework' or 'registry'")
         self._registry = registry
-        self._names = set(names) if names is not None else None
+        self._names = names
         self._approvals = approvals
         self._max_retries = max_retries
         self._id = id
@@ -76,13 +77,11 @@ class ToolhostToolset(AbstractToolset):
 
     async def get_tools(self, ctx: RunContext) -> dict:
         tools = {}
-        for info in self._registry.tools():
-            if self._names is not None and info.name not in self._names:
-                continue
+        for info, shape in offered(self._registry, self._names):
             definition = ToolDefinition(
                 name=info.name,
-                description=info.description or info.title or "",
-                parameters_json_schema=info.input_schema,
+                description=shape["description"],
+                parameters_json_schema=shape["input_schema"],
                 metadata={"annotations": info.annotations, "requires_approval": info.requires_approval},
             )
             tools[info.name] = ToolsetTool(
