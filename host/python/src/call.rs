@@ -45,22 +45,33 @@ impl CallOptions {
             if value.is_none() {
                 continue;
             }
-            match key.extract::<String>()?.as_str() {
+            let key = key.extract::<String>()?;
+            // A bad value says which keyword it was given for.
+            let named = |error: PyErr| {
+                Python::attach(|py| {
+                    let kind = error.get_type(py);
+                    PyErr::from_type(kind, format!("call() keyword `{key}`: {}", error.value(py)))
+                })
+            };
+            match key.as_str() {
                 "timeout" => {
-                    let timeout = Duration::try_from_secs_f64(value.extract()?)
+                    let timeout = Duration::try_from_secs_f64(value.extract().map_err(named)?)
                         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("timeout: {e}")))?;
                     context = context.with_timeout(timeout);
                 }
-                "user_id" => context = context.with_user_id(value.extract::<String>()?),
-                "meta" => context = context.with_meta(pythonize::depythonize(value.cast::<PyDict>()?)?),
+                "user_id" => context = context.with_user_id(value.extract::<String>().map_err(named)?),
+                "meta" => {
+                    let meta = value.cast::<PyDict>().map_err(|e| named(e.into()))?;
+                    context = context.with_meta(pythonize::depythonize(meta).map_err(|e| named(e.into()))?);
+                }
                 "on_log" => {
-                    let (sink, pump) = log_pump(Hook::new(&value)?);
+                    let (sink, pump) = log_pump(Hook::new(&value).map_err(named)?);
                     context = context.with_log_sink(sink);
                     options.log = Some(pump);
                 }
-                "on_progress" => on_progress = Some(Hook::new(&value)?),
-                "on_request" => on_request = Some(Hook::new(&value)?),
-                "approved" if approvable => options.approved = value.extract()?,
+                "on_progress" => on_progress = Some(Hook::new(&value).map_err(named)?),
+                "on_request" => on_request = Some(Hook::new(&value).map_err(named)?),
+                "approved" if approvable => options.approved = value.extract().map_err(named)?,
                 other => {
                     return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                         "call() got an unexpected keyword argument '{other}'"

@@ -171,6 +171,22 @@ def test_an_unknown_keyword_is_a_type_error(calculator):
     with pytest.raises(TypeError, match="'approved'"):
         calculator.call_sync("add", {"a": 1, "b": 2}, approved=True)
     assert calculator.call_sync("add", {"a": 1, "b": 2}, timeout=None).text == "3"
+    # A bad value names the keyword it was given for.
+    with pytest.raises(TypeError, match="keyword `meta`"):
+        calculator.call_sync("add", {"a": 1, "b": 2}, meta=["not", "a", "dict"])
+    with pytest.raises(TypeError, match="keyword `on_log`: a hook must be callable, not str"):
+        calculator.call_sync("add", {"a": 1, "b": 2}, on_log="print")
+
+
+def test_a_flood_of_log_lines_is_bounded_on_its_way_to_python(hostile):
+    lines = []
+    result = hostile.call_sync("log_flood", {"lines": 20_000, "bytes": 64}, on_log=lambda level, line: lines.append(line))
+    assert not result.is_error
+    # The library lets a call log a bounded number of lines (then says it
+    # stopped), and the guest only queues them for Python, in a bounded
+    # backlog: never 20,000 lines held for the hook.
+    assert 0 < len(lines) <= 1024 and all(len(line) <= 256 for line in lines)
+    assert lines[-1].startswith("further log lines of this call dropped")
 
 
 def test_limits_are_the_clis():
