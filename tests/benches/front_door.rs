@@ -25,6 +25,11 @@
 //!   Then the same parts against `http-floor`, a server that answers every
 //!   request with a canned result at once (hyper, two tokio workers): what
 //!   HTTP itself costs here, client and kernel included.
+//! - `paced` (only when named): 8 kept-alive clients calling open-loop at
+//!   500 calls/s in all, the rate agents drive rather than saturation, with
+//!   the floor in the same run; the server's CPU per call read in
+//!   nanoseconds from `/proc`, its context switches, and its busiest
+//!   threads (see [`paced`] for the settings).
 //!
 //! Each line gives calls/s and the latency percentiles of one call, measured
 //! by the client (request written to answer read), and for `serve` the
@@ -574,6 +579,239 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
     let _ = server.wait();
 }
 
+/// CPU time and context switches of a process, in all, and by thread name,
+/// from `/proc/PID/task/*/{comm,schedstat,status}` (Linux): CPU in
+/// nanoseconds, where `/proc/PID/stat` counts 10 ms ticks.
+#[derive(Default)]
+struct Usage {
+    cpu_ns: u64,
+    switches: u64,
+    by_thread: std::collections::BTreeMap<String, (u64, u64)>,
+}
+
+impl Usage {
+    fn of(pid: u32) -> Usage {
+        let mut usage = Usage::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return usage };
+        for task in tasks.flatten() {
+            let path = task.path();
+            let read = |file: &str| std::fs::read_to_string(path.join(file)).unwrap_or_default();
+            let cpu_ns: u64 = read("schedstat").split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let switches: u64 = read("status")
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            // Numbered threads of one kind (tokio's workers) count as one.
+            let name = read("comm").trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_owned();
+            usage.cpu_ns += cpu_ns;
+            usage.switches += switches;
+            let entry = usage.by_thread.entry(name).or_default();
+            entry.0 += cpu_ns;
+            entry.1 += switches;
+        }
+        usage
+    }
+
+    /// What was used since `before` (threads gone since are not counted).
+    fn since(&self, before: &Usage) -> Usage {
+        let mut used = Usage {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            switches: self.switches.saturating_sub(before.switches),
+            by_thread: Default::default(),
+        };
+        for (name, (cpu, switches)) in &self.by_thread {
+            let (cpu_before, switches_before) = before.by_thread.get(name).copied().unwrap_or_default();
+            used.by_thread
+                .insert(name.clone(), (cpu.saturating_sub(cpu_before), switches.saturating_sub(switches_before)));
+        }
+        used
+    }
+}
+
+/// A server for the paced part: `toolhost serve --http` of the calculator
+/// (this build's, or the one `FRONT_DOOR_BASELINE` names), or the floor.
+struct PacedServer {
+    label: String,
+    child: Child,
+    addr: String,
+    floor: bool,
+}
+
+impl PacedServer {
+    fn toolhost(label: &str, binary: &std::path::Path) -> PacedServer {
+        let mut child = Command::new(binary)
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .arg(toolhost_tests::example("calculator"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start toolhost serve --http");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        let url = loop {
+            line.clear();
+            assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
+            if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
+                break url.to_owned();
+            }
+        };
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
+        PacedServer { label: label.to_owned(), child, addr: addr.to_owned(), floor: false }
+    }
+
+    fn floor() -> PacedServer {
+        let mut child = Command::new(std::env::current_exe().expect("this bench"))
+            .arg("--floor-server")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the floor server");
+        let mut address = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut address).expect("its address");
+        PacedServer { label: "http-floor".to_owned(), child, addr: address.trim().to_owned(), floor: true }
+    }
+}
+
+impl Drop for PacedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One paced line: `clients` kept-alive clients (tasks of one client
+/// thread) calling `add` open-loop, together `rate` calls a second, each on
+/// a fixed schedule (spread evenly among the clients), for `seconds` after
+/// a warm-up of 2 s. (A client whose call is late, its previous one not
+/// answered yet, sends it at once: the calls/s shows a server that falls
+/// behind; latency counts from the send, as tokio's timer wakes the client
+/// up to a millisecond after the due time.) Returns the server's CPU per call
+/// (µs) and prints the line.
+fn paced_line(
+    runtime: &tokio::runtime::Runtime,
+    server: &PacedServer,
+    stateless: bool,
+    rate: f64,
+    clients: usize,
+    seconds: f64,
+    floor_cpu: Option<f64>,
+) -> f64 {
+    let interval = Duration::from_secs_f64(clients as f64 / rate);
+    let mut open: Vec<Session> = runtime.block_on(async {
+        let mut open = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            open.push(Session::open(&server.addr, stateless).await);
+        }
+        open
+    });
+    let mut result = 0.0;
+    for (span, measured) in [(2.0, false), (seconds, true)] {
+        let per_client = ((span * rate) as usize / clients).max(1);
+        let server_before = Usage::of(server.child.id());
+        let client_before = Usage::of(std::process::id());
+        let started = Instant::now();
+        let (back, latencies) = runtime.block_on(async {
+            let start = tokio::time::Instant::now();
+            let tasks: Vec<_> = std::mem::take(&mut open)
+                .into_iter()
+                .enumerate()
+                .map(|(c, mut session)| {
+                    tokio::spawn(async move {
+                        let phase = interval.mul_f64(c as f64 / clients as f64);
+                        let mut latencies = Vec::with_capacity(per_client);
+                        for i in 0..per_client {
+                            let due = start + phase + interval * i as u32;
+                            tokio::time::sleep_until(due).await;
+                            let sent = Instant::now();
+                            session.call(c * per_client + i + 1).await;
+                            latencies.push(sent.elapsed());
+                        }
+                        (session, latencies)
+                    })
+                })
+                .collect();
+            let (mut back, mut all) = (Vec::new(), Vec::new());
+            for task in tasks {
+                let (session, latencies) = task.await.expect("client task");
+                back.push(session);
+                all.extend(latencies);
+            }
+            (back, all)
+        });
+        let elapsed = started.elapsed();
+        open = back;
+        if !measured {
+            continue;
+        }
+        let calls = latencies.len() as f64;
+        let used = Usage::of(server.child.id()).since(&server_before);
+        let client = Usage::of(std::process::id()).since(&client_before);
+        let cpu = used.cpu_ns as f64 / 1e3 / calls;
+        result = cpu;
+        let who = match (server.floor, stateless) {
+            (true, _) => server.label.clone(),
+            (false, true) => format!("{}/direct {STATELESS}", server.label),
+            (false, false) => format!("{}/session 2025-06-18", server.label),
+        };
+        report(&format!("paced {who}"), latencies, elapsed, Some(used.cpu_ns as f64 / 1e9));
+        let ratio = floor_cpu.map(|floor| format!(" ({:.2}× the floor)", cpu / floor)).unwrap_or_default();
+        let mut threads: Vec<_> = used.by_thread.iter().filter(|(_, (cpu, _))| *cpu > 0).collect();
+        threads.sort_by_key(|(_, (cpu, _))| std::cmp::Reverse(*cpu));
+        let threads: Vec<String> = threads
+            .iter()
+            .take(4)
+            .map(|(name, (cpu, switches))| {
+                format!("{name} {:.1} µs {:.2} sw", *cpu as f64 / 1e3 / calls, *switches as f64 / calls)
+            })
+            .collect();
+        println!(
+            "{:<28} server {cpu:.1} µs/call{ratio}, {:.2} switches/call [{}]; client CPU {:.1} µs/call",
+            "",
+            used.switches as f64 / calls,
+            threads.join(", "),
+            client.cpu_ns as f64 / 1e3 / calls,
+        );
+    }
+    result
+}
+
+/// The paced part: what a call costs at the rates clients drive, not
+/// saturated. `FRONT_DOOR_RATE` calls/s (500) from `FRONT_DOOR_CLIENTS`
+/// kept-alive clients (8) for `FRONT_DOOR_SECONDS` (20); per round, the
+/// floor, then `serve --http` with the direct path (2026-07-28) and in
+/// sessions (2025-06-18), then the same with the `toolhost` binary that
+/// `FRONT_DOOR_BASELINE` names, if set (the build before a change, run
+/// alternating with this one); `FRONT_DOOR_ROUNDS` rounds (1).
+fn paced() {
+    let number = |name: &str, default: f64| {
+        std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok()).filter(|v| *v > 0.0).unwrap_or(default)
+    };
+    let rate = number("FRONT_DOOR_RATE", 500.0);
+    let clients = number("FRONT_DOOR_CLIENTS", 8.0) as usize;
+    let seconds = number("FRONT_DOOR_SECONDS", 20.0);
+    let rounds = number("FRONT_DOOR_ROUNDS", 1.0) as usize;
+    let baseline = std::env::var_os("FRONT_DOOR_BASELINE").filter(|b| !b.is_empty()).map(std::path::PathBuf::from);
+    println!("paced: {rate} calls/s from {clients} clients, {seconds} s a line; server CPU from /proc, per call");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
+    for _ in 0..rounds {
+        let floor = PacedServer::floor();
+        let floor_cpu = paced_line(&runtime, &floor, true, rate, clients, seconds, None);
+        drop(floor);
+        let mut builds = vec![("toolhost".to_owned(), toolhost_tests::toolhost())];
+        if let Some(baseline) = &baseline {
+            builds.push(("baseline".to_owned(), baseline.clone()));
+        }
+        for (label, binary) in builds {
+            let server = PacedServer::toolhost(&label, &binary);
+            for stateless in [true, false] {
+                paced_line(&runtime, &server, stateless, rate, clients, seconds, Some(floor_cpu));
+            }
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--floor-server") {
         return floor_server();
@@ -602,5 +840,9 @@ fn main() {
     }
     if wanted("http") {
         http();
+    }
+    // Only when asked for: it runs at a fixed rate, so it takes its time.
+    if filter.as_deref() == Some("paced") {
+        paced();
     }
 }
