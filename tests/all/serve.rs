@@ -308,6 +308,76 @@ fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
     drop(writer.join().expect("the writer ends"));
 }
 
+/// The context switches of a process's thread named `name`, from
+/// `/proc/PID/task/*/status`: how often it has slept and woken.
+#[cfg(target_os = "linux")]
+fn switches_of_thread(pid: u32, name: &str) -> Option<u64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+        let switches = status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        return Some(switches);
+    }
+    None
+}
+
+/// After calls, a server that gets no more stops waking its epoch ticker:
+/// the thread parks (it no longer switches at all), and the next call
+/// unparks it and is answered. A ticker that never parked would wake every
+/// 10 ms, and this would wait out its deadline.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_idle_servers_epoch_ticker_parks_and_the_next_call_wakes_it() {
+    let (server, mut stdin, mut stdout) = raw_stdio_calculator();
+    let pid = server.0.id();
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{initialize}").expect("write");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("the answer to initialize");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("write");
+    let mut call = |id: u64| {
+        let add = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});
+        writeln!(stdin, "{add}").expect("write");
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).expect("an answer");
+        let answer: Value = serde_json::from_str(&answer).expect("JSON");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["content"][0]["text"], "3", "{answer}");
+    };
+    for id in 1..=20 {
+        call(id);
+    }
+    // Parked: no switch in a whole second (watching, it would switch about
+    // a hundred times).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = switches_of_thread(pid, "toolhost-epoch").expect("an epoch ticker thread");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = switches_of_thread(pid, "toolhost-epoch").expect("the epoch ticker thread");
+        if now == last {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the epoch ticker still wakes after 60 s without a call");
+        last = now;
+    }
+    // The next call unparks it (it runs again), and is answered.
+    call(21);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while switches_of_thread(pid, "toolhost-epoch") == Some(last) {
+        assert!(Instant::now() < deadline, "a call did not unpark the epoch ticker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn cancellation_from_the_client_stops_the_call() {
     // Events, not timing: the server's debug log says when the call started

@@ -1,9 +1,23 @@
 //! The epoch ticker of a [`Runtime`](crate::Runtime): one thread that
-//! advances its engines' epoch every [`TICK`], so a running guest checks
-//! its deadline and yields to the executor; and keeps the alarms of guests
-//! waiting in host calls. It sleeps (parked) while no call has run for a
-//! while, so an idle host costs nothing, and it ends when its runtime shuts
-//! down or is dropped.
+//! advances its engines' epoch, so a running guest checks its deadline and
+//! yields to the executor; and keeps the alarms of guests waiting in host
+//! calls. It ends when its runtime shuts down or is dropped.
+//!
+//! It has three paces, so that what it costs follows what guests do:
+//! - **ticking**, every [`TICK`], while it saw a call running (or an alarm
+//!   set) at its last look: a guest that runs on yields every tick, and
+//!   deadlines are kept to a tick;
+//! - **watching**, every [`WATCH`], while calls come and go between its
+//!   looks: most calls take microseconds, and a server answering hundreds
+//!   a second would otherwise wake this thread a thousand times a second,
+//!   two wake-ups a call. A call that runs on is seen within `WATCH` and
+//!   ticked from then on, so its first yield comes at most `WATCH` after it
+//!   began (its deadline is checked then too);
+//! - **parked** after [`PARK_AFTER`] without a call, so an idle host costs
+//!   nothing; the next call unparks it.
+//!
+//! An alarm set while it is not ticking wakes it at once, so alarms keep
+//! their tick.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,8 +32,12 @@ use wasmtime::Engine;
 /// guest runs before it yields to the executor.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
-/// Idle ticks before the ticker parks.
-const IDLE_TICKS: u32 = 200;
+/// How often the ticker looks while calls come and go but none was seen
+/// running: the longest a guest runs before its first yield.
+pub(crate) const WATCH: Duration = Duration::from_millis(10);
+
+/// How long without a call before the ticker parks.
+const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// Calls running, counted in shards (a cache line each) so that callers on
 /// different threads do not write the same line on every call.
@@ -44,6 +62,10 @@ struct Shared {
     /// The thread, once started.
     thread: Mutex<Option<(Thread, JoinHandle<()>)>>,
     parked: AtomicBool,
+    /// Whether it is ticking (else watching or parked).
+    ticking: AtomicBool,
+    /// A call started since the ticker last looked.
+    seen: AtomicBool,
     stopped: AtomicBool,
     active: [Shard; SHARDS],
     /// Alarms set, by id: when each goes off and whom to wake.
@@ -58,6 +80,8 @@ impl Ticker {
                 engines: Mutex::new(Vec::new()),
                 thread: Mutex::new(None),
                 parked: AtomicBool::new(false),
+                ticking: AtomicBool::new(false),
+                seen: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
                 active: [const { Shard(AtomicUsize::new(0)) }; SHARDS],
                 alarms: Mutex::new(BTreeMap::new()),
@@ -110,8 +134,11 @@ impl Ticker {
         let shared = &self.shared;
         let shard = SHARD.with(|s| *s);
         shared.active[shard].0.fetch_add(1, Ordering::SeqCst);
-        // Read before writing: callers on several threads would otherwise
-        // bounce the flag's cache line on every call.
+        // Read before writing (here and below): callers on several threads
+        // would otherwise bounce the flags' cache line on every call.
+        if !shared.seen.load(Ordering::Relaxed) {
+            shared.seen.store(true, Ordering::Relaxed);
+        }
         if shared.parked.load(Ordering::SeqCst)
             && shared.parked.swap(false, Ordering::SeqCst)
             && let Some((thread, _)) = &*lock(&shared.thread)
@@ -136,45 +163,54 @@ fn active(shared: &Shared) -> usize {
 }
 
 fn run(shared: &Shared) {
-    let mut idle = 0;
+    let mut last_call = Instant::now();
+    let mut ticking = false;
     while !shared.stopped.load(Ordering::SeqCst) {
-        std::thread::sleep(TICK);
+        // An unpark (an alarm set, a stop) ends the wait early.
+        std::thread::park_timeout(if ticking { TICK } else { WATCH });
         for engine in lock(&shared.engines).iter() {
             engine.increment_epoch();
         }
-        fire(shared);
-        if active(shared) > 0 {
-            idle = 0;
+        let alarms = fire(shared);
+        let running = active(shared) > 0;
+        let seen = shared.seen.swap(false, Ordering::Relaxed);
+        ticking = running || alarms;
+        shared.ticking.store(ticking, Ordering::SeqCst);
+        let now = Instant::now();
+        if running || seen {
+            last_call = now;
+        }
+        if ticking || now.duration_since(last_call) < PARK_AFTER {
             continue;
         }
-        idle += 1;
-        if idle >= IDLE_TICKS {
-            shared.parked.store(true, Ordering::SeqCst);
-            // A call that started after the check above saw `parked` and
-            // will unpark us (an unpark before park is not lost).
-            if active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
-                std::thread::park();
-            }
-            shared.parked.store(false, Ordering::SeqCst);
-            idle = 0;
+        shared.parked.store(true, Ordering::SeqCst);
+        // A call that started after the check above saw `parked` and will
+        // unpark us (an unpark before park is not lost).
+        if active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
+            std::thread::park();
         }
+        shared.parked.store(false, Ordering::SeqCst);
+        last_call = Instant::now();
     }
 }
 
-/// Wake the tasks whose alarms have gone off.
-fn fire(shared: &Shared) {
+/// Wake the tasks whose alarms have gone off; whether any alarm is still
+/// set.
+fn fire(shared: &Shared) -> bool {
     let now = Instant::now();
-    let due: Vec<Waker> = {
+    let (due, left): (Vec<Waker>, bool) = {
         let mut alarms = lock(&shared.alarms);
         if alarms.is_empty() {
-            return;
+            return false;
         }
         let ids: Vec<u64> = alarms.iter().filter(|(_, (at, _))| *at <= now).map(|(id, _)| *id).collect();
-        ids.into_iter().filter_map(|id| alarms.remove(&id)).map(|(_, waker)| waker).collect()
+        let due = ids.into_iter().filter_map(|id| alarms.remove(&id)).map(|(_, waker)| waker).collect();
+        (due, !alarms.is_empty())
     };
     for waker in due {
         waker.wake();
     }
+    left
 }
 
 /// A deadline the ticker thread keeps: ready once it has passed, and its
@@ -205,6 +241,14 @@ impl Alarm<'_> {
             Some((_, waker)) if waker.will_wake(cx.waker()) => {}
             _ => {
                 alarms.insert(id, (self.deadline, cx.waker().clone()));
+                drop(alarms);
+                // A ticker watching or parked would look too late: wake it
+                // to tick.
+                if !self.shared.ticking.load(Ordering::SeqCst)
+                    && let Some((thread, _)) = &*lock(&self.shared.thread)
+                {
+                    thread.unpark();
+                }
             }
         }
         Poll::Pending
