@@ -527,8 +527,11 @@ impl McpServer {
         };
         let call_context = self.call_context(context);
         // Dropping the call's future (on cancellation) stops its guest, or
-        // withdraws the question its approval waits on.
+        // withdraws the question its approval waits on. The call is polled
+        // first: one that finishes in its first poll never registers with
+        // the token (two locks of its tree).
         let outcome = tokio::select! {
+            biased;
             outcome = McpServer::call(source, name, arguments, approver, &call_context) => outcome,
             () = context.ct.cancelled() => {
                 tracing::info!(tool = %name, "call cancelled by the client");

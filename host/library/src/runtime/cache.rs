@@ -460,7 +460,9 @@ fn store(dir: &Path, path: &Path, key: &[u8; KEY], module: &Compiled) -> std::io
     }
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
     temp.write_all(&entry(key, &payload))?;
-    temp.as_file().sync_data()?;
+    // Not synced: a sync took milliseconds off a cold start, and an entry
+    // a crash leaves torn (or empty) fails its length, key or checksum on
+    // the next lookup and is compiled again.
     temp.persist(path).map_err(|e| e.error)?;
     crate::cache_folder::trim(dir, path, MAX_ENTRIES, MAX_BYTES, |entry| {
         entry.extension().is_some_and(|x| x == "cwasm")
