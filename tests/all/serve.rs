@@ -263,6 +263,18 @@ fn raw_stdio_calculator() -> (Server, ChildStdin, BufReader<std::process::ChildS
     (Server(child), stdin, stdout)
 }
 
+/// [`raw_stdio_calculator`], its session initialized (at 2025-06-18).
+fn initialized_stdio_calculator() -> (Server, ChildStdin, BufReader<std::process::ChildStdout>) {
+    let (server, mut stdin, mut stdout) = raw_stdio_calculator();
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    writeln!(stdin, "{initialize}").expect("write");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("the answer to initialize");
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("write");
+    (server, stdin, stdout)
+}
+
 /// A client that sends requests and does not read its answers is not read
 /// from either, once 1,024 are pending: its own pipe fills, not the
 /// server's memory (rmcp ran a task for every request, and the answers
@@ -270,13 +282,7 @@ fn raw_stdio_calculator() -> (Server, ChildStdin, BufReader<std::process::ChildS
 #[test]
 fn a_client_that_does_not_read_its_answers_is_not_read_from_either() {
     const PINGS: usize = 10_000;
-    let (_server, mut stdin, mut stdout) = raw_stdio_calculator();
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    writeln!(stdin, "{initialize}").expect("write");
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("the answer to initialize");
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("write");
+    let (_server, mut stdin, stdout) = initialized_stdio_calculator();
     // Pings, written without reading a single answer.
     let writer = std::thread::spawn(move || {
         for id in 1..=PINGS {
@@ -335,14 +341,8 @@ fn switches_of_thread(pid: u32, name: &str) -> Option<u64> {
 #[cfg(target_os = "linux")]
 #[test]
 fn an_idle_servers_epoch_ticker_parks_and_the_next_call_wakes_it() {
-    let (server, mut stdin, mut stdout) = raw_stdio_calculator();
+    let (server, mut stdin, mut stdout) = initialized_stdio_calculator();
     let pid = server.0.id();
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    writeln!(stdin, "{initialize}").expect("write");
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("the answer to initialize");
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).expect("write");
     let mut call = |id: u64| {
         let add = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "add", "arguments": {"a": 1, "b": 2}}});

@@ -466,6 +466,45 @@ impl Session {
     }
 }
 
+/// Each session calls `add` `each` times, all sessions at once (a task
+/// each), back to back or, with `paced` (a start and each session's
+/// interval), each call at its due time, the sessions' phases spread
+/// evenly over the interval. Gives the sessions back, and every call's
+/// latency (from its send to its answer).
+async fn run_sessions(
+    open: Vec<Session>,
+    each: usize,
+    paced: Option<(tokio::time::Instant, Duration)>,
+) -> (Vec<Session>, Vec<Duration>) {
+    let count = open.len();
+    let tasks: Vec<_> = open
+        .into_iter()
+        .enumerate()
+        .map(|(s, mut session)| {
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(each);
+                for i in 0..each {
+                    if let Some((start, interval)) = paced {
+                        let phase = interval.mul_f64(s as f64 / count as f64);
+                        tokio::time::sleep_until(start + phase + interval * i as u32).await;
+                    }
+                    let sent = Instant::now();
+                    session.call(s * each + i + 1).await;
+                    latencies.push(sent.elapsed());
+                }
+                (session, latencies)
+            })
+        })
+        .collect();
+    let (mut back, mut all) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (session, latencies) = task.await.expect("client task");
+        back.push(session);
+        all.extend(latencies);
+    }
+    (back, all)
+}
+
 /// The floor of HTTP on this machine: a server that answers every POST at
 /// once with a canned `tools/call` result (and a session id), on hyper and
 /// two tokio workers as `serve` is, with no MCP, no plugin and no checks.
@@ -532,31 +571,8 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
             let cpu_before = cpu_seconds(server.id());
             let client_before = cpu_seconds(std::process::id());
             let started = Instant::now();
-            let (sessions_back, latencies) = runtime.block_on(async {
-                // Each task owns its session while it calls, and gives it back.
-                let tasks: Vec<_> = std::mem::take(&mut open)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(s, mut session)| {
-                        tokio::spawn(async move {
-                            let mut latencies = Vec::with_capacity(calls / sessions);
-                            for i in 0..calls / sessions {
-                                let call = Instant::now();
-                                session.call(s * calls + i + 1).await;
-                                latencies.push(call.elapsed());
-                            }
-                            (session, latencies)
-                        })
-                    })
-                    .collect();
-                let (mut back, mut all) = (Vec::new(), Vec::new());
-                for task in tasks {
-                    let (session, latencies) = task.await.expect("client task");
-                    back.push(session);
-                    all.extend(latencies);
-                }
-                (back, all)
-            });
+            let (sessions_back, latencies) =
+                runtime.block_on(run_sessions(std::mem::take(&mut open), calls / sessions, None));
             let elapsed = started.elapsed();
             open = sessions_back;
             if measured {
@@ -640,24 +656,8 @@ struct PacedServer {
 
 impl PacedServer {
     fn toolhost(label: &str, binary: &std::path::Path) -> PacedServer {
-        let mut child = Command::new(binary)
-            .args(["serve", "--http", "127.0.0.1:0"])
-            .arg(toolhost_tests::example("calculator"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start toolhost serve --http");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        let url = loop {
-            line.clear();
-            assert!(stderr.read_line(&mut line).expect("stderr") > 0, "the server ended before it listened");
-            if let Some(url) = line.trim().strip_prefix("toolhost: serving MCP over streamable HTTP at ") {
-                break url.to_owned();
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let calculator = toolhost_tests::example("calculator").display().to_string();
+        let (child, url) = toolhost_tests::spawn_serve_http_of(binary, &[&calculator], &[]);
         let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
         PacedServer { label: label.to_owned(), child, addr: addr.to_owned(), floor: false }
     }
@@ -714,31 +714,7 @@ fn paced_line(
         let started = Instant::now();
         let (back, latencies) = runtime.block_on(async {
             let start = tokio::time::Instant::now();
-            let tasks: Vec<_> = std::mem::take(&mut open)
-                .into_iter()
-                .enumerate()
-                .map(|(c, mut session)| {
-                    tokio::spawn(async move {
-                        let phase = interval.mul_f64(c as f64 / clients as f64);
-                        let mut latencies = Vec::with_capacity(per_client);
-                        for i in 0..per_client {
-                            let due = start + phase + interval * i as u32;
-                            tokio::time::sleep_until(due).await;
-                            let sent = Instant::now();
-                            session.call(c * per_client + i + 1).await;
-                            latencies.push(sent.elapsed());
-                        }
-                        (session, latencies)
-                    })
-                })
-                .collect();
-            let (mut back, mut all) = (Vec::new(), Vec::new());
-            for task in tasks {
-                let (session, latencies) = task.await.expect("client task");
-                back.push(session);
-                all.extend(latencies);
-            }
-            (back, all)
+            run_sessions(std::mem::take(&mut open), per_client, Some((start, interval))).await
         });
         let elapsed = started.elapsed();
         open = back;

@@ -142,8 +142,18 @@ pub fn doubling_schema(levels: usize) -> serde_json::Value {
 /// printed (its stderr is read, and dropped, from then on). For benches;
 /// the tests' own helper keeps the log lines.
 pub fn spawn_serve_http(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+    spawn_serve_http_of(&toolhost(), args, env)
+}
+
+/// [`spawn_serve_http`] of another `toolhost` binary (a build to compare
+/// with).
+pub fn spawn_serve_http_of(
+    binary: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, String) {
     use std::io::BufRead as _;
-    let mut child = std::process::Command::new(toolhost())
+    let mut child = std::process::Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(args)
         .envs(env.iter().copied())
