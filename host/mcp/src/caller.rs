@@ -18,6 +18,12 @@ pub(crate) enum Outlet {
     /// are sent as events before the answer.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     Stream(tokio::sync::mpsc::UnboundedSender<ServerJsonRpcMessage>),
+    /// A session's call answered outside rmcp: its progress goes on its
+    /// own stream, as rmcp routes a progress token to its request's
+    /// stream; the rest (log lines, resource updates), and requests, go
+    /// through the session's peer, as rmcp sends them.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Session { stream: tokio::sync::mpsc::UnboundedSender<ServerJsonRpcMessage>, peer: Peer<RoleServer> },
 }
 
 impl Outlet {
@@ -28,6 +34,12 @@ impl Outlet {
             Outlet::Stream(stream) => stream
                 .send(ServerJsonRpcMessage::notification(notification))
                 .map_err(|_| "the client's stream has closed".to_owned()),
+            Outlet::Session { stream, .. } if matches!(notification, ServerNotification::ProgressNotification(_)) => {
+                stream
+                    .send(ServerJsonRpcMessage::notification(notification))
+                    .map_err(|_| "the client's stream has closed".to_owned())
+            }
+            Outlet::Session { peer, .. } => peer.send_notification(notification).await.map_err(|e| e.to_string()),
         }
     }
 
@@ -35,7 +47,7 @@ impl Outlet {
     /// request's own stream: 2026-07-28 has no server-to-client requests).
     pub(crate) fn peer(&self) -> Option<&Peer<RoleServer>> {
         match self {
-            Outlet::Peer(peer) => Some(peer),
+            Outlet::Peer(peer) | Outlet::Session { peer, .. } => Some(peer),
             Outlet::Stream(_) => None,
         }
     }

@@ -20,6 +20,7 @@ use axum::http::{Method, Request, Response, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize as _;
 use serde_json::Value;
 
 mod admission;
@@ -52,6 +53,11 @@ fn own_origins(bound: SocketAddr) -> Vec<String> {
     }
     hosts.into_iter().map(|host| format!("http://{host}:{port}")).collect()
 }
+
+/// How long a session's `notifications/initialized` waits for the session
+/// to be registered for calls answered on their connection's task (its
+/// handler does so at once; past this, rmcp answers its calls).
+const REGISTERING: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The most connections [`HttpLimits::connections`] can allow.
 const MAX_CONNECTIONS: usize = 1 << 20;
@@ -203,6 +209,9 @@ pub(crate) struct Front {
     pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
     /// What answers a 2026-07-28 `tools/call` on its connection's task.
     pub(crate) direct: crate::stateless_call::Direct,
+    /// The sessions whose plain `tools/call`s are answered on their
+    /// connection's task too.
+    pub(crate) session_calls: Arc<crate::session_call::SessionCalls>,
     /// How many sessions may be open, and how long a body may take.
     pub(crate) limits: HttpLimits,
     /// The bytes of request bodies the server may still hold
@@ -385,7 +394,8 @@ impl std::fmt::Debug for HttpServer {
 impl HttpServer {
     /// Open the listening socket for `server`.
     pub async fn bind(server: McpServer, options: HttpOptions) -> Result<HttpServer, ServeError> {
-        let server = server.with_max_calls(options.limits.calls);
+        let session_calls = Arc::new(crate::session_call::SessionCalls::default());
+        let server = server.with_max_calls(options.limits.calls).with_session_calls(Arc::clone(&session_calls));
         let addr = options.addr;
         let bind_error = |source| ServeError::Bind { addr: addr.to_string(), source };
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;
@@ -403,7 +413,8 @@ impl HttpServer {
             // A 2026-07-28 request (no session) whose first message is its
             // answer gets it as `application/json`, no event stream to
             // frame; anything sent before the answer (progress, a question
-            // to the client) keeps the stream. Sessions always stream.
+            // to the client) keeps the stream. rmcp streams a session's
+            // answers (the front answers a session's plain calls itself).
             .with_json_response(true)
             // What the front reads, rmcp reads too (its own default is 4
             // MiB): a message is as large over a session as over stdio.
@@ -423,6 +434,7 @@ impl HttpServer {
             source,
             draining: Arc::clone(&draining),
             direct,
+            session_calls,
             limits: options.limits.clone(),
             bodies: Arc::new(tokio::sync::Semaphore::new(
                 options.limits.body_bytes.min(tokio::sync::Semaphore::MAX_PERMITS),
@@ -706,6 +718,20 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         }
         return crate::stateless_call::answer(&front.direct.server, &front.direct.stop, parts, call).await;
     }
+    // A plain tools/call of an open session: answered here too.
+    if let Some((session, call)) = crate::session_call::admit(&front.session_calls, &front.direct.hosts, &parts, &bytes)
+        && session.open(&front.sessions, &front.session_calls).await
+    {
+        #[cfg(feature = "production")]
+        if let Some(refusal) = production::scope_refusal_of(front, &parts, &call.1.name) {
+            return refusal;
+        }
+        if let Some(refusal) = admission::calls_refusal(front, || serde_json::to_value(&call.0).unwrap_or(Value::Null))
+        {
+            return refusal;
+        }
+        return crate::session_call::answer(session, &front.sessions, &front.direct.stop, parts, call).await;
+    }
     let message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) => message,
         Err(e) => {
@@ -730,6 +756,20 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     }
 }
 
+/// A session's `notifications/cancelled` of a call answered on its
+/// connection's task: cancel it (rmcp, which gets the notification too,
+/// knows no such call).
+fn cancel_call(front: &Front, parts: &axum::http::request::Parts, message: &Value) {
+    if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+        return;
+    }
+    let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
+    let Some(request) = message.pointer("/params/requestId") else { return };
+    if let Ok(request) = rmcp::model::RequestId::deserialize(request) {
+        front.session_calls.cancel(session, &request);
+    }
+}
+
 /// The request again, for rmcp: the same head, this body.
 fn rebuild(parts: axum::http::request::Parts, body: Body) -> Request<Body> {
     let mut request = Request::from_parts(parts, body);
@@ -748,6 +788,7 @@ async fn post_one(
     if let Some(answer) = malformed_call(&message) {
         return json_response(StatusCode::OK, &answer);
     }
+    cancel_call(front, &parts, &message);
     #[cfg(feature = "production")]
     if let Some(refusal) = production::scope_refusal(front, &parts, &message) {
         return refusal;
@@ -760,8 +801,19 @@ async fn post_one(
     if opens_session(&parts, &message) {
         return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
     }
+    let initialized = message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
+    let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     // (The head moved, not copied; the body shared, not copied.)
-    inner(front, rebuild(parts, Body::from(bytes))).await
+    let response = inner(front, rebuild(parts, Body::from(bytes))).await;
+    // Once initialized, a session's calls are answered on their
+    // connection's task: its client's next call finds it so.
+    if initialized
+        && response.status() == StatusCode::ACCEPTED
+        && let Some(session) = session
+    {
+        front.session_calls.until_registered(&session, REGISTERING).await;
+    }
+    response
 }
 
 /// A JSON-RPC batch: refused in sessions of versions without batches,
@@ -808,6 +860,7 @@ async fn post_batch(front: &Front, parts: axum::http::request::Parts, batch: Vec
             answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
             continue;
         }
+        cancel_call(front, &parts, &message);
         let expects_answer = message.get("method").is_some() && message.get("id").is_some();
         let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
         if !response.status().is_success() {

@@ -52,6 +52,8 @@ mod metrics;
 #[cfg(feature = "client")]
 mod resolve;
 mod server;
+#[cfg(feature = "http")]
+mod session_call;
 #[cfg(feature = "production")]
 mod settings;
 #[cfg(feature = "http")]

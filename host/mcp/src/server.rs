@@ -77,6 +77,10 @@ pub struct McpServer {
     /// Where the spans of calls go.
     #[cfg(feature = "production")]
     tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+    /// The sessions whose calls the HTTP front answers itself: each
+    /// session registers there once initialized.
+    #[cfg(feature = "http")]
+    session_calls: Option<Arc<crate::session_call::SessionCalls>>,
 }
 
 /// A session's lifetime: its token is cancelled when the last server of
@@ -84,16 +88,39 @@ pub struct McpServer {
 #[derive(Clone)]
 struct Session {
     ended: tokio_util::sync::CancellationToken,
-    _guard: Arc<tokio_util::sync::DropGuard>,
+    end: Arc<SessionEnd>,
     /// Set once the session's `list_changed` relay runs: a client may send
     /// `notifications/initialized` again and again, and each started one.
     relaying: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// What happens when a session ends: its token is cancelled, and the HTTP
+/// front stops answering its calls.
+struct SessionEnd {
+    _ended: tokio_util::sync::DropGuard,
+    /// Where the session is registered for the HTTP front, and its id.
+    #[cfg(feature = "http")]
+    registered: std::sync::OnceLock<(Arc<crate::session_call::SessionCalls>, Arc<str>)>,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        #[cfg(feature = "http")]
+        if let Some((calls, id)) = self.registered.get() {
+            calls.forget(id);
+        }
+    }
+}
+
 impl Default for Session {
     fn default() -> Self {
         let ended = tokio_util::sync::CancellationToken::new();
-        Session { _guard: Arc::new(ended.clone().drop_guard()), ended, relaying: Default::default() }
+        let end = SessionEnd {
+            _ended: ended.clone().drop_guard(),
+            #[cfg(feature = "http")]
+            registered: Default::default(),
+        };
+        Session { end: Arc::new(end), ended, relaying: Default::default() }
     }
 }
 
@@ -165,7 +192,37 @@ impl McpServer {
             metrics: None,
             #[cfg(feature = "production")]
             tracer: None,
+            #[cfg(feature = "http")]
+            session_calls: None,
         }
+    }
+
+    /// Register each session, once initialized, in `calls`: the HTTP
+    /// front answers its plain calls itself.
+    #[cfg(feature = "http")]
+    pub(crate) fn with_session_calls(mut self, calls: Arc<crate::session_call::SessionCalls>) -> Self {
+        self.session_calls = Some(calls);
+        self
+    }
+
+    /// Register this session for the HTTP front, if it is one of the
+    /// front's (an HTTP session that began with `initialize`), once.
+    #[cfg(feature = "http")]
+    fn register_session(&self, context: &NotificationContext<RoleServer>) {
+        let Some(calls) = &self.session_calls else { return };
+        let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return };
+        let Some(id) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
+        if context.peer.peer_info().is_none() {
+            return;
+        }
+        let id = Arc::<str>::from(id);
+        if self.session.end.registered.set((Arc::clone(calls), Arc::clone(&id))).is_err() {
+            return;
+        }
+        // Its state, not its lifetime, nor the registry (which would hold
+        // itself).
+        let server = McpServer { session: Session::default(), session_calls: None, ..self.clone() };
+        calls.register(id, server, context.peer.clone());
     }
 
     /// Answer at most `calls` `tools/call` requests at once, in all
@@ -728,6 +785,8 @@ impl rmcp::ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        #[cfg(feature = "http")]
+        self.register_session(&context);
         let Resolved::Registry(registry) = self.source.resolve(&context.extensions) else { return };
         if self.session.relaying.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;

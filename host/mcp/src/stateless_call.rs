@@ -64,7 +64,7 @@ impl Hosts {
     }
 
     /// Whether rmcp would let a request with these headers in.
-    fn allow(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn allow(&self, headers: &HeaderMap) -> bool {
         let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
         let Ok(authority) = axum::http::uri::Authority::try_from(host) else { return false };
         // Compared as `normalize` makes the allowed names, without making a
@@ -90,7 +90,7 @@ fn unbracket(host: &str) -> &str {
 
 /// The sole value of the header `name`, if it has exactly one and it is
 /// text.
-fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     values.next().is_none().then(|| value.to_str().ok()).flatten()
@@ -99,7 +99,7 @@ fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Whether the `Accept` headers name both JSON and event streams (a
 /// weight of zero excludes a type), as rmcp requires. Quoted parameters
 /// are left to rmcp.
-fn accepts_both(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_both(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else { continue };
@@ -189,38 +189,82 @@ pub(crate) async fn answer(
     parts: Parts,
     (id, params, meta): Admitted,
 ) -> Response<Body> {
-    let (sender, mut events) = mpsc::unbounded_channel();
+    let (sender, events) = mpsc::unbounded_channel();
     let ct = stop.child_token();
     let mut extensions = Extensions::new();
     extensions.insert(parts);
     let caller = Caller {
-        id: id.clone(),
+        id,
         version: meta.protocol_version(),
         capabilities: meta.client_capabilities(),
         meta,
         extensions,
-        ct: ct.clone(),
+        ct,
         outlet: Outlet::Stream(sender.clone()),
     };
     // The server itself, not a session's copy of it: what a session holds
     // of its own (a log level, subscriptions) is set only by requests of a
     // session, never on this path, and stays as a fresh session's.
-    let server = server.clone();
+    let call = Call { server: server.clone(), params, caller, shape: Shape::Current, session: false, guard: () };
+    respond(call, sender, events).await
+}
+
+/// Which revision's shape an answer takes: rmcp shapes a 2026-07-28 answer
+/// one way and an answer in a session of an earlier version another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// 2026-07-28: cache hints filled in, a missing resource is invalid
+    /// params.
+    Current,
+    /// A session's (2025-03-26 to 2025-11-25): no result type, structured
+    /// output only as an object, no `input_required` result.
+    Legacy,
+}
+
+/// A call to answer on the connection's task.
+pub(crate) struct Call<G> {
+    /// The server (or session's server) that answers it.
+    pub(crate) server: McpServer,
+    pub(crate) params: CallToolRequestParams,
+    /// Its caller, whose outlet sends to the `sender` given with it.
+    pub(crate) caller: Caller,
+    pub(crate) shape: Shape,
+    /// Whether it is a session's: its answer is `200` whatever it says, as
+    /// rmcp streams a session's answers.
+    pub(crate) session: bool,
+    /// Held until the call has its answer (then dropped).
+    pub(crate) guard: G,
+}
+
+/// Run `call` and answer it: with JSON, or with an event stream if the
+/// call sends its `events` first (their `sender` is the caller's outlet's).
+/// The caller's token ends the call; a client that goes away drops it.
+pub(crate) async fn respond<G: Send + 'static>(
+    call: Call<G>,
+    sender: mpsc::UnboundedSender<ServerJsonRpcMessage>,
+    mut events: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+) -> Response<Body> {
+    let Call { server, params, caller, shape, session, guard } = call;
+    let (id, ct) = (caller.id.clone(), caller.ct.clone());
     tracing::debug!(tool = %params.name, "tools/call answered on its connection's task");
     let mut gone = Gone(Some(params.name.to_string()));
-    let mut call = Box::pin(async move { server.serve_call(params, caller).await });
+    let mut call = Box::pin(async move {
+        let answer = server.serve_call(params, caller).await;
+        drop(guard);
+        answer
+    });
     let mut pending = std::collections::VecDeque::new();
     tokio::select! {
         biased;
         Some(first) = events.recv() => pending.push_back(first),
         answer = &mut call => {
             gone.0 = None;
-            let message = message(answer, id);
+            let message = message(answer, id, shape);
             while let Ok(event) = events.try_recv() {
                 pending.push_back(event);
             }
             if pending.is_empty() {
-                let status = status(&message);
+                let status = if session { StatusCode::OK } else { status(&message) };
                 // (Room for a small answer at once.)
                 let mut body = Vec::with_capacity(256);
                 return match serde_json::to_writer(&mut body, &message) {
@@ -248,7 +292,7 @@ pub(crate) async fn answer(
     gone.0 = None;
     tokio::spawn(async move {
         let answer = call.await;
-        let _ = sender.send(message(answer, id));
+        let _ = sender.send(message(answer, id, shape));
     });
     stream(Events { pending, events: Some(events), _cancel: Some(ct.drop_guard()) })
 }
@@ -273,19 +317,34 @@ fn stream(events: Events) -> Response<Body> {
     response
 }
 
-/// The JSON-RPC answer, shaped as rmcp's service shapes a 2026-07-28 one.
+/// The JSON-RPC answer, shaped as rmcp's service shapes one for a client
+/// of this `shape`.
 fn message(
     answer: Result<rmcp::model::CallToolResponse, rmcp::ErrorData>,
     id: rmcp::model::RequestId,
+    shape: Shape,
 ) -> ServerJsonRpcMessage {
-    match answer {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
-            result.fill_missing_cache_hints();
-            ServerJsonRpcMessage::response(result, id)
+    let answer = answer.and_then(|response| {
+        let mut result = ServerResult::from(response);
+        match shape {
+            Shape::Current => result.fill_missing_cache_hints(),
+            Shape::Legacy if matches!(result, ServerResult::InputRequiredResult(_)) => {
+                return Err(rmcp::ErrorData::invalid_request(
+                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                    None,
+                ));
+            }
+            Shape::Legacy => {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
         }
+        Ok(result)
+    });
+    match answer {
+        Ok(result) => ServerJsonRpcMessage::response(result, id),
         Err(mut error) => {
-            if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            if shape == Shape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
                 error.code = ErrorCode::INVALID_PARAMS;
             }
             ServerJsonRpcMessage::error(error, Some(id))

@@ -16,7 +16,7 @@ use super::{
 };
 
 #[test]
-fn a_call_at_2026_07_28_is_answered_as_plain_json_and_a_session_call_as_sse() {
+fn a_call_at_2026_07_28_and_a_plain_session_call_are_answered_as_plain_json() {
     let (server, url, _logs) = spawn_http(&[&example("calculator").display().to_string()]);
     // 2026-07-28: no session; the request carries its context.
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
@@ -53,7 +53,7 @@ fn a_call_at_2026_07_28_is_answered_as_plain_json_and_a_session_call_as_sse() {
         let refused = status >= 400 || answer.contains(r#""error""#);
         assert!(refused && !answer.contains("structuredContent"), "{body} -> {status}: {answer}");
     }
-    // A legacy session still gets its answer on an event stream.
+    // So is a plain call of a legacy session, once it is initialized.
     let session = http_session(&url);
     let legacy = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "add", "arguments": {"a": 1, "b": 1}}});
@@ -64,7 +64,7 @@ fn a_call_at_2026_07_28_is_answered_as_plain_json_and_a_session_call_as_sse() {
         &legacy.to_string(),
     );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(header(&answer_headers, "content-type"), Some("text/event-stream"), "{answer_headers:?}");
+    assert_eq!(header(&answer_headers, "content-type"), Some("application/json"), "{answer_headers:?}");
     let answers = messages_in(&body);
     assert!(answers.iter().any(|m| m["id"] == 8 && m["result"]["structuredContent"]["result"] == 2.0), "{body}");
     drop(server);
