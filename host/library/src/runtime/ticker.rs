@@ -28,13 +28,14 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Engine;
 
-/// How often the epoch advances: the resolution of timeouts, and how long a
-/// guest runs before it yields to the executor.
+/// How often the epoch advances while the ticker is ticking: the
+/// resolution of timeouts, and how long a running guest goes between its
+/// yields to the executor (its first comes within [`WATCH`]).
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// How often the ticker looks while calls come and go but none was seen
 /// running: the longest a guest runs before its first yield.
-pub(crate) const WATCH: Duration = Duration::from_millis(10);
+const WATCH: Duration = Duration::from_millis(10);
 
 /// How long without a call before the ticker parks.
 const PARK_AFTER: Duration = Duration::from_secs(1);
