@@ -756,18 +756,17 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
     }
 }
 
-/// A session's `notifications/cancelled` of a call answered on its
-/// connection's task: cancel it (rmcp, which gets the notification too,
-/// knows no such call).
-fn cancel_call(front: &Front, parts: &axum::http::request::Parts, message: &Value) {
+/// A session's `notifications/cancelled`: the session and the request it
+/// names, for [`crate::session_call::SessionCalls::cancel`] once rmcp has
+/// accepted the notification (rmcp knows no call answered on its
+/// connection's task, and would let it run).
+fn cancellation(parts: &axum::http::request::Parts, message: &Value) -> Option<(String, rmcp::model::RequestId)> {
     if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
-        return;
+        return None;
     }
-    let Some(session) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
-    let Some(request) = message.pointer("/params/requestId") else { return };
-    if let Ok(request) = rmcp::model::RequestId::deserialize(request) {
-        front.session_calls.cancel(session, &request);
-    }
+    let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok())?;
+    let request = rmcp::model::RequestId::deserialize(message.pointer("/params/requestId")?).ok()?;
+    Some((session.to_owned(), request))
 }
 
 /// The request again, for rmcp: the same head, this body.
@@ -788,7 +787,6 @@ async fn post_one(
     if let Some(answer) = malformed_call(&message) {
         return json_response(StatusCode::OK, &answer);
     }
-    cancel_call(front, &parts, &message);
     #[cfg(feature = "production")]
     if let Some(refusal) = production::scope_refusal(front, &parts, &message) {
         return refusal;
@@ -803,8 +801,14 @@ async fn post_one(
     }
     let initialized = message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
     let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let cancelled = cancellation(&parts, &message);
     // (The head moved, not copied; the body shared, not copied.)
     let response = inner(front, rebuild(parts, Body::from(bytes))).await;
+    if let Some((session, request)) = cancelled
+        && response.status() == StatusCode::ACCEPTED
+    {
+        front.session_calls.cancel(&session, &request);
+    }
     // Once initialized, a session's calls are answered on their
     // connection's task: its client's next call finds it so.
     if initialized
@@ -860,11 +864,16 @@ async fn post_batch(front: &Front, parts: axum::http::request::Parts, batch: Vec
             answers.push(error_response(id, -32600, "initialize cannot be batched: send it on its own"));
             continue;
         }
-        cancel_call(front, &parts, &message);
         let expects_answer = message.get("method").is_some() && message.get("id").is_some();
+        let cancelled = cancellation(&parts, &message);
         let response = inner(front, rebuild(parts.clone(), Body::from(message.to_string()))).await;
         if !response.status().is_success() {
             return response;
+        }
+        if let Some((session, request)) = cancelled
+            && response.status() == StatusCode::ACCEPTED
+        {
+            front.session_calls.cancel(&session, &request);
         }
         if expects_answer && let Some(answer) = answer_in(response).await {
             answers.push(answer);
