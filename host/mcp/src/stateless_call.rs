@@ -29,7 +29,8 @@ use axum::http::{HeaderMap, Response, StatusCode, header, request::Parts};
 use axum::response::IntoResponse as _;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use rmcp::model::{
-    CallToolRequestParams, ErrorCode, Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -248,11 +249,15 @@ pub(crate) async fn respond<G: Send + 'static>(
     let (id, ct) = (caller.id.clone(), caller.ct.clone());
     tracing::debug!(tool = %params.name, "tools/call answered on its connection's task");
     let mut gone = Gone(Some(params.name.to_string()));
-    let mut call = Box::pin(async move {
-        let answer = server.serve_call(params, caller).await;
-        drop(guard);
-        answer
-    });
+    // Its type erased: the futures of the calls of both paths, nested
+    // through the guest's, are too deep for the compiler to prove `Send`
+    // again in every handler that awaits them.
+    let mut call: Pin<Box<dyn Future<Output = Result<CallToolResponse, rmcp::ErrorData>> + Send>> =
+        Box::pin(async move {
+            let answer = server.serve_call(params, caller).await;
+            drop(guard);
+            answer
+        });
     let mut pending = std::collections::VecDeque::new();
     tokio::select! {
         biased;
