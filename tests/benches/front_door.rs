@@ -29,7 +29,10 @@
 //!   500 calls/s in all, the rate agents drive rather than saturation, with
 //!   the floor in the same run; the server's CPU per call read in
 //!   nanoseconds from `/proc`, its context switches, and its busiest
-//!   threads (see [`paced`] for the settings).
+//!   threads (see [`paced`] for the settings). Then the same rate driven
+//!   by the official SDKs' own clients (`tests/mcp/paced.mjs` and
+//!   `paced.py`: the TypeScript SDK's `Client`, the Python SDK's default
+//!   `Client` and its `ClientSession`), each in its own process.
 //!
 //! Each line gives calls/s and the latency percentiles of one call, measured
 //! by the client (request written to answer read), and for `serve` the
@@ -753,13 +756,87 @@ fn paced_line(
     result
 }
 
+/// An official SDK's client, driving a paced line from its own process.
+#[derive(Clone, Copy)]
+enum Sdk {
+    /// The TypeScript SDK's `Client`, as it comes (a session).
+    TypeScript,
+    /// The Python SDK's default `Client` (2026-07-28: no session).
+    Python,
+    /// The Python SDK's `ClientSession`, through `initialize` (a session).
+    PythonSession,
+}
+
+impl Sdk {
+    fn label(self) -> &'static str {
+        match self {
+            Sdk::TypeScript => "typescript-sdk",
+            Sdk::Python => "python-sdk",
+            Sdk::PythonSession => "python-sdk session",
+        }
+    }
+
+    /// The command that runs its paced client (`paced.mjs` or `paced.py`).
+    fn command(self) -> Command {
+        match self {
+            Sdk::TypeScript => {
+                let mut command = Command::new("node");
+                command.arg(toolhost_tests::mcp_node_script("paced.mjs"));
+                command
+            }
+            Sdk::Python | Sdk::PythonSession => {
+                let mut command = Command::new(toolhost_tests::mcp_python());
+                let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/paced.py");
+                command.arg(script).arg(if matches!(self, Sdk::Python) { "default" } else { "session" });
+                command
+            }
+        }
+    }
+}
+
+/// One paced line driven by an official SDK's client in its own process
+/// (its CPU is not the server's): as [`paced_line`], the server's CPU read
+/// around the span the client says it measures. Returns the server's CPU
+/// per call (µs) and prints the line.
+fn paced_sdk_line(server: &PacedServer, sdk: Sdk, rate: f64, clients: usize, seconds: f64, floor_cpu: f64) -> f64 {
+    let url = format!("http://{}/mcp", server.addr);
+    let mut child = sdk
+        .command()
+        .args([url, rate.to_string(), clients.to_string(), seconds.to_string(), "2".to_owned()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start the {} client: {e}", sdk.label()));
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || lines.next().and_then(Result::ok).unwrap_or_else(|| panic!("the {} client ended", sdk.label()));
+    assert_eq!(next().trim(), "measuring", "the {} client did not start measuring", sdk.label());
+    let before = Usage::of(server.child.id());
+    let report: Value = serde_json::from_str(&next()).expect("the client's report");
+    let used = Usage::of(server.child.id()).since(&before);
+    let status = child.wait().expect("the client's exit");
+    assert!(status.success(), "the {} client failed", sdk.label());
+    let calls = report["calls"].as_f64().expect("calls");
+    let cpu = used.cpu_ns as f64 / 1e3 / calls;
+    let who = format!("paced {}/{} {}", server.label, sdk.label(), report["protocol_version"].as_str().unwrap_or("?"));
+    println!(
+        "{who:<52} {:>8.0} calls/s  p50 {:>7.1} µs  p99 {:>7.1} µs  server {cpu:.1} µs/call ({:.2}× the floor), {:.2} switches/call",
+        calls / report["elapsed_s"].as_f64().expect("elapsed_s"),
+        report["p50_us"].as_f64().expect("p50_us"),
+        report["p99_us"].as_f64().expect("p99_us"),
+        cpu / floor_cpu,
+        used.switches as f64 / calls,
+    );
+    cpu
+}
+
 /// The paced part: what a call costs at the rates clients drive, not
 /// saturated. `FRONT_DOOR_RATE` calls/s (500) from `FRONT_DOOR_CLIENTS`
 /// kept-alive clients (8) for `FRONT_DOOR_SECONDS` (20); per round, the
 /// floor, then `serve --http` with the direct path (2026-07-28) and in
-/// sessions (2025-06-18), then the same with the `toolhost` binary that
-/// `FRONT_DOOR_BASELINE` names, if set (the build before a change, run
-/// alternating with this one); `FRONT_DOOR_ROUNDS` rounds (1).
+/// sessions (2025-06-18), and driven by the official SDKs' clients (the
+/// TypeScript SDK's, the Python SDK's default and its session); then the
+/// same with the `toolhost` binary that `FRONT_DOOR_BASELINE` names, if
+/// set (the build before a change, run alternating with this one);
+/// `FRONT_DOOR_ROUNDS` rounds (1).
 fn paced() {
     let number = |name: &str, default: f64| {
         std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok()).filter(|v| *v > 0.0).unwrap_or(default)
@@ -783,6 +860,9 @@ fn paced() {
             let server = PacedServer::toolhost(&label, &binary);
             for stateless in [true, false] {
                 paced_line(&runtime, &server, stateless, rate, clients, seconds, Some(floor_cpu));
+            }
+            for sdk in [Sdk::TypeScript, Sdk::Python, Sdk::PythonSession] {
+                paced_sdk_line(&server, sdk, rate, clients, seconds, floor_cpu);
             }
         }
     }

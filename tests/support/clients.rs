@@ -81,7 +81,7 @@ pub fn mcp_node_client() -> PathBuf {
         .get_or_init(|| {
             let dir = npm_install("mcp-node", &[MCP_TYPESCRIPT_SDK]);
             // The scripts run from beside the SDK, to find it.
-            for name in ["client.mjs", "approval.mjs"] {
+            for name in ["client.mjs", "approval.mjs", "paced.mjs"] {
                 let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join(name);
                 std::fs::copy(&source, dir.join(name)).expect("copy a TypeScript SDK client");
             }
