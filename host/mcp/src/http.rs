@@ -395,7 +395,9 @@ impl HttpServer {
     /// Open the listening socket for `server`.
     pub async fn bind(server: McpServer, options: HttpOptions) -> Result<HttpServer, ServeError> {
         let session_calls = Arc::new(crate::session_call::SessionCalls::default());
-        let server = server.with_max_calls(options.limits.calls).with_session_calls(Arc::clone(&session_calls));
+        let server = server
+            .with_max_calls(options.limits.calls)
+            .with_session_registrar(crate::session_call::SessionCalls::registrar(&session_calls));
         let addr = options.addr;
         let bind_error = |source| ServeError::Bind { addr: addr.to_string(), source };
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;

@@ -77,11 +77,18 @@ pub struct McpServer {
     /// Where the spans of calls go.
     #[cfg(feature = "production")]
     tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
-    /// The sessions whose calls the HTTP front answers itself: each
-    /// session registers there once initialized.
+    /// Told of each session once it is initialized (the HTTP front, which
+    /// answers its plain calls itself).
     #[cfg(feature = "http")]
-    session_calls: Option<Arc<crate::session_call::SessionCalls>>,
+    registrar: Option<SessionRegistrar>,
 }
+
+/// Told of an HTTP session once it is initialized: its id, its server
+/// (its state, not its lifetime) and its peer. What it returns is kept
+/// until the session ends, and dropped then.
+#[cfg(feature = "http")]
+pub(crate) type SessionRegistrar =
+    Arc<dyn Fn(Arc<str>, McpServer, rmcp::service::Peer<RoleServer>) -> Box<dyn Send + Sync> + Send + Sync>;
 
 /// A session's lifetime: its token is cancelled when the last server of
 /// the session (every clone) is dropped.
@@ -94,22 +101,13 @@ struct Session {
     relaying: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// What happens when a session ends: its token is cancelled, and the HTTP
-/// front stops answering its calls.
+/// What happens when a session ends: its token is cancelled, and what its
+/// registration returned is dropped (the HTTP front stops answering its
+/// calls).
 struct SessionEnd {
     _ended: tokio_util::sync::DropGuard,
-    /// Where the session is registered for the HTTP front, and its id.
     #[cfg(feature = "http")]
-    registered: std::sync::OnceLock<(Arc<crate::session_call::SessionCalls>, Arc<str>)>,
-}
-
-impl Drop for SessionEnd {
-    fn drop(&mut self) {
-        #[cfg(feature = "http")]
-        if let Some((calls, id)) = self.registered.get() {
-            calls.forget(id);
-        }
-    }
+    registered: std::sync::OnceLock<Box<dyn Send + Sync>>,
 }
 
 impl Default for Session {
@@ -193,15 +191,14 @@ impl McpServer {
             #[cfg(feature = "production")]
             tracer: None,
             #[cfg(feature = "http")]
-            session_calls: None,
+            registrar: None,
         }
     }
 
-    /// Register each session, once initialized, in `calls`: the HTTP
-    /// front answers its plain calls itself.
+    /// Tell `registrar` of each session once it is initialized.
     #[cfg(feature = "http")]
-    pub(crate) fn with_session_calls(mut self, calls: Arc<crate::session_call::SessionCalls>) -> Self {
-        self.session_calls = Some(calls);
+    pub(crate) fn with_session_registrar(mut self, registrar: SessionRegistrar) -> Self {
+        self.registrar = Some(registrar);
         self
     }
 
@@ -209,20 +206,18 @@ impl McpServer {
     /// front's (an HTTP session that began with `initialize`), once.
     #[cfg(feature = "http")]
     fn register_session(&self, context: &NotificationContext<RoleServer>) {
-        let Some(calls) = &self.session_calls else { return };
+        let Some(registrar) = &self.registrar else { return };
         let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return };
         let Some(id) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
-        if context.peer.peer_info().is_none() {
+        if context.peer.peer_info().is_none() || self.session.end.registered.get().is_some() {
             return;
         }
-        let id = Arc::<str>::from(id);
-        if self.session.end.registered.set((Arc::clone(calls), Arc::clone(&id))).is_err() {
-            return;
-        }
-        // Its state, not its lifetime, nor the registry (which would hold
-        // itself).
-        let server = McpServer { session: Session::default(), session_calls: None, ..self.clone() };
-        calls.register(id, server, context.peer.clone());
+        self.session.end.registered.get_or_init(|| {
+            // Its state, not its lifetime, nor the registrar (whose
+            // registry would hold itself).
+            let server = McpServer { session: Session::default(), registrar: None, ..self.clone() };
+            registrar(Arc::from(id), server, context.peer.clone())
+        });
     }
 
     /// Answer at most `calls` `tools/call` requests at once, in all

@@ -61,6 +61,18 @@ pub(crate) struct SessionCalls {
     registered: tokio::sync::Notify,
 }
 
+/// A session's registration: forgets it when dropped.
+struct Registered {
+    calls: Arc<SessionCalls>,
+    id: Arc<str>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.calls.forget(&self.id);
+    }
+}
+
 /// A session whose calls may be answered here.
 pub(crate) struct Entry {
     id: Arc<str>,
@@ -81,7 +93,7 @@ pub(crate) struct Entry {
 impl SessionCalls {
     /// Answer the calls of session `id` here, with the session's `server`
     /// and `peer`, until [`SessionCalls::forget`].
-    pub(crate) fn register(&self, id: Arc<str>, server: McpServer, peer: Peer<RoleServer>) {
+    fn register(&self, id: Arc<str>, server: McpServer, peer: Peer<RoleServer>) {
         let entry = Entry {
             id: Arc::clone(&id),
             server,
@@ -110,6 +122,16 @@ impl SessionCalls {
             }
         })
         .await;
+    }
+
+    /// What registers each session here (as [`McpServer`] calls it): the
+    /// registration forgets the session when dropped, as the session ends.
+    pub(crate) fn registrar(calls: &Arc<SessionCalls>) -> crate::server::SessionRegistrar {
+        let calls = Arc::clone(calls);
+        Arc::new(move |id: Arc<str>, server: McpServer, peer: Peer<RoleServer>| {
+            calls.register(Arc::clone(&id), server, peer);
+            Box::new(Registered { calls: Arc::clone(&calls), id })
+        })
     }
 
     /// The session `id` has ended.
