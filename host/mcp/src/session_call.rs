@@ -23,8 +23,9 @@
 //!
 //! The session's worker counts time without a request towards its idle
 //! end (five minutes): calls answered here poke it once a minute. A
-//! client's `notifications/cancelled` for a call answered here cancels it
-//! (and still goes on to rmcp, which knows no such request).
+//! client's `notifications/cancelled` for a call answered here goes on to
+//! rmcp, which knows no such request, and cancels the call once rmcp has
+//! accepted it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
