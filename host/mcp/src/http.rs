@@ -801,8 +801,11 @@ async fn post_one(
     if opens_session(&parts, &message) {
         return open_session(front, rebuild(parts, Body::from(bytes)), &message).await;
     }
-    let initialized = message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
-    let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // The session of a `notifications/initialized`, the one message
+    // whose session the front waits on below.
+    let initialized = (message.get("method").and_then(Value::as_str) == Some("notifications/initialized"))
+        .then(|| parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .flatten();
     let cancelled = cancellation(&parts, &message);
     // (The head moved, not copied; the body shared, not copied.)
     let response = inner(front, rebuild(parts, Body::from(bytes))).await;
@@ -813,9 +816,8 @@ async fn post_one(
     }
     // Once initialized, a session's calls are answered on their
     // connection's task: its client's next call finds it so.
-    if initialized
+    if let Some(session) = initialized
         && response.status() == StatusCode::ACCEPTED
-        && let Some(session) = session
     {
         front.session_calls.until_registered(&session, REGISTERING).await;
     }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Response, header, request::Parts};
+use axum::http::{HeaderMap, Response, request::Parts};
 use rmcp::model::{ClientCapabilities, ClientJsonRpcMessage, ClientNotification, CustomNotification, Extensions};
 use rmcp::model::{ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::McpServer;
 use crate::caller::{Caller, Outlet};
-use crate::stateless_call::{Admitted, Call, Hosts, Shape, accepts_both, respond, sole};
+use crate::stateless_call::{Admitted, Call, Hosts, Shape, plain_json_post, respond, sole};
 
 /// How often calls answered here tell the session's worker it is in use
 /// (rmcp ends a session after five minutes without an event).
@@ -161,16 +161,7 @@ impl SessionCalls {
 pub(crate) fn admit(calls: &SessionCalls, hosts: &Hosts, parts: &Parts, body: &[u8]) -> Option<(Arc<Entry>, Admitted)> {
     let headers = &parts.headers;
     let session = sole(headers, "mcp-session-id")?;
-    if headers.contains_key(header::ORIGIN)
-        || !legacy_version(headers)
-        || !hosts.allow(headers)
-        || !accepts_both(headers)
-    {
-        return None;
-    }
-    let content_type = sole(headers, header::CONTENT_TYPE.as_str())?;
-    let essence = content_type.split_once(';').map_or(content_type, |(essence, _)| essence);
-    if !essence.trim().eq_ignore_ascii_case("application/json") {
+    if !legacy_version(headers) || !plain_json_post(hosts, headers) {
         return None;
     }
     let entry = calls.lock().get(session).cloned()?;

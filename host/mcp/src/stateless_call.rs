@@ -146,16 +146,9 @@ pub(crate) fn admit(hosts: &Hosts, parts: &Parts, body: &[u8]) -> Option<Admitte
     if sole(headers, "mcp-method") != Some("tools/call")
         || sole(headers, "mcp-protocol-version") != Some(VERSION)
         || headers.contains_key("mcp-session-id")
-        || headers.contains_key(header::ORIGIN)
-        || !hosts.allow(headers)
-        || !accepts_both(headers)
+        || !plain_json_post(hosts, headers)
         || headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
     {
-        return None;
-    }
-    let content_type = sole(headers, header::CONTENT_TYPE.as_str())?;
-    let essence = content_type.split_once(';').map_or(content_type, |(essence, _)| essence);
-    if !essence.trim().eq_ignore_ascii_case("application/json") {
         return None;
     }
     let name = sole(headers, "mcp-name")?;
@@ -171,6 +164,20 @@ pub(crate) fn admit(hosts: &Hosts, parts: &Parts, body: &[u8]) -> Option<Admitte
         return None;
     }
     Some((id, call, meta))
+}
+
+/// Whether a POST's headers pass the checks rmcp makes of every POST
+/// before it reads the body: no `Origin` (rmcp checks one against its
+/// allowed list; the front leaves that to it), an allowed `Host`, an
+/// `Accept` naming JSON and event streams, and one `Content-Type` whose
+/// essence is `application/json`.
+pub(crate) fn plain_json_post(hosts: &Hosts, headers: &HeaderMap) -> bool {
+    if headers.contains_key(header::ORIGIN) || !hosts.allow(headers) || !accepts_both(headers) {
+        return false;
+    }
+    let Some(content_type) = sole(headers, header::CONTENT_TYPE.as_str()) else { return false };
+    let essence = content_type.split_once(';').map_or(content_type, |(essence, _)| essence);
+    essence.trim().eq_ignore_ascii_case("application/json")
 }
 
 /// A `tools/call` body as rmcp's types, as rmcp's parse would make them;
