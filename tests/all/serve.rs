@@ -14,6 +14,7 @@ use toolhost_tests::{example, fixture, mcp_client_script, mcp_python, toolhost};
 /// Calls at 2026-07-28, without a session.
 mod sessions;
 mod stateless;
+mod stdio_calls;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("toolhost-serve-{name}-{}", std::process::id()));
@@ -243,7 +244,7 @@ impl Session {
     }
 
     /// The first log line of the server's that `wanted` accepts.
-    fn wait_for_log(&self, wanted: impl Fn(&str) -> bool, within: Duration) -> Option<String> {
+    fn wait_for_log(&self, wanted: impl FnMut(&str) -> bool, within: Duration) -> Option<String> {
         wait_for_line(self.logs.as_ref().expect("a session started with start_logging"), wanted, within)
     }
 }

@@ -3,8 +3,8 @@
 //! own task (a well-formed 2026-07-28 `tools/call`, see `stateless_call.rs`).
 
 use rmcp::model::{
-    ClientCapabilities, Extensions, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerNotification,
+    CallToolResponse, ClientCapabilities, ErrorCode, Extensions, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
@@ -76,6 +76,53 @@ impl From<RequestContext<RoleServer>> for Caller {
             extensions: context.extensions,
             ct: context.ct,
             outlet: Outlet::Peer(context.peer),
+        }
+    }
+}
+
+/// Which revision's shape an answer takes: rmcp shapes a 2026-07-28 answer
+/// one way and an answer in a session of an earlier version another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// 2026-07-28: cache hints filled in, a missing resource is invalid
+    /// params.
+    Current,
+    /// A session's (2025-03-26 to 2025-11-25): no result type, structured
+    /// output only as an object, no `input_required` result.
+    Legacy,
+}
+
+/// The JSON-RPC answer, shaped as rmcp's service shapes one for a client
+/// of this `shape`.
+pub(crate) fn answer_message(
+    answer: Result<CallToolResponse, rmcp::ErrorData>,
+    id: RequestId,
+    shape: Shape,
+) -> ServerJsonRpcMessage {
+    let answer = answer.and_then(|response| {
+        let mut result = ServerResult::from(response);
+        match shape {
+            Shape::Current => result.fill_missing_cache_hints(),
+            Shape::Legacy if matches!(result, ServerResult::InputRequiredResult(_)) => {
+                return Err(rmcp::ErrorData::invalid_request(
+                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                    None,
+                ));
+            }
+            Shape::Legacy => {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+        }
+        Ok(result)
+    });
+    match answer {
+        Ok(result) => ServerJsonRpcMessage::response(result, id),
+        Err(mut error) => {
+            if shape == Shape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            ServerJsonRpcMessage::error(error, Some(id))
         }
     }
 }

@@ -283,7 +283,8 @@ impl<'de> serde::Deserialize<'de> for CallParams {
 
 /// An id, params and `_meta` (which rmcp keeps apart from the params).
 #[cfg(any(feature = "stdio", feature = "http"))]
-type CallParts = (rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Option<rmcp::model::JsonObject>);
+pub(crate) type CallParts =
+    (rmcp::model::RequestId, rmcp::model::CallToolRequestParams, Option<rmcp::model::JsonObject>);
 
 #[cfg(any(feature = "stdio", feature = "http"))]
 impl CallBody {
@@ -315,7 +316,7 @@ impl CallBody {
 /// buffered and parsed a second time. `None` for anything else, or
 /// anything unusual (another method, a duplicate member, a name that is not
 /// a string...), which then takes the general path.
-#[cfg(feature = "http")]
+#[cfg(any(feature = "stdio", feature = "http"))]
 pub(crate) fn parse_tool_call(bytes: &[u8]) -> Option<CallParts> {
     serde_json::from_slice::<CallBody>(bytes).ok().map(CallBody::into_parts)
 }

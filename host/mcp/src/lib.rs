@@ -60,6 +60,8 @@ mod settings;
 mod stateless_call;
 #[cfg(feature = "stdio")]
 mod stdio;
+#[cfg(feature = "stdio")]
+mod stdio_call;
 #[cfg(feature = "production")]
 pub mod telemetry;
 mod tool_source;

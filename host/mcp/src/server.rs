@@ -95,6 +95,8 @@ pub(crate) type SessionRegistrar =
 #[derive(Clone)]
 struct Session {
     ended: tokio_util::sync::CancellationToken,
+    /// Held for what its drop does (read only by the HTTP front).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     end: Arc<SessionEnd>,
     /// Set once the session's `list_changed` relay runs: a client may send
     /// `notifications/initialized` again and again, and each started one.
@@ -212,12 +214,21 @@ impl McpServer {
         if context.peer.peer_info().is_none() || self.session.end.registered.get().is_some() {
             return;
         }
-        self.session.end.registered.get_or_init(|| {
-            // Its state, not its lifetime, nor the registrar (whose
-            // registry would hold itself).
-            let server = McpServer { session: Session::default(), registrar: None, ..self.clone() };
-            registrar(Arc::from(id), server, context.peer.clone())
-        });
+        self.session.end.registered.get_or_init(|| registrar(Arc::from(id), self.state_copy(), context.peer.clone()));
+    }
+
+    /// A copy of this session's server for answering its calls outside
+    /// rmcp: its state (log level, subscriptions), not its lifetime (the
+    /// session still ends when rmcp drops its last server), nor its
+    /// registrar (whose registry would then hold itself).
+    #[cfg(any(feature = "http", feature = "stdio"))]
+    pub(crate) fn state_copy(&self) -> McpServer {
+        McpServer {
+            session: Session::default(),
+            #[cfg(feature = "http")]
+            registrar: None,
+            ..self.clone()
+        }
     }
 
     /// Answer at most `calls` `tools/call` requests at once, in all

@@ -42,8 +42,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::McpServer;
-use crate::caller::{Caller, Outlet};
-use crate::stateless_call::{Admitted, Call, Hosts, Shape, plain_json_post, respond, sole};
+use crate::caller::{Caller, Outlet, Shape};
+use crate::stateless_call::{Admitted, Call, Hosts, plain_json_post, respond, sole};
 
 /// How often calls answered here tell the session's worker it is in use
 /// (rmcp ends a session after five minutes without an event).

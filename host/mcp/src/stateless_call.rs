@@ -30,13 +30,12 @@ use axum::response::IntoResponse as _;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage,
-    ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::McpServer;
-use crate::caller::{Caller, Outlet};
+use crate::caller::{Caller, Outlet, Shape, answer_message};
 
 /// The only protocol version answered here.
 const VERSION: &str = "2026-07-28";
@@ -217,18 +216,6 @@ pub(crate) async fn answer(
     respond(call, sender, events).await
 }
 
-/// Which revision's shape an answer takes: rmcp shapes a 2026-07-28 answer
-/// one way and an answer in a session of an earlier version another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Shape {
-    /// 2026-07-28: cache hints filled in, a missing resource is invalid
-    /// params.
-    Current,
-    /// A session's (2025-03-26 to 2025-11-25): no result type, structured
-    /// output only as an object, no `input_required` result.
-    Legacy,
-}
-
 /// A call to answer on the connection's task.
 pub(crate) struct Call<G> {
     /// The server (or session's server) that answers it.
@@ -271,7 +258,7 @@ pub(crate) async fn respond<G: Send + 'static>(
         Some(first) = events.recv() => pending.push_back(first),
         answer = &mut call => {
             gone.0 = None;
-            let message = message(answer, id, shape);
+            let message = answer_message(answer, id, shape);
             while let Ok(event) = events.try_recv() {
                 pending.push_back(event);
             }
@@ -304,7 +291,7 @@ pub(crate) async fn respond<G: Send + 'static>(
     gone.0 = None;
     tokio::spawn(async move {
         let answer = call.await;
-        let _ = sender.send(message(answer, id, shape));
+        let _ = sender.send(answer_message(answer, id, shape));
     });
     stream(Events { pending, events: Some(events), _cancel: Some(ct.drop_guard()) })
 }
@@ -327,41 +314,6 @@ fn stream(events: Events) -> Response<Body> {
     let mut response = Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response();
     response.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
     response
-}
-
-/// The JSON-RPC answer, shaped as rmcp's service shapes one for a client
-/// of this `shape`.
-fn message(
-    answer: Result<rmcp::model::CallToolResponse, rmcp::ErrorData>,
-    id: rmcp::model::RequestId,
-    shape: Shape,
-) -> ServerJsonRpcMessage {
-    let answer = answer.and_then(|response| {
-        let mut result = ServerResult::from(response);
-        match shape {
-            Shape::Current => result.fill_missing_cache_hints(),
-            Shape::Legacy if matches!(result, ServerResult::InputRequiredResult(_)) => {
-                return Err(rmcp::ErrorData::invalid_request(
-                    "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-                    None,
-                ));
-            }
-            Shape::Legacy => {
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-            }
-        }
-        Ok(result)
-    });
-    match answer {
-        Ok(result) => ServerJsonRpcMessage::response(result, id),
-        Err(mut error) => {
-            if shape == Shape::Current && error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
-            }
-            ServerJsonRpcMessage::error(error, Some(id))
-        }
-    }
 }
 
 /// The HTTP status of an answer, as rmcp gives it for a 2026-07-28

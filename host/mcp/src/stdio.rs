@@ -7,7 +7,9 @@
 //! versions removed them, and get `-32600`) is split and its answers
 //! joined again (a request of it the client cancels is not waited for),
 //! and a `tools/call` with malformed params gets `-32602` (see DESIGN.md,
-//! `serve`).
+//! `serve`). Once the session's handshake is over, a `tools/call` runs on
+//! a task the front spawns, beside rmcp's serve loop ([`StdioCalls`]),
+//! its answer given to the writer directly.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::jsonrpc::{MAX_LINE, SHUTDOWN_GRACE, check_message, error_response, tool_call};
+use crate::stdio_call::StdioCalls;
 use crate::{McpServer, ServeError};
 
 /// Serve MCP on the process's stdin and stdout until the client closes
@@ -86,6 +89,8 @@ where
     let (sender, outgoing) = tokio::sync::mpsc::unbounded_channel::<Outgoing>();
     let pending = Arc::new(Pending::default());
     let writer = tokio::spawn(write_out(output, outgoing, Arc::clone(&pending)));
+    let calls = Arc::new(StdioCalls::default());
+    let session_server = server.state_copy();
     let front = StdioFront {
         input: tokio::io::BufReader::with_capacity(64 << 10, input),
         line: Vec::new(),
@@ -94,8 +99,13 @@ where
         out: sender,
         pending,
         version: None,
+        calls: Arc::clone(&calls),
+        ended: false,
     };
     let running = server.serve(front).await.map_err(|e| ServeError::Start(e.to_string()))?;
+    // The handshake is over: the session's calls are answered beside
+    // rmcp's serve loop from now on.
+    calls.open(session_server, running.peer().clone());
     let cancel = running.cancellation_token();
     tokio::select! {
         outcome = running.waiting() => { outcome.map_err(|e| ServeError::Failed(e.to_string()))?; }
@@ -133,6 +143,10 @@ struct StdioFront<I> {
     /// The protocol version the client's `initialize` asked for (`None`
     /// until one came): whether it may send batches.
     version: Option<String>,
+    /// The calls answered beside rmcp's serve loop.
+    calls: Arc<StdioCalls>,
+    /// Whether the input has ended.
+    ended: bool,
 }
 
 /// Requests and lines the client has not had back yet. Past
@@ -164,6 +178,14 @@ const MAX_PENDING: usize = 1024;
 
 /// The most bytes of lines the writer may have waiting (see [`Pending`]).
 const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// How long the calls still running when the input ends are waited for
+/// (as rmcp waits for its handlers then).
+const DRAIN_AFTER_INPUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long the calls still running at a shutdown are waited for (as rmcp
+/// waits for its handlers then).
+const DRAIN_AT_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Pending {
     fn count(&self) -> usize {
@@ -233,6 +255,11 @@ impl Pending {
             }
             _ => None,
         }
+    }
+
+    /// A request answered beside rmcp is pending until answered.
+    fn requested(&self, id: &RequestId) {
+        self.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone());
     }
 
     fn request_done(&self, id: &RequestId) {
@@ -332,15 +359,40 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
             Ok("") => {}
             Err(_) => self.answer(error_response(Value::Null, -32700, "Parse error: the line is not UTF-8")),
             // The common message, a well-formed tools/call, straight from
-            // its bytes into rmcp's type; anything else the general way.
-            Ok(text) => match crate::jsonrpc::tool_call_message(text.as_bytes()) {
-                Some(call) => self.queued.push_back(call),
-                None => self.take_message(text),
+            // its bytes: run beside rmcp once the session is initialized,
+            // else as rmcp's type; anything else the general way.
+            Ok(text) => match self.calls.admit(text.as_bytes()) {
+                Some(call) => self.start(call),
+                None => match crate::jsonrpc::tool_call_message(text.as_bytes()) {
+                    Some(call) => self.queued.push_back(call),
+                    None => self.take_message(text),
+                },
             },
         }
         // The buffer is kept for the next line.
         self.line = line;
         self.line.clear();
+    }
+
+    /// Run a call beside rmcp's serve loop, on a task of its own (as rmcp
+    /// runs each request's handler); its answer goes to the writer.
+    fn start(&self, call: crate::stdio_call::Admitted) {
+        let id = call.0.clone();
+        self.pending.requested(&id);
+        let answer = self.calls.answer(call);
+        let (out, pending) = (self.out.clone(), Arc::clone(&self.pending));
+        tokio::spawn(async move {
+            let answer = answer.await;
+            pending.request_done(&id);
+            let Some(answer) = answer else { return };
+            match serde_json::to_vec(&answer) {
+                Ok(line) => {
+                    pending.line_sent(line.len());
+                    let _ = out.send(Outgoing::Line { line, answers: Some(id) });
+                }
+                Err(e) => tracing::error!("an answer could not be serialised: {e}"),
+            }
+        });
     }
 
     /// Handle one line's text, parsed as JSON: queue what goes to rmcp,
@@ -493,6 +545,7 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
         loop {
             if let Some(message) = self.queued.pop_front() {
                 if let Some(cancelled) = self.pending.given(&message) {
+                    self.calls.cancel(&cancelled);
                     let _ = self.out.send(Outgoing::Cancelled(cancelled));
                 }
                 return Some(message);
@@ -501,7 +554,10 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
             // (dropped here, as rmcp may drop it, nothing is lost).
             self.pending.room().await;
             match self.read_line().await {
-                Read::End => return None,
+                Read::End => {
+                    self.ended = true;
+                    return None;
+                }
                 Read::TooLong(length) => self.answer(error_response(
                     Value::Null,
                     -32700,
@@ -515,6 +571,11 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        // The calls running beside rmcp are waited for as rmcp waits for
+        // its own (longer when the input ended than on a shutdown), their
+        // answers written before the session's end.
+        let within = if self.ended { DRAIN_AFTER_INPUT } else { DRAIN_AT_SHUTDOWN };
+        self.calls.drain(within).await;
         let _ = self.out.send(Outgoing::ServerDone);
         Ok(())
     }
@@ -618,6 +679,8 @@ mod tests {
             out,
             pending: Arc::clone(&pending),
             version: None,
+            calls: Default::default(),
+            ended: false,
         };
         let small = front.send(notification(10));
         tokio::pin!(small);
