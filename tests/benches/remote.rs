@@ -1,98 +1,177 @@
 //! Remote MCP toolsets (`cargo bench -p toolhost-tests --bench remote`):
 //! what toolhost adds over calling the server directly.
 //!
-//! The server is `tests/mcp/server.py` (the official Python SDK) over
-//! stdio, its tool `add`. Side by side, on the same machine, in one run:
+//! Three upstream servers, each called `add` sequentially (one call in
+//! flight, so each latency is the client's view of one call):
+//!
+//! - `python-stdio`: `tests/mcp/server.py` (the official Python SDK) over
+//!   stdio;
+//! - `toolhost-stdio`: `toolhost serve` of the calculator plugin over
+//!   stdio, an upstream fast enough that what the registry adds shows;
+//! - `toolhost-http`: the same over streamable HTTP.
+//!
+//! Side by side, alternating in rounds so that drift in the machine's load
+//! hits both alike:
 //!
 //! - `direct`: an rmcp client of the bench's own, `tools/call` on the
 //!   server;
-//! - `registry`: `Registry::call_tool("py__add")` through `McpConnector`:
-//!   argument validation against the server's schema, the call forwarded
-//!   on rmcp, the result checked against the protocol and the output
-//!   schema, redaction, limits, telemetry.
+//! - `registry`: `Registry::call_tool` through `McpConnector`: argument
+//!   validation against the server's schema, the call forwarded on rmcp,
+//!   the result checked against the protocol and the output schema,
+//!   redaction, limits, telemetry.
 //!
-//! And the sync: connecting, initializing and listing every tool, directly
-//! and as a registry's `load_all` of a toolsets file. Figures, not
-//! assertions; calls are sequential (one in flight), so each latency is
-//! the client's view of one call.
+//! Each line gives the latency and the CPU this process (the client side)
+//! spends per call, read from its threads' `schedstat` (nanoseconds); the
+//! upstream's own CPU is its process's, not counted. Then the sync:
+//! connecting, initializing and listing every tool of the Python server,
+//! directly and as a registry's `load_all` of a toolsets file. Figures,
+//! not assertions.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
-use serde_json::json;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
 use toolhost::{ApproveAll, NoSecrets, Registry, load_toolsets};
 use toolhost_mcp::McpConnector;
 
-const CALLS: usize = 2_000;
+/// Calls per round and way, after a warm-up of a tenth as many.
+const CALLS: usize = 1_000;
+const ROUNDS: usize = 4;
 const SYNCS: usize = 10;
 
 fn server_script() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py").display().to_string()
 }
 
-fn report(name: &str, mut latencies: Vec<Duration>) -> Duration {
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    println!(
-        "{name:<22} n={:<5} p50 {:>9.1} µs   p90 {:>9.1} µs   p99 {:>9.1} µs",
-        latencies.len(),
-        us(at(0.50)),
-        us(at(0.90)),
-        us(at(0.99))
-    );
-    at(0.50)
+/// The CPU this process's threads have used (`/proc/self/task/*/schedstat`,
+/// nanoseconds; a thread that has exited no longer counts, and the
+/// runtime's threads live for the whole run).
+fn process_cpu() -> Duration {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task").flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        total += text.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Duration::from_nanos(total)
 }
 
-async fn direct_calls(python: &str) -> Vec<Duration> {
-    let mut command = tokio::process::Command::new(python);
-    command.args([server_script(), "stdio".to_owned()]);
-    let (transport, _) =
-        TokioChildProcess::builder(command).stderr(std::process::Stdio::null()).spawn().expect("server");
-    let client = ().serve(transport).await.expect("initialize");
-    let mut latencies = Vec::with_capacity(CALLS);
-    for i in 0..CALLS + CALLS / 10 {
-        let mut params = CallToolRequestParams::new("add");
-        params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
-        let started = Instant::now();
-        let result = client.call_tool(params).await.expect("call");
-        let took = started.elapsed();
-        assert_ne!(result.is_error, Some(true));
-        if i >= CALLS / 10 {
-            latencies.push(took);
+/// A quantile of sorted latencies.
+fn at(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// What one way of calling measured over all its rounds.
+#[derive(Default)]
+struct Way {
+    latencies: Vec<Duration>,
+    cpu: Duration,
+    calls: usize,
+}
+
+impl Way {
+    /// Print its line; its p50 and CPU per call.
+    fn report(&mut self, name: &str) -> (Duration, f64) {
+        self.latencies.sort();
+        let cpu = us(self.cpu) / self.calls as f64;
+        println!(
+            "{name:<28} n={:<5} p50 {:>8.1} µs   p90 {:>8.1} µs   p99 {:>8.1} µs   client CPU {cpu:>6.1} µs/call",
+            self.latencies.len(),
+            us(at(&self.latencies, 0.50)),
+            us(at(&self.latencies, 0.90)),
+            us(at(&self.latencies, 0.99)),
+        );
+        (at(&self.latencies, 0.50), cpu)
+    }
+}
+
+/// An upstream MCP server the registry reaches as a `kind: mcp` toolset.
+enum Upstream {
+    PythonStdio(String),
+    ToolhostStdio(String),
+    /// `toolhost serve --http` (killed when dropped) and its URL.
+    ToolhostHttp(std::process::Child, String),
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        if let Upstream::ToolhostHttp(child, _) = self {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
-    let _ = client.cancel().await;
-    latencies
 }
 
-async fn direct_sync(python: &str) -> Duration {
-    let started = Instant::now();
-    let mut command = tokio::process::Command::new(python);
-    command.args([server_script(), "stdio".to_owned()]);
-    let (transport, _) =
-        TokioChildProcess::builder(command).stderr(std::process::Stdio::null()).spawn().expect("server");
-    let client = ().serve(transport).await.expect("initialize");
-    let tools = client.list_all_tools().await.expect("list");
-    let took = started.elapsed();
-    assert!(!tools.is_empty());
-    let _ = client.cancel().await;
-    took
+impl Upstream {
+    fn label(&self) -> &'static str {
+        match self {
+            Upstream::PythonStdio(_) => "python-stdio",
+            Upstream::ToolhostStdio(_) => "toolhost-stdio",
+            Upstream::ToolhostHttp(..) => "toolhost-http",
+        }
+    }
+
+    /// The command that starts a stdio upstream.
+    fn command(&self) -> Option<tokio::process::Command> {
+        let (program, args) = match self {
+            Upstream::PythonStdio(python) => (python.clone(), vec![server_script(), "stdio".to_owned()]),
+            Upstream::ToolhostStdio(toolhost) => {
+                let calculator = toolhost_tests::example("calculator").display().to_string();
+                (toolhost.clone(), vec!["serve".to_owned(), calculator])
+            }
+            Upstream::ToolhostHttp(..) => return None,
+        };
+        let mut command = tokio::process::Command::new(program);
+        command.args(args);
+        Some(command)
+    }
+
+    /// The `server` member of its toolset.
+    fn server(&self) -> Value {
+        match self {
+            Upstream::ToolhostHttp(_, url) => json!({"url": url}),
+            _ => {
+                let command = self.command().expect("a stdio upstream");
+                let std = command.as_std();
+                let args: Vec<String> = std.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+                json!({"command": std.get_program().to_string_lossy(), "args": args})
+            }
+        }
+    }
+
+    /// A client of the bench's own, initialized.
+    async fn client(&self) -> RunningService<RoleClient, ()> {
+        match self {
+            Upstream::ToolhostHttp(_, url) => {
+                ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.expect("initialize")
+            }
+            _ => {
+                let (transport, _) = TokioChildProcess::builder(self.command().expect("a stdio upstream"))
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .expect("server");
+                ().serve(transport).await.expect("initialize")
+            }
+        }
+    }
+
+    /// A registry of one toolset, `up`, of this server.
+    async fn registry(&self, dir: &std::path::Path) -> Registry {
+        let path = dir.join(format!("{}.json", self.label()));
+        let doc = json!({"schema": "s", "toolsets": [{"id": "up", "kind": "mcp", "server": self.server()}]});
+        std::fs::write(&path, doc.to_string()).expect("write");
+        load_registry(&path).await.1
+    }
 }
 
-fn config(dir: &std::path::Path, python: &str) -> std::path::PathBuf {
-    let path = dir.join("toolsets.json");
-    let doc = json!({"schema": "s", "toolsets": [
-        {"id": "py", "kind": "mcp", "server": {"command": python, "args": [server_script(), "stdio"]}}
-    ]});
-    std::fs::write(&path, doc.to_string()).expect("write");
-    path
-}
-
-async fn registry_sync(path: &std::path::Path) -> (Duration, Registry) {
+async fn load_registry(path: &std::path::Path) -> (Duration, Registry) {
     let started = Instant::now();
     let file = load_toolsets(path, &NoSecrets).await.expect("config");
     let registry = Registry::new(Arc::new(NoSecrets)).with_connector("mcp", Arc::new(McpConnector::new()));
@@ -102,49 +181,106 @@ async fn registry_sync(path: &std::path::Path) -> (Duration, Registry) {
     (took, registry)
 }
 
-async fn registry_calls(registry: &Registry) -> Vec<Duration> {
-    let mut latencies = Vec::with_capacity(CALLS);
-    for i in 0..CALLS + CALLS / 10 {
-        let started = Instant::now();
-        let result = registry.call_tool("py__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("call");
-        let took = started.elapsed();
-        assert!(!result.is_error());
-        if i >= CALLS / 10 {
-            latencies.push(took);
-        }
+/// `calls` sequential calls, each way's `call` timed; the first `warm_up`
+/// are not counted.
+async fn run<F: Future<Output = ()>>(way: &mut Way, warm_up: usize, mut call: impl FnMut(usize) -> F) {
+    for i in 0..warm_up {
+        call(i).await;
     }
-    latencies
+    let cpu = process_cpu();
+    for i in 0..CALLS {
+        let started = Instant::now();
+        call(i).await;
+        way.latencies.push(started.elapsed());
+    }
+    way.cpu += process_cpu().saturating_sub(cpu);
+    way.calls += CALLS;
+}
+
+/// Both ways against one upstream, alternating rounds.
+async fn compare(upstream: &Upstream, dir: &std::path::Path) {
+    let client = upstream.client().await;
+    let registry = upstream.registry(dir).await;
+    let (mut direct, mut through) = (Way::default(), Way::default());
+    for round in 0..ROUNDS {
+        let warm_up = if round == 0 { CALLS / 10 } else { 0 };
+        run(&mut direct, warm_up, |i| {
+            let mut params = CallToolRequestParams::new("add");
+            params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
+            let client = &client;
+            async move {
+                let result = client.call_tool(params).await.expect("call");
+                assert_ne!(result.is_error, Some(true));
+            }
+        })
+        .await;
+        run(&mut through, warm_up, |i| {
+            let registry = &registry;
+            async move {
+                let result = registry.call_tool("up__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("call");
+                assert!(!result.is_error());
+            }
+        })
+        .await;
+    }
+    let label = upstream.label();
+    let (direct_p50, direct_cpu) = direct.report(&format!("{label}/direct"));
+    let (through_p50, through_cpu) = through.report(&format!("{label}/registry"));
+    println!(
+        "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
+        format!("{label}/added"),
+        us(through_p50) - us(direct_p50),
+        through_cpu - direct_cpu
+    );
+    let _ = client.cancel().await;
+}
+
+async fn direct_sync(python: &str) -> Duration {
+    let started = Instant::now();
+    let client = Upstream::PythonStdio(python.to_owned()).client().await;
+    let tools = client.list_all_tools().await.expect("list");
+    let took = started.elapsed();
+    assert!(!tools.is_empty());
+    let _ = client.cancel().await;
+    took
 }
 
 fn main() {
     // `cargo bench` passes flags (`--bench`); this bench takes none.
+    // (The direct HTTP client's TLS, which it builds though it speaks
+    // plain HTTP here, as toolhost's own clients do.)
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let python = toolhost_tests::mcp_python().display().to_string();
+    let toolhost = toolhost_tests::toolhost();
     let dir = std::env::temp_dir().join(format!("toolhost-remote-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch");
-    let path = config(&dir, &python);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     runtime.block_on(async {
-        println!("remote MCP toolset over stdio (tests/mcp/server.py, Python SDK), sequential calls");
-        let mut direct_syncs = Vec::new();
-        let mut registry_syncs = Vec::new();
-        let mut kept = None;
-        // Alternate, so drift in the machine's load hits both alike.
-        for _ in 0..SYNCS {
-            direct_syncs.push(direct_sync(&python).await);
-            let (took, registry) = registry_sync(&path).await;
-            registry_syncs.push(took);
-            kept = Some(registry);
+        println!("remote MCP toolsets: `add`, sequential calls, {ROUNDS} rounds of {CALLS} each way, alternating");
+        let calculator = toolhost_tests::example("calculator").display().to_string();
+        let (child, url) = toolhost_tests::spawn_serve_http_of(&toolhost, &[&calculator], &[]);
+        for upstream in [
+            Upstream::PythonStdio(python.clone()),
+            Upstream::ToolhostStdio(toolhost.display().to_string()),
+            Upstream::ToolhostHttp(child, url),
+        ] {
+            compare(&upstream, &dir).await;
         }
-        let direct_sync = report("sync direct", direct_syncs);
-        let registry_sync = report("sync registry", registry_syncs);
-        let registry = kept.expect("a registry");
-        let direct = report("call direct", direct_calls(&python).await);
-        let through = report("call registry", registry_calls(&registry).await);
-        println!(
-            "added by toolhost (p50): sync {:+.1} ms, call {:+.1} µs",
-            (registry_sync.as_secs_f64() - direct_sync.as_secs_f64()) * 1e3,
-            (through.as_secs_f64() - direct.as_secs_f64()) * 1e6
-        );
+
+        println!("sync: start, initialize and list the Python server's tools, {SYNCS} times each way, alternating");
+        let path = dir.join("python-stdio.json");
+        let mut direct = Way::default();
+        let mut through = Way::default();
+        for _ in 0..SYNCS {
+            direct.latencies.push(direct_sync(&python).await);
+            through.latencies.push(load_registry(&path).await.0);
+        }
+        direct.latencies.sort();
+        through.latencies.sort();
+        let (direct, through) = (at(&direct.latencies, 0.5), at(&through.latencies, 0.5));
+        println!("sync direct   p50 {:>7.1} ms", direct.as_secs_f64() * 1e3);
+        println!("sync registry p50 {:>7.1} ms", through.as_secs_f64() * 1e3);
+        println!("sync added    p50 {:+.1} ms", (through.as_secs_f64() - direct.as_secs_f64()) * 1e3);
     });
     std::fs::remove_dir_all(&dir).ok();
 }
