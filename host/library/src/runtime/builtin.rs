@@ -7,9 +7,10 @@
 //! files, the network): a handler is as trusted as the program that
 //! registered it. What does apply: the timeout and the caller's deadline (a
 //! handler still running then is dropped), cancellation, the output cap and
-//! every check of the result. A handler runs on its own tokio task, so a
-//! panic in it is a fault of that call, not of the caller's task; dropping
-//! the call aborts the task.
+//! every check of the result. A handler runs on the calling task (a task of
+//! its own cost each call a spawn and a wake-up across threads); a panic in
+//! it is caught there, a fault of that call, not of the caller's task, and
+//! dropping the call drops the handler's future.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,12 +46,39 @@ pub(crate) struct BuiltinInstance {
     usage: Usage,
 }
 
-/// Aborts its task when dropped (a call dropped, timed out or cancelled).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+/// A handler's future, a panic in its poll caught as the call's fault.
+struct CatchPanic<F>(F);
 
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let future = std::pin::Pin::new(&mut self.0);
+        // A future that panicked is not polled again: the call ends here
+        // with its fault, and the future is dropped with the call.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(poll) => poll.map(Ok),
+            Err(panic) => std::task::Poll::Ready(Err(panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned()))),
+        }
+    }
+}
+
+/// Counts the bytes written to it (a result's encoded size, without the
+/// encoding).
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -84,24 +112,13 @@ impl BuiltinInstance {
             (own, None) => (own, false),
         };
         let handler = Arc::clone(&tool.handler);
-        let task = AbortOnDrop(tokio::spawn(handler(BuiltinCall { arguments, meta })));
+        let handled = CatchPanic(handler(BuiltinCall { arguments, meta }));
         let ticker = &self.env.ticker;
         let _running = ticker.running();
         let joined = guest::bounded(ticker, deadline, async {
-            let mut task = task;
-            (&mut task.0).await.map_err(|e| {
-                wasmtime::Error::new(Stop::Host(if e.is_panic() {
-                    let panic = e.into_panic();
-                    let said = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "no message".to_owned());
-                    format!("the built-in tool panicked: {said}")
-                } else {
-                    "the built-in tool's task was cancelled".to_owned()
-                }))
-            })
+            handled
+                .await
+                .map_err(|said| wasmtime::Error::new(Stop::Host(format!("the built-in tool panicked: {said}"))))
         })
         .await;
         let result = match joined {
@@ -125,17 +142,20 @@ impl BuiltinInstance {
                 return Err(RunError::Fault(fault));
             }
         };
-        let bytes = serde_json::to_vec(&result).map_err(|e| {
+        // Weighed as its encoding, then checked as JSON, as a guest's
+        // result is (without encoding it and reading it back).
+        let mut size = Counted(0);
+        serde_json::to_writer(&mut size, &result).map_err(|e| {
             RunError::Fault(Fault::new(FaultKind::Runtime, format!("the result cannot be encoded: {e}")))
         })?;
-        self.usage.output_bytes = bytes.len() as u64;
-        if bytes.len() > limits.max_output_bytes {
+        self.usage.output_bytes = size.0 as u64;
+        if size.0 > limits.max_output_bytes {
             return Err(RunError::Fault(Fault::new(
                 FaultKind::OutputTooLarge,
-                format!("{} bytes, over the limit of {} bytes", bytes.len(), limits.max_output_bytes),
+                format!("{} bytes, over the limit of {} bytes", size.0, limits.max_output_bytes),
             )));
         }
-        serde_json::from_slice(&bytes)
+        serde_json::to_value(&result)
             .map(CallOutput::Json)
             .map_err(|e| RunError::Fault(Fault::new(FaultKind::Runtime, format!("the result cannot be read: {e}"))))
     }
