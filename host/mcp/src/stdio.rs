@@ -384,13 +384,9 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
         tokio::spawn(async move {
             let answer = answer.await;
             pending.request_done(&id);
-            let Some(answer) = answer else { return };
-            match serde_json::to_vec(&answer) {
-                Ok(line) => {
-                    pending.line_sent(line.len());
-                    let _ = out.send(Outgoing::Line { line, answers: Some(id) });
-                }
-                Err(e) => tracing::error!("an answer could not be serialised: {e}"),
+            // (Cancelled by the client: nothing is sent.)
+            if let Some(answer) = answer {
+                let _ = queue(&out, &pending, &answer);
             }
         });
     }
@@ -496,6 +492,29 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
     }
 }
 
+/// Give `item` to the writer, serialised: an answer's request is no
+/// longer pending, its line is until the writer takes it.
+fn queue(out: &UnboundedSender<Outgoing>, pending: &Pending, item: &ServerJsonRpcMessage) -> Result<(), OutputClosed> {
+    let answers = match item {
+        ServerJsonRpcMessage::Response(response) => Some(response.id.clone()),
+        ServerJsonRpcMessage::Error(error) => error.id.clone(),
+        _ => None,
+    };
+    match serde_json::to_vec(item) {
+        Ok(line) => {
+            if let Some(id) = &answers {
+                pending.request_done(id);
+            }
+            pending.line_sent(line.len());
+            out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed)
+        }
+        Err(e) => {
+            tracing::error!("a message could not be serialised: {e}");
+            Ok(())
+        }
+    }
+}
+
 /// Why the front can no longer send: the writer is gone.
 #[derive(Debug, thiserror::Error)]
 #[error("the output is closed")]
@@ -505,27 +524,10 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
     type Error = OutputClosed;
 
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let answers = match &item {
-            ServerJsonRpcMessage::Response(response) => Some(response.id.clone()),
-            ServerJsonRpcMessage::Error(error) => error.id.clone(),
-            _ => None,
-        };
         // Queued here, in the order rmcp sends (it runs the futures
         // returned as tasks of their own, in any order); the future then
         // waits while the writer has too much waiting (see `Pending`).
-        let sent = match serde_json::to_vec(&item) {
-            Ok(line) => {
-                if let Some(id) = &answers {
-                    self.pending.request_done(id);
-                }
-                self.pending.line_sent(line.len());
-                self.out.send(Outgoing::Line { line, answers }).map_err(|_| OutputClosed)
-            }
-            Err(e) => {
-                tracing::error!("a message could not be serialised: {e}");
-                Ok(())
-            }
-        };
+        let sent = queue(&self.out, &self.pending, &item);
         let pending = Arc::clone(&self.pending);
         let out = self.out.clone();
         async move {

@@ -170,6 +170,13 @@ impl Running {
     /// The call has its answer: whether it is still to be sent (the client
     /// did not cancel it).
     fn finish(self) -> bool {
+        self.forget()
+    }
+
+    /// Take the call off the running calls the client may cancel, if it is
+    /// still there (not cancelled, nor its id taken by a later call):
+    /// whether it was.
+    fn forget(&self) -> bool {
         let mut running = self.calls.lock();
         let ours = running.get(&self.id).is_some_and(|(start, _)| *start == self.start);
         if ours {
@@ -181,12 +188,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        {
-            let mut running = self.calls.lock();
-            if running.get(&self.id).is_some_and(|(start, _)| *start == self.start) {
-                running.remove(&self.id);
-            }
-        }
+        self.forget();
         if self.calls.count.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.calls.idle.notify_waiters();
         }
