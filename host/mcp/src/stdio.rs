@@ -101,6 +101,7 @@ where
         version: None,
         calls: Arc::clone(&calls),
         ended: false,
+        handshake: false,
     };
     let running = server.serve(front).await.map_err(|e| ServeError::Start(e.to_string()))?;
     // The handshake is over: the session's calls are answered beside
@@ -147,6 +148,9 @@ struct StdioFront<I> {
     calls: Arc<StdioCalls>,
     /// Whether the input has ended.
     ended: bool,
+    /// Whether the answer to `initialize` has gone out, and the calls
+    /// beside rmcp may not have been opened yet.
+    handshake: bool,
 }
 
 /// Requests and lines the client has not had back yet. Past
@@ -527,6 +531,11 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
         // Queued here, in the order rmcp sends (it runs the futures
         // returned as tasks of their own, in any order); the future then
         // waits while the writer has too much waiting (see `Pending`).
+        if let ServerJsonRpcMessage::Response(response) = &item
+            && matches!(response.result, rmcp::model::ServerResult::InitializeResult(_))
+        {
+            self.handshake = true;
+        }
         let sent = queue(&self.out, &self.pending, &item);
         let pending = Arc::clone(&self.pending);
         let out = self.out.clone();
@@ -555,6 +564,14 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> rmcp::transport::Transport<rmcp::Ro
             // Nothing more is read while the client has too much pending
             // (dropped here, as rmcp may drop it, nothing is lost).
             self.pending.room().await;
+            // rmcp's handshake is over once `initialize` is answered:
+            // `serve_stdio_on` then opens the calls beside rmcp, at once.
+            // (Bounded, should rmcp ever read again before its `serve`
+            // returns: the calls then go to rmcp until opened.)
+            if self.handshake {
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.calls.until_open()).await;
+                self.handshake = false;
+            }
             match self.read_line().await {
                 Read::End => {
                     self.ended = true;
@@ -683,6 +700,7 @@ mod tests {
             version: None,
             calls: Default::default(),
             ended: false,
+            handshake: false,
         };
         let small = front.send(notification(10));
         tokio::pin!(small);

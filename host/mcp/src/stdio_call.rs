@@ -52,6 +52,9 @@ pub(crate) struct StdioCalls {
     idle: tokio::sync::Notify,
     /// Cancelled when the session is over: every call stops.
     stop: CancellationToken,
+    /// Set once the handshake is over and [`StdioCalls::open`] has said
+    /// which path the session's calls take.
+    decided: tokio::sync::watch::Sender<bool>,
 }
 
 /// A call admitted to the direct path: its id, params and `_meta`.
@@ -67,6 +70,15 @@ impl StdioCalls {
         if legacy {
             let _ = self.session.set((server, peer));
         }
+        self.decided.send_replace(true);
+    }
+
+    /// Wait until [`StdioCalls::open`] has run: the front reads no call
+    /// after the handshake's answer before then, so that which path a
+    /// call takes does not depend on which thread ran first.
+    pub(crate) async fn until_open(&self) {
+        let mut decided = self.decided.subscribe();
+        let _ = decided.wait_for(|decided| *decided).await;
     }
 
     /// A line's call, if it is one answered here (`None`: it goes to rmcp).
