@@ -54,6 +54,7 @@ mod serve;
 mod service;
 mod service_api;
 mod service_cli;
+mod signatures;
 mod sources;
 mod store_faults;
 mod talkback;

@@ -15,14 +15,14 @@ use sha2::Digest as _;
 use toolhost::{DownloadCache, Error, NoSecrets, Registry, Runtime, SourceError, load_toolsets};
 use toolhost_tests::{example, run_toolhost_with_env};
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("toolhost-sources-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{:x}", sha2::Sha256::digest(bytes))
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn test_ca(dir: &Path, name: &str) -> TestCa {
 }
 
 /// A child process killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
     /// What it logged on stderr, line by line (the file server: `GET /path`).
@@ -66,7 +66,7 @@ struct Server {
 }
 
 impl Server {
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -123,14 +123,14 @@ fn https_server(dir: &Path, ca: &TestCa) -> Server {
     Server { child, port, log }
 }
 
-fn write_config(dir: &Path, toolsets: Value) -> PathBuf {
+pub(crate) fn write_config(dir: &Path, toolsets: Value) -> PathBuf {
     let path = dir.join("toolsets.json");
     std::fs::write(&path, json!({"schema": "s", "toolsets": toolsets}).to_string()).expect("write the toolsets file");
     path
 }
 
 /// Load `config` on a registry whose runtime keeps downloads in `downloads`.
-async fn load(config: &Path, downloads: &Path) -> (Registry, toolhost::LoadReport) {
+pub(crate) async fn load(config: &Path, downloads: &Path) -> (Registry, toolhost::LoadReport) {
     let file = load_toolsets(config, &NoSecrets).await.unwrap_or_else(|e| panic!("{e}"));
     let runtime = Runtime::builder().with_download_cache(DownloadCache::at(downloads)).build();
     let registry = Registry::with_runtime(runtime, Arc::new(NoSecrets));
@@ -138,7 +138,7 @@ async fn load(config: &Path, downloads: &Path) -> (Registry, toolhost::LoadRepor
     (registry, report)
 }
 
-async fn add(registry: &Registry, name: &str) -> String {
+pub(crate) async fn add(registry: &Registry, name: &str) -> String {
     let result = registry
         .call_tool(name, json!({"a": 2, "b": 3}), &toolhost::ApproveAll)
         .await
@@ -339,7 +339,22 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
         (
             json!({"url": "https://example.org/p.wasm", "digest": format!("sha256:{hex}"), "verify": {"key": "cosign.pub"}}),
             "/toolsets/0/server/verify",
-            "not supported yet",
+            "signature verification of https:// plugins is not supported yet",
+        ),
+        (
+            json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"identity": "me@example.org", "issuer": "https://accounts.example.org"}}),
+            "/toolsets/0/server/verify",
+            "keyless verification (`identity`, `issuer`) is not supported yet",
+        ),
+        (
+            json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"key": "cosign.pub", "issuer": "https://accounts.example.org"}}),
+            "/toolsets/0/server/verify",
+            "give one or the other",
+        ),
+        (
+            json!({"url": "p.wasm", "verify": {"key": "cosign.pub"}}),
+            "/toolsets/0/server/verify",
+            "a local file is used as it is",
         ),
     ] {
         let config = write_config(&dir, json!([{"id": "p", "kind": "uri", "server": server}]));
@@ -350,22 +365,42 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
             "{server}: expected `{expected}` at {pointer}: {error}"
         );
     }
+    // A file that requires signatures refuses a downloaded plugin without
+    // one, not a local file; its keyless `verify` is refused as well.
+    let oci = json!({"id": "p", "kind": "uri", "server": {"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}")}});
+    let local = json!({"id": "l", "kind": "uri", "server": {"url": "p.wasm"}});
+    for (verify, pointer, expected) in [
+        (json!({"required": true}), "/toolsets/0/server/verify", "requires every downloaded plugin to be verified"),
+        (json!({"identity": "me@example.org", "issuer": "https://accounts.example.org"}), "/verify", "keyless"),
+        (json!({}), "/verify", "has less than 1 property"),
+    ] {
+        let config = dir.join("required.json");
+        let document = json!({"schema": "s", "verify": verify, "toolsets": [oci, local]});
+        std::fs::write(&config, document.to_string()).expect("write the toolsets file");
+        let error = load_toolsets(&config, &NoSecrets).await.expect_err("refused");
+        let problem = error.problems.iter().find(|p| p.pointer == pointer);
+        assert!(
+            problem.is_some_and(|p| p.message.contains(expected)),
+            "{verify}: expected `{expected}` at {pointer}: {error}"
+        );
+        assert!(!error.problems.iter().any(|p| p.pointer.starts_with("/toolsets/1")), "{error}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 
 /// A test's reference registry, over TLS with a CA of its own (its
 /// certificate in `oci-ca.pem` of the test's scratch directory), and a
 /// client that pushes to it.
-struct OciScene {
-    dir: PathBuf,
-    server: Server,
+pub(crate) struct OciScene {
+    pub(crate) dir: PathBuf,
+    pub(crate) server: Server,
     /// `127.0.0.1:<port>`.
-    host: String,
-    client: oci_client::Client,
+    pub(crate) host: String,
+    pub(crate) client: oci_client::Client,
 }
 
 /// The registry of a test named `name`, with a CA and a client of its own.
-fn oci_scene(name: &str) -> OciScene {
+pub(crate) fn oci_scene(name: &str) -> OciScene {
     let binary = registry_binary();
     let dir = scratch(name);
     let ca = test_ca(&dir, "oci");
@@ -437,7 +472,7 @@ fn pusher(ca: &TestCa) -> oci_client::Client {
 }
 
 /// Push one image manifest with these layers; its digest.
-async fn push(
+pub(crate) async fn push(
     client: &oci_client::Client,
     reference: &str,
     config_type: &str,

@@ -36,6 +36,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
                     "toolset": t.toolset,
                     "tool": t.tool.name,
                     "source": t.source,
+                    "signedBy": registry.signer(&t.toolset).map(|signer| signer.to_string()),
                     "enabled": t.enabled,
                     "status": t.status().to_string(),
                     "disabledReason": t.disabled_reason,
@@ -49,21 +50,23 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     } else {
         print_table(&tools).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
         println!();
-        print_syncs(&syncs).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
+        print_syncs(&registry, &syncs).map_err(|error| Failure { code: exit::PLUGIN_FAILED, error })?;
     }
     Ok(0)
 }
 
-/// How each toolset's sync ended: `SyncCompleted` with its tool count, or
-/// `SyncFailed` with the error type and message.
-pub(crate) fn print_syncs(syncs: &[toolhost::ToolsetEvent]) -> anyhow::Result<()> {
+/// How each toolset's sync ended: `SyncCompleted` with its tool count (and
+/// who signed its plugin, if it was verified), or `SyncFailed` with the
+/// error type and message.
+pub(crate) fn print_syncs(registry: &toolhost::Registry, syncs: &[toolhost::ToolsetEvent]) -> anyhow::Result<()> {
     let rows: Vec<[String; 2]> = syncs
         .iter()
         .map(|sync| {
             let outcome = match &sync.event {
-                toolhost::SyncEvent::SyncCompleted { tools_synced, .. } => {
-                    format!("SyncCompleted ({tools_synced} tools synced)")
-                }
+                toolhost::SyncEvent::SyncCompleted { tools_synced, .. } => match registry.signer(&sync.tool_set_id) {
+                    Some(signer) => format!("SyncCompleted ({tools_synced} tools synced, signed by {signer})"),
+                    None => format!("SyncCompleted ({tools_synced} tools synced)"),
+                },
                 toolhost::SyncEvent::SyncFailed { error_type, message, .. } => {
                     format!("SyncFailed {error_type}: {message}")
                 }

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::filter::{ToolApprovals, ToolFilter};
 use crate::sandbox::{Limits, Policy};
 use crate::secrets::{SecretError, SecretOutput, SecretProvider, SensitiveValues};
-use crate::source::{RemotePlugin, Sha256Digest};
+use crate::source::{RemotePlugin, Sha256Digest, Verification};
 pub use crate::tool::NAMESPACE_SEPARATOR;
 use crate::validate::{self, ValidationOptions};
 
@@ -42,6 +42,24 @@ pub struct ToolsetsFile {
     /// `${env:}` and `${secret:}` references resolved: it may hold API
     /// keys, so it is left out of `Debug`.
     pub serve: Option<Value>,
+    /// Its top-level `verify`: the signatures downloaded plugins need.
+    pub verify: VerifyPolicy,
+}
+
+/// A toolsets file's top-level `verify`: which downloaded plugins
+/// (`https://`, `oci://`) must be signed, and by whom when their toolset
+/// does not say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct VerifyPolicy {
+    /// `required`: every downloaded plugin is verified, with its toolset's
+    /// own `server.verify` or [`VerifyPolicy::default`]; one that has
+    /// neither is refused. (Local files are the operator's own and are
+    /// used as they are.)
+    pub required: bool,
+    /// `key`: the verification of every downloaded plugin whose toolset
+    /// gives none (the path resolved against the file's folder).
+    pub default: Option<Verification>,
 }
 
 impl std::fmt::Debug for ToolsetsFile {
@@ -50,6 +68,7 @@ impl std::fmt::Debug for ToolsetsFile {
             .field("path", &self.path)
             .field("toolsets", &self.toolsets)
             .field("serve", &self.serve.as_ref().map(|_| "..."))
+            .field("verify", &self.verify)
             .finish()
     }
 }
@@ -322,12 +341,26 @@ pub async fn parse_toolsets(
     }
 
     let base = path.parent().unwrap_or(Path::new("."));
+    let verify = match document.get("verify").cloned().map(serde_json::from_value::<RawVerify>) {
+        None => VerifyPolicy::default(),
+        Some(Ok(raw)) => match verification(base, &raw) {
+            Ok(default) => VerifyPolicy { required: raw.required.unwrap_or(false) || default.is_some(), default },
+            Err(message) => {
+                problems.push(ConfigProblem { pointer: "/verify".to_owned(), message });
+                VerifyPolicy::default()
+            }
+        },
+        Some(Err(e)) => {
+            problems.push(ConfigProblem { pointer: "/verify".to_owned(), message: e.to_string() });
+            VerifyPolicy::default()
+        }
+    };
     let mut toolsets = Vec::new();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let raw_toolsets = document.get("toolsets").and_then(Value::as_array).cloned().unwrap_or_default();
     for (index, raw) in raw_toolsets.into_iter().enumerate() {
         let pointer = format!("/toolsets/{index}");
-        match parse_toolset(base, &pointer, raw, secrets) {
+        match parse_toolset(base, &pointer, raw, secrets, &verify) {
             Ok(mut toolset) => {
                 if let Some(first) = seen.insert(toolset.id.clone(), pointer.clone()) {
                     problems.push(ConfigProblem {
@@ -349,7 +382,7 @@ pub async fn parse_toolsets(
         }
     }
     if problems.is_empty() {
-        Ok(ToolsetsFile { path: path.to_path_buf(), toolsets, serve })
+        Ok(ToolsetsFile { path: path.to_path_buf(), toolsets, serve, verify })
     } else {
         Err(ConfigError { file: path.to_path_buf(), problems })
     }
@@ -422,13 +455,29 @@ struct RawServer {
     #[serde(default)]
     ca_file: Option<String>,
     #[serde(default)]
-    verify: Option<Value>,
+    verify: Option<RawVerify>,
     #[serde(flatten)]
     policy: Policy,
     #[serde(default)]
     validation: RawValidation,
     #[serde(default)]
     secret_output: SecretOutput,
+}
+
+/// `server.verify`, or the file's `verify`: whose signature a downloaded
+/// plugin must carry.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawVerify {
+    /// The file's only: every downloaded plugin must be verified.
+    #[serde(default)]
+    required: Option<bool>,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    identity: Option<String>,
+    #[serde(default)]
+    issuer: Option<String>,
 }
 
 /// What a toolset of a kind other than `uri` (a remote MCP server, the
@@ -535,6 +584,7 @@ fn parse_toolset(
     pointer: &str,
     raw: Value,
     secrets: &Prefetched,
+    verify: &VerifyPolicy,
 ) -> Result<ToolsetConfig, Vec<ConfigProblem>> {
     let mut problems = Problems { pointer, found: Vec::new() };
     let raw: RawToolset = match serde_json::from_value(raw) {
@@ -560,7 +610,7 @@ fn parse_toolset(
     if let Some(mut server) = raw.server.clone() {
         match resolve_references(&mut server, &format!("{pointer}/server"), secrets, &mut resolved) {
             Err(found) => problems.found.extend(found),
-            Ok(()) => parts = read_server(base, &raw.kind, server, &mut problems),
+            Ok(()) => parts = read_server(base, &raw.kind, server, &mut problems, verify),
         }
     }
     remote.server = std::mem::take(&mut parts.remote);
@@ -629,12 +679,12 @@ fn read_headers(headers: Value, problems: &mut Problems) -> BTreeMap<String, Str
 }
 
 /// What `server` (references resolved) sets for a toolset of `kind`.
-fn read_server(base: &Path, kind: &str, server: Value, problems: &mut Problems) -> ServerParts {
+fn read_server(base: &Path, kind: &str, server: Value, problems: &mut Problems, verify: &VerifyPolicy) -> ServerParts {
     let mut parts = ServerParts::default();
     if kind == "uri" {
         match serde_json::from_value::<RawServer>(server) {
             Ok(server) => {
-                match plugin_source(base, &server) {
+                match plugin_source(base, &server, verify) {
                     Ok(found) => parts.source = Some(found),
                     Err((at, message)) => problems.add(&format!("/server/{at}"), message),
                 }
@@ -695,16 +745,34 @@ fn tool_overrides(tools: Vec<RawTool>) -> BTreeMap<String, ToolOverride> {
 /// Where a `uri` toolset's plugin is: a path (relative to the configuration
 /// file) or `file://` URL, or a pinned `https://` or `oci://` URL. A problem
 /// is the `server` member it is about and what is wrong.
-fn plugin_source(base: &Path, server: &RawServer) -> Result<PluginSource, (&'static str, String)> {
+fn plugin_source(
+    base: &Path,
+    server: &RawServer,
+    policy: &VerifyPolicy,
+) -> Result<PluginSource, (&'static str, String)> {
     let url = server.url.as_str();
-    if server.verify.is_some() {
-        return Err((
-            "verify",
-            "signature verification (`verify`) is not supported yet; toolhost refuses the toolset rather than run \
-             its plugin unverified (the `digest` pin already fixes its exact bytes)"
-                .to_owned(),
-        ));
-    }
+    let own = match &server.verify {
+        Some(raw) => verification(base, raw).map_err(|message| ("verify", message))?,
+        None => None,
+    };
+    let local =
+        matches!(url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase()).as_deref(), None | Some("file"));
+    let verify = match own {
+        Some(own) => Some(own),
+        None if local => None,
+        None => match (&policy.default, policy.required) {
+            (Some(default), _) => Some(default.clone()),
+            (None, true) => {
+                return Err((
+                    "verify",
+                    "this file requires every downloaded plugin to be verified (its top-level `verify.required`): \
+                     give this toolset `verify` (`key: cosign.pub`), or the file a default `verify.key`"
+                        .to_owned(),
+                ));
+            }
+            (None, false) => None,
+        },
+    };
     let digest = match &server.digest {
         Some(text) => Some(text.parse::<Sha256Digest>().map_err(|e| ("digest", e.to_string()))?),
         None => None,
@@ -713,8 +781,12 @@ fn plugin_source(base: &Path, server: &RawServer) -> Result<PluginSource, (&'sta
     let (scheme, _) = url.split_once("://").unwrap_or(("", url));
     match scheme.to_ascii_lowercase().as_str() {
         "" | "file" => {
-            if digest.is_some() || ca_file.is_some() {
-                let member = if digest.is_some() { "digest" } else { "caFile" };
+            if digest.is_some() || ca_file.is_some() || verify.is_some() {
+                let member = match (&digest, &ca_file) {
+                    (Some(_), _) => "digest",
+                    (None, Some(_)) => "caFile",
+                    (None, None) => "verify",
+                };
                 return Err((
                     member,
                     format!("`{member}` is for downloaded plugins (https://, oci://); a local file is used as it is"),
@@ -734,7 +806,15 @@ fn plugin_source(base: &Path, server: &RawServer) -> Result<PluginSource, (&'sta
                         .to_owned(),
                 ));
             };
-            Ok(PluginSource::Https(RemotePlugin { url: url.to_owned(), digest, ca_file }))
+            if verify.is_some() {
+                return Err((
+                    "verify",
+                    "signature verification of https:// plugins is not supported yet (it is of oci:// ones): \
+                     toolhost refuses the toolset rather than run its plugin unverified"
+                        .to_owned(),
+                ));
+            }
+            Ok(PluginSource::Https(RemotePlugin { url: url.to_owned(), digest, ca_file, verify }))
         }
         "oci" => {
             let named =
@@ -756,12 +836,33 @@ fn plugin_source(base: &Path, server: &RawServer) -> Result<PluginSource, (&'sta
             };
             // The reference pulled is by digest, whichever way it was given.
             let reference = url.rsplit_once('@').map_or(url, |(name, _)| name);
-            Ok(PluginSource::Oci(RemotePlugin { url: format!("{reference}@{digest}"), digest, ca_file }))
+            Ok(PluginSource::Oci(RemotePlugin { url: format!("{reference}@{digest}"), digest, ca_file, verify }))
         }
         "http" => Err(("url", "plain http:// is not accepted for plugins: use https:// (with `digest`)".to_owned())),
         other => {
             Err(("url", format!("`{other}://` is not a plugin source: use a file path, file://, https:// or oci://")))
         }
+    }
+}
+
+/// The verification a `verify` object asks for (`None` for one that only
+/// says `required`); else what is wrong with it.
+fn verification(base: &Path, raw: &RawVerify) -> Result<Option<Verification>, String> {
+    match raw {
+        RawVerify { key: Some(key), identity: None, issuer: None, .. } => {
+            Ok(Some(Verification::Key(base.join(key.strip_prefix("file://").unwrap_or(key)))))
+        }
+        RawVerify { key: Some(_), .. } => {
+            Err("`key` verifies a signature made with a key; `identity` and `issuer` are for keyless signatures: give \
+             one or the other"
+                .to_owned())
+        }
+        RawVerify { key: None, identity: None, issuer: None, .. } => Ok(None),
+        RawVerify { key: None, .. } => Err(
+            "keyless verification (`identity`, `issuer`) is not supported yet: toolhost refuses the toolset rather \
+             than run its plugin unverified; verify with a public key (`key: cosign.pub`)"
+                .to_owned(),
+        ),
     }
 }
 

@@ -83,7 +83,7 @@ pub use cache_folder::CACHE_DIR_ENV;
 pub use client::{CallClient, ClientNotice, ClientRequest};
 pub use config::{
     ConfigError, ConfigProblem, KeyringEntry, NAMESPACE_SEPARATOR, PluginSource, RemoteServer, ToolOverride,
-    ToolSettings, ToolsetConfig, ToolsetsFile, load_toolsets, parse_toolsets,
+    ToolSettings, ToolsetConfig, ToolsetsFile, VerifyPolicy, load_toolsets, parse_toolsets,
 };
 pub use context::{CallContext, GuestLog, LogLevel, Scopes, USER_ID_META_KEY};
 pub use error::{
@@ -110,7 +110,8 @@ pub use secrets::{
     SecretProvider, SecretRequirement, SensitiveValues,
 };
 pub use source::{
-    DigestParseError, DownloadCache, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, SourceError,
+    DigestParseError, DownloadCache, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer,
+    SourceError, Verification,
 };
 pub use sync_events::{SyncEvent, ToolStatus, ToolsetEvent};
 pub use telemetry::{CallObserver, CallRecord};

@@ -132,6 +132,12 @@ impl Plugin {
         &self.inner.name
     }
 
+    /// Who signed the plugin, when it came from a source whose signature
+    /// was verified (`server.verify` of a toolsets file); else `None`.
+    pub fn signer(&self) -> Option<&crate::Signer> {
+        self.inner.builder.signer.as_ref()
+    }
+
     /// Whether the plugin is an Extism module or a component.
     pub fn kind(&self) -> PluginKind {
         self.inner.module.kind()

@@ -114,9 +114,10 @@ impl LoadedToolset {
     /// Its `SyncCompleted` event: how many tools it has, and how many are
     /// available.
     fn synced(&self) -> SyncEvent {
+        let signed = self.plugin.signer().map(|signer| format!(", signed by {signer}")).unwrap_or_default();
         SyncEvent::SyncCompleted {
             message: format!(
-                "{} tools, {} available",
+                "{} tools, {} available{signed}",
                 self.tools.len(),
                 self.tools.iter().filter(|t| t.enabled).count()
             ),
@@ -649,6 +650,11 @@ impl Registry {
     /// The ids of the loaded toolsets, sorted.
     pub fn toolset_ids(&self) -> Vec<String> {
         self.read().keys().cloned().collect()
+    }
+
+    /// Who signed a loaded toolset's plugin, if its source was verified.
+    pub fn signer(&self, toolset: &str) -> Option<crate::Signer> {
+        self.read().get(toolset).and_then(|loaded| loaded.plugin.signer().cloned())
     }
 
     /// Each loaded toolset's instance pool now, by id (for metrics).

@@ -103,6 +103,41 @@ pub struct RemotePlugin {
     /// A PEM file of the certificate authorities to trust for this source
     /// instead of the built-in roots (`server.caFile`), if any.
     pub ca_file: Option<PathBuf>,
+    /// Whose signature the plugin must carry (`server.verify`), if anyone's.
+    pub verify: Option<Verification>,
+}
+
+/// How a downloaded plugin's signature is checked before anything reads
+/// it (`server.verify` of a toolsets file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verification {
+    /// A cosign signature made with the private half of this public key: a
+    /// PEM file (`-----BEGIN PUBLIC KEY-----`, as `cosign
+    /// generate-key-pair` writes `cosign.pub`) of an ECDSA P-256 or
+    /// Ed25519 key.
+    Key(PathBuf),
+}
+
+/// Who signed a plugin whose signature was verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Signer {
+    /// The holder of a key, named by its fingerprint.
+    Key {
+        /// `sha256:` and the hex SHA-256 of the key's DER
+        /// SubjectPublicKeyInfo (what `openssl pkey -pubin -outform DER |
+        /// sha256sum` prints for the PEM file).
+        fingerprint: String,
+    },
+}
+
+impl fmt::Display for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Signer::Key { fingerprint } => write!(f, "key {fingerprint}"),
+        }
+    }
 }
 
 /// Why a remote plugin could not be had.
@@ -167,6 +202,25 @@ pub enum SourceError {
         url: String,
         /// The host (and port, if not the scheme's).
         host: String,
+    },
+    /// The plugin's signature is missing, or none verifies: the plugin is
+    /// not used.
+    #[error("{url}: not verified: {message}")]
+    Signature {
+        /// The source.
+        url: String,
+        /// What did not match, and where.
+        message: String,
+    },
+    /// `verify.key` could not be read, or is not a key toolhost verifies with.
+    #[error("{url}: verify.key {}: {message}", path.display())]
+    VerifyKey {
+        /// The source.
+        url: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
     },
     /// `caFile` could not be read or holds no certificate.
     #[error("{url}: caFile {}: {message}", path.display())]
@@ -245,48 +299,90 @@ impl DownloadCache {
     /// cache that cannot be written only costs a download next time.
     #[cfg(any(feature = "https", feature = "oci"))]
     fn put(&self, digest: &Sha256Digest, bytes: &[u8]) {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         let Some(path) = self.path(digest) else { return };
-        let Some(dir) = path.parent() else { return };
-        // Written aside and renamed into place: a reader never sees half an entry.
-        let temp =
-            dir.join(format!(".{}.{}.{}", digest.hex(), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        // Directories of the user's alone, and a temporary file made anew
-        // (never one, or a link, someone put there first).
-        let write = || {
-            use std::io::Write as _;
-            crate::cache_folder::create_private_dir(dir)?;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            options.open(&temp)?.write_all(bytes)?;
-            std::fs::rename(&temp, &path)
-        };
-        let written = write();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            tracing::warn!(dir = %dir.display(), "cannot keep a download: {e}");
-            return;
-        }
         // At most 1,024 entries and 2 GiB: a download is up to 256 MiB, and
         // every new pin or artifact is a new entry.
         // (An entry is named by its digest, as `Sha256Digest::hex` writes it.)
-        crate::cache_folder::trim(dir, &path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
-            entry
-                .file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| format!("sha256:{name}").parse::<Sha256Digest>().is_ok())
-        });
+        keep(&path, bytes, |name| format!("sha256:{name}").parse::<Sha256Digest>().is_ok());
+    }
+
+    /// A note kept beside the downloads (`verified/<name>`): which
+    /// signature verified a pinned plugin. Not trusted for anything but
+    /// where to look: what it names is read back by digest and verified
+    /// again.
+    #[cfg(feature = "oci")]
+    fn get_note(&self, name: &str) -> Option<String> {
+        use std::io::Read as _;
+        let path = self.dir.as_ref()?.join("verified").join(name);
+        if !std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file()) {
+            return None;
+        }
+        let mut text = String::new();
+        let file = std::fs::File::open(&path).ok()?;
+        (&file).take(MAX_NOTE_BYTES).read_to_string(&mut text).ok()?;
+        crate::cache_folder::touch(&file);
+        Some(text)
+    }
+
+    /// Keep a note (see [`DownloadCache::get_note`]); best effort.
+    #[cfg(feature = "oci")]
+    fn put_note(&self, name: &str, text: &str) {
+        let Some(dir) = &self.dir else { return };
+        keep(&dir.join("verified").join(name), text.as_bytes(), is_note_name);
     }
 }
 
-/// The bytes of a checked download, and whether they came from the cache.
+/// Notes are this small.
+#[cfg(feature = "oci")]
+const MAX_NOTE_BYTES: u64 = 4096;
+
+/// Whether a file of `verified/` is a note: `cosign-` and two digests' hex.
+#[cfg(feature = "oci")]
+fn is_note_name(name: &str) -> bool {
+    name.strip_prefix("cosign-")
+        .is_some_and(|rest| rest.len() == 129 && rest.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()))
+}
+
+/// Write `bytes` to `path` of the download cache, then trim its folder to
+/// [`MAX_KEPT_DOWNLOADS`] entries and [`MAX_KEPT_DOWNLOAD_BYTES`] (the
+/// files `is_entry` names). Best effort: failing is only a warning.
+#[cfg(any(feature = "https", feature = "oci"))]
+fn keep(path: &Path, bytes: &[u8], is_entry: fn(&str) -> bool) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { return };
+    // Written aside and renamed into place: a reader never sees half an entry.
+    let temp = dir.join(format!(".{name}.{}.{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    // Directories of the user's alone, and a temporary file made anew
+    // (never one, or a link, someone put there first).
+    let write = || {
+        use std::io::Write as _;
+        crate::cache_folder::create_private_dir(dir)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&temp)?.write_all(bytes)?;
+        std::fs::rename(&temp, path)
+    };
+    let written = write();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        tracing::warn!(dir = %dir.display(), "cannot keep a download: {e}");
+        return;
+    }
+    crate::cache_folder::trim(dir, path, MAX_KEPT_DOWNLOADS, MAX_KEPT_DOWNLOAD_BYTES, |entry| {
+        entry.file_name().and_then(|name| name.to_str()).is_some_and(is_entry)
+    });
+}
+
+/// The bytes of a checked download, whether they came from the cache, and
+/// who signed them (when the source asks for a signature).
 #[derive(Debug)]
 pub(crate) struct Fetched {
     pub wasm: Vec<u8>,
     pub from_cache: bool,
+    pub signer: Option<Signer>,
 }
 
 /// Fetch an `https://` plugin: from the cache if it is there, else
@@ -300,7 +396,7 @@ pub(crate) async fn fetch_https(
     {
         check_host(plugin, &plugin.url, hosts)?;
         if let Some(wasm) = cache.get(&plugin.digest) {
-            return Ok(Fetched { wasm, from_cache: true });
+            return Ok(Fetched { wasm, from_cache: true, signer: None });
         }
         let (owned, hosts) = (plugin.clone(), hosts.map(<[String]>::to_vec));
         let wasm =
@@ -317,7 +413,7 @@ pub(crate) async fn fetch_https(
             });
         }
         cache.put(&plugin.digest, &wasm);
-        Ok(Fetched { wasm, from_cache: false })
+        Ok(Fetched { wasm, from_cache: false, signer: None })
     }
     #[cfg(not(feature = "https"))]
     {
@@ -536,6 +632,8 @@ mod https {
 
 #[cfg(feature = "oci")]
 mod oci;
+#[cfg(feature = "oci")]
+mod signature;
 #[cfg(all(feature = "oci", feature = "fuzzing"))]
 pub(crate) use oci::{fuzz_layer, fuzz_manifest};
 

@@ -44,6 +44,8 @@ pub struct PluginBuilder {
     host_functions: Vec<HostFunction>,
     keyring: Vec<KeyringGrant>,
     protected: Vec<protected::Protected>,
+    /// Who signed the plugin, when its source was verified.
+    pub(super) signer: Option<crate::Signer>,
 }
 
 /// A keyring entry granted to a plugin: hyper-mcp's `get_keyring_secret`
@@ -107,6 +109,7 @@ impl PluginBuilder {
             host_functions: Vec::new(),
             keyring: Vec::new(),
             protected: Vec::new(),
+            signer: None,
         }
     }
 

@@ -50,13 +50,18 @@ impl Runtime {
         };
         match fetched {
             Ok(fetched) => {
+                if let Some(signer) = &fetched.signer {
+                    tracing::info!(plugin = name, %signer, "plugin signature verified");
+                }
                 tracing::debug!(
                     plugin = name,
                     from_cache = fetched.from_cache,
                     bytes = fetched.wasm.len(),
                     "plugin fetched"
                 );
-                Ok(self.plugin_from_bytes(fetched.wasm))
+                let mut builder = self.plugin_from_bytes(fetched.wasm);
+                builder.signer = fetched.signer;
+                Ok(builder)
             }
             Err(e) => Err(Error::Load { plugin: name.to_owned(), message: e.to_string(), source: Some(Box::new(e)) }),
         }

@@ -15,6 +15,10 @@
 //! names must hash to it, a child manifest of an index to the digest the
 //! index gives, each blob to the digest its manifest gives. Registries are
 //! reached over HTTPS only, anonymously.
+//!
+//! With `verify`, a cosign signature of the pinned digest is checked
+//! first ([`super::signature`]); nothing of the artifact is pulled unless
+//! one verifies.
 
 use std::io::Read as _;
 use std::pin::Pin;
@@ -26,8 +30,10 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Deserialize;
 
+use super::signature::{self, PublicKey};
 use super::{
-    DownloadCache, Fetched, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, SourceError, read_ca_file,
+    DownloadCache, Fetched, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer, SourceError,
+    Verification, read_ca_file,
 };
 
 /// Manifests are small; a larger one is not a plugin's.
@@ -44,6 +50,8 @@ const PULL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Most layers an image manifest may have (each may be a blob of up to
 /// [`MAX_PLUGIN_BYTES`] to fetch, keep and unpack).
 const MAX_LAYERS: usize = 64;
+/// A signature's payload is this small (cosign's are about 250 bytes).
+const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
 
 const MANIFEST_TYPES: &[&str] = &[
     "application/vnd.oci.image.manifest.v1+json",
@@ -51,6 +59,9 @@ const MANIFEST_TYPES: &[&str] = &[
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
+/// What cosign stores a signature as: an image manifest.
+const SIGNATURE_MANIFEST_TYPES: &[&str] =
+    &["application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"];
 /// Layers that are the module itself.
 const WASM_LAYER_TYPES: &[&str] = &["application/vnd.wasm.content.layer.v1+wasm", "application/wasm"];
 const WASM_MAGIC: &[u8] = b"\0asm";
@@ -114,6 +125,17 @@ async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fet
         .parse()
         .map_err(|e| SourceError::Fetch { url: plugin.url.clone(), message: format!("not an OCI reference: {e}") })?;
     let mut puller = Puller { plugin, cache, client: None, reference, downloaded: false };
+    let signer = match &plugin.verify {
+        Some(Verification::Key(path)) => {
+            let key = PublicKey::read(path).map_err(|message| SourceError::VerifyKey {
+                url: plugin.url.clone(),
+                path: path.clone(),
+                message,
+            })?;
+            Some(puller.verify(&key).await?)
+        }
+        None => None,
+    };
     let mut manifest_digest = plugin.digest;
     let mut what = "the manifest".to_owned();
     for _ in 0..=MAX_DEPTH {
@@ -125,7 +147,7 @@ async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fet
             }
             Next::Layers(layers) => {
                 let wasm = puller.find_module(&layers).await?;
-                return Ok(Fetched { wasm, from_cache: !puller.downloaded });
+                return Ok(Fetched { wasm, from_cache: !puller.downloaded, signer });
             }
         }
     }
@@ -273,20 +295,20 @@ impl Puller<'_> {
         Ok(())
     }
 
-    /// The blob a layer descriptor names: kept, or pulled (bounded) and checked.
-    async fn blob(&mut self, layer: &Descriptor) -> Result<Vec<u8>, SourceError> {
+    /// The blob a layer descriptor names: kept, or pulled (at most
+    /// `limit` bytes) and checked.
+    async fn blob(&mut self, layer: &Descriptor, limit: u64) -> Result<Vec<u8>, SourceError> {
         let digest = self.digest(&layer.digest)?;
         if let Some(bytes) = self.cache.get(&digest) {
             return Ok(bytes);
         }
         let what = format!("layer {digest}");
-        let too_large =
-            |url: &str| SourceError::TooLarge { url: url.to_owned(), what: what.clone(), limit: MAX_PLUGIN_BYTES };
-        if layer.size.is_some_and(|s| s < 0 || s as u64 > MAX_PLUGIN_BYTES) {
+        let too_large = |url: &str| SourceError::TooLarge { url: url.to_owned(), what: what.clone(), limit };
+        if layer.size.is_some_and(|s| s < 0 || s as u64 > limit) {
             return Err(too_large(&self.plugin.url));
         }
         let reference = self.reference.clone();
-        let mut out = Capped { bytes: Vec::new(), limit: MAX_PLUGIN_BYTES as usize, over: false };
+        let mut out = Capped { bytes: Vec::new(), limit: limit as usize, over: false };
         let pulled = self.client()?.pull_blob(&reference, layer.digest.as_str(), &mut out).await;
         if out.over {
             return Err(too_large(&self.plugin.url));
@@ -296,6 +318,88 @@ impl Puller<'_> {
         self.downloaded = true;
         self.cache.put(&digest, &out.bytes);
         Ok(out.bytes)
+    }
+
+    /// Who signed the pinned digest with `key`: a note in the cache says
+    /// which signature did before, and it is verified again from the cache
+    /// (offline); else the signatures at the digest's `.sig` tag are
+    /// pulled, and the first that verifies is kept and noted.
+    async fn verify(&mut self, key: &PublicKey) -> Result<Signer, SourceError> {
+        let note = format!("cosign-{}-{}", self.plugin.digest.hex(), key.fingerprint_hex());
+        if let Some(kept) = self.cache.get_note(&note).and_then(|text| text.trim().parse::<Sha256Digest>().ok())
+            && let Some(bytes) = self.cache.get(&kept)
+            && self.check_signatures(&bytes, key).await.is_ok()
+        {
+            return Ok(key.signer());
+        }
+        let tag = signature::signature_tag(&self.plugin.digest);
+        let reference = Reference::with_tag(
+            self.reference.registry().to_owned(),
+            self.reference.repository().to_owned(),
+            tag.clone(),
+        );
+        let pulled =
+            self.client()?.pull_manifest_raw(&reference, &RegistryAuth::Anonymous, SIGNATURE_MANIFEST_TYPES).await;
+        let (bytes, _) = pulled.map_err(|e| {
+            self.signature_error(format!("no cosign signature of {}: cannot pull tag {tag}: {e}", self.plugin.digest))
+        })?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(
+                self.signature_error(format!("the manifest at tag {tag} is larger than {MAX_MANIFEST_BYTES} bytes"))
+            );
+        }
+        self.downloaded = true;
+        self.check_signatures(&bytes, key).await.map_err(|e| match e {
+            SourceError::Signature { url, message } => {
+                SourceError::Signature { url, message: format!("tag {tag}: {message}") }
+            }
+            other => other,
+        })?;
+        let digest = Sha256Digest::of(&bytes);
+        self.cache.put(&digest, &bytes);
+        self.cache.put_note(&note, &digest.to_string());
+        Ok(key.signer())
+    }
+
+    fn signature_error(&self, message: String) -> SourceError {
+        SourceError::Signature { url: self.plugin.url.clone(), message }
+    }
+
+    /// Whether one layer of a signature manifest is a payload that `key`
+    /// signed and that names the pinned digest; else why none is, layer by
+    /// layer.
+    async fn check_signatures(&mut self, manifest: &[u8], key: &PublicKey) -> Result<(), SourceError> {
+        let manifest: Manifest = serde_json::from_slice(manifest)
+            .map_err(|e| self.signature_error(format!("the signature manifest is not an OCI manifest: {e}")))?;
+        let layers = manifest.layers.unwrap_or_default();
+        if layers.len() > MAX_LAYERS {
+            return Err(self.signature_error(format!(
+                "the signature manifest has {} layers, more than the {MAX_LAYERS} toolhost reads",
+                layers.len()
+            )));
+        }
+        let mut refused = Vec::new();
+        for (n, layer) in layers.iter().enumerate() {
+            let place = format!("layer {}", n + 1);
+            let Some(signature) = layer.annotations.as_ref().and_then(|a| a.get(signature::SIGNATURE_ANNOTATION))
+            else {
+                refused.push(format!("{place} has no {} annotation", signature::SIGNATURE_ANNOTATION));
+                continue;
+            };
+            if layer.media_type != signature::SIMPLE_SIGNING {
+                refused.push(format!("{place} is not a simple-signing payload ({})", signature::SIMPLE_SIGNING));
+                continue;
+            }
+            let payload = self.blob(layer, MAX_PAYLOAD_BYTES).await?;
+            match signature::check_payload(key, &payload, signature, &self.plugin.digest) {
+                Ok(()) => return Ok(()),
+                Err(why) => refused.push(format!("{place}: {why}")),
+            }
+        }
+        if refused.is_empty() {
+            return Err(self.signature_error("the signature manifest has no layers".to_owned()));
+        }
+        Err(self.signature_error(refused.join("; ")))
     }
 
     /// The module among an image manifest's layers.
@@ -314,7 +418,7 @@ impl Puller<'_> {
             layers.iter().filter(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str())).collect();
         match declared.as_slice() {
             [layer] => {
-                let bytes = self.blob(layer).await?;
+                let bytes = self.blob(layer, MAX_PLUGIN_BYTES).await?;
                 if !bytes.starts_with(WASM_MAGIC) {
                     return Err(self.artifact(format!(
                         "layer {} is declared {} but is not a Wasm module",
@@ -345,7 +449,7 @@ impl Puller<'_> {
             if !seen.insert(layer.digest.as_str()) {
                 continue;
             }
-            let bytes = self.blob(layer).await?;
+            let bytes = self.blob(layer, MAX_PLUGIN_BYTES).await?;
             let mut take = |place: String, content: Vec<u8>| {
                 found.push(place);
                 first.get_or_insert(content);

@@ -1,0 +1,202 @@
+//! `server.verify` of `oci://` plugins: cosign signatures, made here with
+//! keys the test generates (ECDSA P-256 and Ed25519, rcgen on ring) and
+//! stored the way `cosign sign --key` stores them (a simple-signing payload
+//! per layer of an image manifest at the `sha256-<digest>.sig` tag), in
+//! the reference registry the sources tests start.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use rcgen::{KeyPair, PublicKeyData as _, SigningKey as _};
+use serde_json::json;
+use toolhost::SyncEvent;
+use toolhost_tests::{example, run_toolhost_with_env};
+
+use crate::sources::{OciScene, add, load, oci_scene, push, sha256, write_config};
+
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+
+/// A key pair, its public half written to `dir/name` (PEM), and its
+/// fingerprint as toolhost names it (`sha256:` of the DER
+/// SubjectPublicKeyInfo).
+fn key(dir: &Path, name: &str, algorithm: &'static rcgen::SignatureAlgorithm) -> (KeyPair, String) {
+    let pair = KeyPair::generate_for(algorithm).expect("a key pair");
+    std::fs::write(dir.join(name), pair.public_key_pem()).expect("write the public key");
+    let fingerprint = sha256(&pair.subject_public_key_info());
+    (pair, fingerprint)
+}
+
+/// Store, at the `.sig` tag of `digest` in `repository`, one layer per key:
+/// the simple-signing payload naming `signed` (the digest itself, unless a
+/// test replays another's signature), signed by that key. The signature
+/// manifest's digest.
+async fn sign(scene: &OciScene, repository: &str, digest: &str, signed: &str, keys: &[&KeyPair]) -> String {
+    use oci_client::client::{Config, ImageLayer};
+    let payload = json!({
+        "critical": {
+            "identity": {"docker-reference": format!("{}/{repository}", scene.host)},
+            "image": {"docker-manifest-digest": signed},
+            "type": "cosign container image signature"
+        },
+        "optional": null
+    })
+    .to_string();
+    let layers: Vec<ImageLayer> = keys
+        .iter()
+        .map(|key| {
+            let signature = key.sign(payload.as_bytes()).expect("sign");
+            let annotation = base64::engine::general_purpose::STANDARD.encode(signature);
+            ImageLayer::new(
+                payload.clone().into_bytes(),
+                SIMPLE_SIGNING.to_owned(),
+                Some([("dev.cosignproject.cosign/signature".to_owned(), annotation)].into()),
+            )
+        })
+        .collect();
+    let config = json!({"architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z", "os": "",
+                        "rootfs": {"type": "layers", "diff_ids": [sha256(payload.as_bytes())]}});
+    let config =
+        Config::new(config.to_string().into_bytes(), "application/vnd.oci.image.config.v1+json".to_owned(), None);
+    let tag = format!("{}/{repository}:sha256-{}.sig", scene.host, digest.trim_start_matches("sha256:"));
+    let reference: oci_client::Reference = tag.parse().expect("reference");
+    let auth = oci_client::secrets::RegistryAuth::Anonymous;
+    scene.client.push(&reference, &layers, config, &auth, None).await.expect("push the signature");
+    scene.client.fetch_manifest_digest(&reference, &auth).await.expect("the signature manifest's digest")
+}
+
+/// The message of a toolset's last sync.
+fn sync_message(registry: &toolhost::Registry, toolset: &str) -> String {
+    match registry.last_sync(toolset).map(|sync| sync.event) {
+        Some(SyncEvent::SyncCompleted { message, .. } | SyncEvent::SyncFailed { message, .. }) => message,
+        other => panic!("{toolset}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_plugin_loads_only_with_a_signature_its_key_verifies_and_offline_after() {
+    let mut scene = oci_scene("signed");
+    let host = scene.host.clone();
+    let dir = scene.dir.clone();
+    let calculator = std::fs::read(example("calculator")).expect("calculator");
+    let text = std::fs::read(example("text")).expect("text");
+    let wasm = |bytes: &[u8]| vec![(bytes.to_vec(), "application/wasm")];
+    let wasm_config = "application/vnd.wasm.config.v0+json";
+    let calc = push(&scene.client, &format!("{host}/tools/calc:1"), wasm_config, b"{}", wasm(&calculator)).await;
+    let replayed = push(&scene.client, &format!("{host}/tools/text:1"), wasm_config, b"{}", wasm(&text)).await;
+    let unsigned =
+        push(&scene.client, &format!("{host}/tools/plain:1"), wasm_config, br#"{"plain":1}"#, wasm(&calculator)).await;
+
+    let (p256, p256_fingerprint) = key(&dir, "cosign.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
+    let (ed25519, ed25519_fingerprint) = key(&dir, "ed25519.pub", &rcgen::PKCS_ED25519);
+    let (_, other_fingerprint) = key(&dir, "other.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
+    sign(&scene, "tools/calc", &calc, &calc, &[&p256, &ed25519]).await;
+    // The calculator's signature, stored as if it were the text plugin's.
+    sign(&scene, "tools/text", &replayed, &calc, &[&p256]).await;
+
+    let toolset = |id: &str, repository: &str, digest: &str, key: &str| {
+        json!({"id": id, "kind": "uri", "server": {"url": format!("oci://{host}/{repository}:1@{digest}"),
+               "caFile": "oci-ca.pem", "verify": {"key": key}}})
+    };
+    let config = write_config(
+        &dir,
+        json!([
+            toolset("p256", "tools/calc", &calc, "cosign.pub"),
+            toolset("ed", "tools/calc", &calc, "ed25519.pub"),
+            toolset("wrong", "tools/calc", &calc, "other.pub"),
+            toolset("replayed", "tools/text", &replayed, "cosign.pub"),
+            toolset("unsigned", "tools/plain", &unsigned, "cosign.pub"),
+            toolset("nokey", "tools/calc", &calc, "missing.pub"),
+        ]),
+    );
+    let downloads = dir.join("downloads");
+    let refusals = |registry: &toolhost::Registry| {
+        let hex = |digest: &str| digest.trim_start_matches("sha256:").to_owned();
+        for (toolset, expected) in [
+            ("wrong", format!("does not verify with key {other_fingerprint}")),
+            ("replayed", format!("it signs manifest {calc}, not {replayed}")),
+            ("unsigned", format!("no cosign signature of {unsigned}: cannot pull tag sha256-{}.sig", hex(&unsigned))),
+            ("nokey", "verify.key".to_owned()),
+        ] {
+            let message = sync_message(registry, toolset);
+            assert!(message.contains(&expected), "{toolset}: expected `{expected}` in: {message}");
+            assert!(!registry.tools().iter().any(|t| t.toolset == toolset), "{toolset} has no tools");
+        }
+    };
+
+    let (registry, report) = load(&config, &downloads).await;
+    assert_eq!(report.failures.len(), 4, "{:?}", report.failures);
+    assert_eq!(add(&registry, "p256__add").await, "5");
+    assert_eq!(add(&registry, "ed__add").await, "5");
+    for (toolset, fingerprint) in [("p256", &p256_fingerprint), ("ed", &ed25519_fingerprint)] {
+        let message = sync_message(&registry, toolset);
+        assert!(message.ends_with(&format!(", signed by key {fingerprint}")), "{toolset}: {message}");
+    }
+    refusals(&registry);
+    // Nothing of an artifact whose signature did not verify was pulled.
+    for digest in [&replayed, &unsigned] {
+        let kept = downloads.join("sha256").join(digest.trim_start_matches("sha256:"));
+        assert!(!kept.exists(), "{digest} was pulled before its signature verified");
+    }
+
+    // The file's `verify`: its key verifies every downloaded plugin whose
+    // toolset names none; a toolset's own key wins; a local file is used as
+    // it is.
+    let policy = dir.join("policy.json");
+    let plugin = |id: &str, key: Option<&str>| {
+        let mut entry = toolset(id, "tools/calc", &calc, key.unwrap_or_default());
+        if key.is_none() {
+            entry["server"].as_object_mut().expect("server").remove("verify");
+        }
+        entry
+    };
+    let document = json!({"schema": "s", "verify": {"key": "other.pub"}, "toolsets": [
+        plugin("default", None),
+        plugin("own", Some("ed25519.pub")),
+        {"id": "local", "kind": "uri", "server": {"url": example("calculator").display().to_string()}},
+    ]});
+    std::fs::write(&policy, document.to_string()).expect("write the file");
+    let (registry, report) = load(&policy, &downloads).await;
+    assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+    let message = sync_message(&registry, "default");
+    assert!(message.contains(&format!("does not verify with key {other_fingerprint}")), "{message}");
+    let message = sync_message(&registry, "own");
+    assert!(message.ends_with(&format!(", signed by key {ed25519_fingerprint}")), "{message}");
+    assert_eq!(add(&registry, "local__add").await, "5");
+
+    // The CLI says who signed what it lists.
+    let cache = dir.join("cli-cache");
+    let output = run_toolhost_with_env(
+        &["tools", "--config", config.to_str().expect("utf-8")],
+        None,
+        &[("TOOLHOST_CACHE_DIR", cache.to_str().expect("utf-8"))],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("signed by key {p256_fingerprint})")), "{stdout}");
+    assert!(stdout.contains(&format!("signed by key {ed25519_fingerprint})")), "{stdout}");
+
+    // Offline: the registry stopped, the verified plugins load from the
+    // cache, verified again from the signatures kept there.
+    scene.server.stop();
+    let (registry, _) = load(&config, &downloads).await;
+    assert_eq!(add(&registry, "p256__add").await, "5");
+    let message = sync_message(&registry, "ed");
+    assert!(message.ends_with(&format!(", signed by key {ed25519_fingerprint}")), "{message}");
+    let message = sync_message(&registry, "wrong");
+    assert!(message.contains("cannot pull tag"), "no note is kept for another key: {message}");
+
+    // A note is not believed: pointed at a manifest that is in the cache
+    // but holds no signature (the plugin's own), it is read and fails, and
+    // the registry is not there to give the signature.
+    let note = downloads.join("verified").join(format!(
+        "cosign-{}-{}",
+        calc.trim_start_matches("sha256:"),
+        p256_fingerprint.trim_start_matches("sha256:")
+    ));
+    assert!(note.is_file(), "{} is kept", note.display());
+    std::fs::write(&note, &calc).expect("rewrite the note");
+    let (registry, _) = load(&config, &downloads).await;
+    assert!(!registry.tools().iter().any(|t| t.toolset == "p256"));
+    assert!(sync_message(&registry, "p256").contains("cannot pull tag"), "{}", sync_message(&registry, "p256"));
+    assert_eq!(add(&registry, "ed__add").await, "5");
+    std::fs::remove_dir_all(&dir).ok();
+}
