@@ -174,6 +174,39 @@ async fn an_oci_plugin_loads_only_with_a_signature_its_key_verifies_and_offline_
     assert!(stdout.contains(&format!("signed by key {p256_fingerprint})")), "{stdout}");
     assert!(stdout.contains(&format!("signed by key {ed25519_fingerprint})")), "{stdout}");
 
+    // `toolhost verify`: a tag resolved to the digest it names, pulled and
+    // verified, without running anything; a wrong key exits 3 saying so; a
+    // local file is not a source to verify (2).
+    let verify = |args: &[&str]| {
+        let ca = dir.join("oci-ca.pem");
+        let mut all = vec!["verify", "--ca-file", ca.to_str().expect("utf-8")];
+        all.extend_from_slice(args);
+        let output = run_toolhost_with_env(&all, None, &[("TOOLHOST_CACHE_DIR", cache.to_str().expect("utf-8"))]);
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.code(), text)
+    };
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (code, text) = verify(&[&format!("oci://{host}/tools/calc:1"), "--key", &path("cosign.pub")]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains(&format!("digest     {calc} (the tag names it now: pin it)")), "{text}");
+    assert!(text.contains(&format!("signed by  key {p256_fingerprint}")), "{text}");
+    assert!(text.contains(&format!("module     {} (", sha256(&calculator))), "{text}");
+    let (code, text) = verify(&[&format!("oci://{host}/tools/calc:1@{calc}"), "--key", &path("ed25519.pub"), "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(report["signedBy"], format!("key {ed25519_fingerprint}"), "{report}");
+    assert_eq!(report["tagResolved"], false, "{report}");
+    assert_eq!(report["digest"], calc.as_str(), "{report}");
+    let (code, text) = verify(&[&format!("oci://{host}/tools/calc:1"), "--key", &path("other.pub")]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains(&format!("does not verify with key {other_fingerprint}")), "{text}");
+    let (code, text) = verify(&[&format!("oci://{host}/tools/calc:1"), "--key", &path("missing.pub")]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("verify.key"), "{text}");
+    let (code, text) = verify(&["calculator.wasm"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("local file"), "{text}");
+
     // Offline: the registry stopped, the verified plugins load from the
     // cache, verified again from the signatures kept there.
     scene.server.stop();

@@ -3,8 +3,8 @@
 //! Exit codes: 0 success; 1 the tool returned `isError: true` (a call that was
 //! not approved too); 2 usage error, invalid configuration, unknown tool,
 //! arguments rejected or a missing secret; 3 the plugin failed (it could not be
-//! loaded, trapped, returned an Extism error, hit a limit or returned invalid
-//! output).
+//! loaded, downloaded or verified, trapped, returned an Extism error, hit a
+//! limit or returned invalid output).
 
 mod args;
 mod bench;
@@ -18,6 +18,7 @@ mod serve;
 mod terminal;
 mod tools;
 mod toolsets;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -104,6 +105,8 @@ enum Command {
     Tools(tools::Args),
     /// Manage a running tool-set service's tool sets: list, get, create, apply, delete, tools, events
     Toolsets(toolsets::Args),
+    /// Fetch a downloaded plugin's source and check its pin and signature, without running it
+    Verify(verify::Args),
 }
 
 /// `toolhost --version`: the version, then the features this binary was
@@ -200,5 +203,6 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Build(args) => scaffold::build_command(args).await,
         Command::Tools(args) => tools::run(args).await,
         Command::Toolsets(args) => toolsets::run(args).await,
+        Command::Verify(args) => verify::run(args).await,
     }
 }

@@ -376,12 +376,17 @@ fn keep(path: &Path, bytes: &[u8], is_entry: fn(&str) -> bool) {
     });
 }
 
-/// The bytes of a checked download, whether they came from the cache, and
-/// who signed them (when the source asks for a signature).
-#[derive(Debug)]
-pub(crate) struct Fetched {
+/// A downloaded plugin, checked against its pin (and its signature, when
+/// its source asks for one) but not loaded
+/// ([`Runtime::fetch_plugin`](crate::Runtime::fetch_plugin)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FetchedPlugin {
+    /// The module.
     pub wasm: Vec<u8>,
+    /// Whether all of it came from the download cache.
     pub from_cache: bool,
+    /// Who signed it, when its source asks for a signature.
     pub signer: Option<Signer>,
 }
 
@@ -391,12 +396,12 @@ pub(crate) async fn fetch_https(
     plugin: &RemotePlugin,
     cache: &DownloadCache,
     hosts: Option<&[String]>,
-) -> Result<Fetched, SourceError> {
+) -> Result<FetchedPlugin, SourceError> {
     #[cfg(feature = "https")]
     {
         check_host(plugin, &plugin.url, hosts)?;
         if let Some(wasm) = cache.get(&plugin.digest) {
-            return Ok(Fetched { wasm, from_cache: true, signer: None });
+            return Ok(FetchedPlugin { wasm, from_cache: true, signer: None });
         }
         let (owned, hosts) = (plugin.clone(), hosts.map(<[String]>::to_vec));
         let wasm =
@@ -413,7 +418,7 @@ pub(crate) async fn fetch_https(
             });
         }
         cache.put(&plugin.digest, &wasm);
-        Ok(Fetched { wasm, from_cache: false, signer: None })
+        Ok(FetchedPlugin { wasm, from_cache: false, signer: None })
     }
     #[cfg(not(feature = "https"))]
     {
@@ -432,17 +437,10 @@ pub(crate) async fn fetch_oci(
     plugin: &RemotePlugin,
     cache: &DownloadCache,
     hosts: Option<&[String]>,
-) -> Result<Fetched, SourceError> {
+) -> Result<FetchedPlugin, SourceError> {
     #[cfg(feature = "oci")]
     {
-        // The registry the client will ask (a reference without one, or
-        // with a first part that is no host name, is Docker Hub's).
-        let name = plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url);
-        let registry = match name.parse::<oci_client::Reference>() {
-            Ok(reference) => reference.resolve_registry().to_owned(),
-            Err(_) => name.split('/').next().unwrap_or_default().to_owned(),
-        };
-        check_host(plugin, &format!("https://{registry}/"), hosts)?;
+        check_host(plugin, &oci_registry_url(&plugin.url), hosts)?;
         oci::pull(plugin, cache).await
     }
     #[cfg(not(feature = "oci"))]
@@ -450,6 +448,45 @@ pub(crate) async fn fetch_oci(
         let _ = (cache, hosts);
         Err(SourceError::NotBuiltIn { url: plugin.url.clone(), feature: "oci" })
     }
+}
+
+/// The manifest digest an OCI reference's tag names now, asked of its
+/// registry (`reference` as `oci://registry/repository:tag`): what to pin.
+/// What the registry says is not trusted for more than that: the pull by
+/// digest checks the manifest against it.
+pub(crate) async fn resolve_oci_tag(
+    reference: &str,
+    ca_file: Option<&Path>,
+    hosts: Option<&[String]>,
+) -> Result<Sha256Digest, SourceError> {
+    let plugin = RemotePlugin {
+        url: reference.to_owned(),
+        digest: Sha256Digest([0; 32]),
+        ca_file: ca_file.map(Path::to_path_buf),
+        verify: None,
+    };
+    #[cfg(feature = "oci")]
+    {
+        check_host(&plugin, &oci_registry_url(reference), hosts)?;
+        oci::resolve_tag(&plugin).await
+    }
+    #[cfg(not(feature = "oci"))]
+    {
+        let _ = hosts;
+        Err(SourceError::NotBuiltIn { url: plugin.url, feature: "oci" })
+    }
+}
+
+/// The URL of the registry an OCI reference names (a reference without
+/// one, or with a first part that is no host name, is Docker Hub's).
+#[cfg(feature = "oci")]
+fn oci_registry_url(url: &str) -> String {
+    let name = url.strip_prefix("oci://").unwrap_or(url);
+    let registry = match name.parse::<oci_client::Reference>() {
+        Ok(reference) => reference.resolve_registry().to_owned(),
+        Err(_) => name.split('/').next().unwrap_or_default().to_owned(),
+    };
+    format!("https://{registry}/")
 }
 
 /// Whether `url` (the source's, or one it was redirected to) is on a host

@@ -32,8 +32,8 @@ use serde::Deserialize;
 
 use super::signature::{self, PublicKey};
 use super::{
-    DownloadCache, Fetched, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer, SourceError,
-    Verification, read_ca_file,
+    DownloadCache, FetchedPlugin, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer,
+    SourceError, Verification, read_ca_file,
 };
 
 /// Manifests are small; a larger one is not a plugin's.
@@ -110,7 +110,7 @@ struct Puller<'a> {
     downloaded: bool,
 }
 
-pub(super) async fn pull(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+pub(super) async fn pull(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<FetchedPlugin, SourceError> {
     tokio::time::timeout(PULL_TIMEOUT, pull_within(plugin, cache)).await.unwrap_or_else(|_| {
         Err(SourceError::Fetch {
             url: plugin.url.clone(),
@@ -119,7 +119,7 @@ pub(super) async fn pull(plugin: &RemotePlugin, cache: &DownloadCache) -> Result
     })
 }
 
-async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fetched, SourceError> {
+async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<FetchedPlugin, SourceError> {
     let name = plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url);
     let reference: Reference = name
         .parse()
@@ -147,11 +147,30 @@ async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fet
             }
             Next::Layers(layers) => {
                 let wasm = puller.find_module(&layers).await?;
-                return Ok(Fetched { wasm, from_cache: !puller.downloaded, signer });
+                return Ok(FetchedPlugin { wasm, from_cache: !puller.downloaded, signer });
             }
         }
     }
     Err(puller.artifact(format!("image indexes nest deeper than {MAX_DEPTH} levels")))
+}
+
+/// The digest `plugin.url`'s tag names now (its `digest` is not read).
+pub(super) async fn resolve_tag(plugin: &RemotePlugin) -> Result<Sha256Digest, SourceError> {
+    let cache = DownloadCache::disabled();
+    let name = plugin.url.strip_prefix("oci://").unwrap_or(&plugin.url);
+    let reference: Reference = name
+        .parse()
+        .map_err(|e| SourceError::Fetch { url: plugin.url.clone(), message: format!("not an OCI reference: {e}") })?;
+    let mut puller = Puller { plugin, cache: &cache, client: None, reference: reference.clone(), downloaded: false };
+    let asked = puller.client()?.fetch_manifest_digest(&reference, &RegistryAuth::Anonymous);
+    let digest = tokio::time::timeout(CONNECT_TIMEOUT + READ_TIMEOUT, asked)
+        .await
+        .map_err(|_| {
+            puller
+                .fetch_error(format!("the registry did not answer in {}s", (CONNECT_TIMEOUT + READ_TIMEOUT).as_secs()))
+        })?
+        .map_err(|e| puller.fetch_error(format!("cannot resolve the tag: {e}")))?;
+    digest.parse().map_err(|e| puller.artifact(format!("the registry names {e}")))
 }
 
 /// What a manifest (`what`, in messages) says to read next.
