@@ -12,7 +12,7 @@ use crate::production::{call, open_session, post};
 use crate::serve::Server;
 
 pub(crate) const ACME: &str = "acme-user-key-0123456789abcdef";
-const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
+pub(crate) const ACME_BOT: &str = "acme-bot-key-0123456789abcdef";
 pub(crate) const GLOBEX: &str = "globex-key-0123456789abcdef";
 
 pub(crate) fn scratch(name: &str) -> std::path::PathBuf {

@@ -233,3 +233,65 @@ async fn an_oci_plugin_loads_only_with_a_signature_its_key_verifies_and_offline_
     assert_eq!(add(&registry, "ed__add").await, "5");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_requires_its_keys_signature_on_every_plugin_a_tenant_downloads() {
+    use crate::service::{ACME, ACME_BOT, GLOBEX, mcp_tools, rest, service_config_reaching};
+    let scene = oci_scene("service-signed");
+    let (host, dir) = (scene.host.clone(), scene.dir.clone());
+    let calculator = std::fs::read(example("calculator")).expect("calculator");
+    let wasm = vec![(calculator.clone(), "application/wasm")];
+    let wasm_config = "application/vnd.wasm.config.v0+json";
+    let signed = push(&scene.client, &format!("{host}/tools/calc:1"), wasm_config, b"{}", wasm.clone()).await;
+    let unsigned = push(&scene.client, &format!("{host}/tools/plain:1"), wasm_config, br#"{"plain":1}"#, wasm).await;
+    let (p256, _) = key(&dir, "cosign.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
+    sign(&scene, "tools/calc", &signed, &signed, &[&p256]).await;
+
+    let config = service_config_reaching(&dir, &format!("sqlite://{}", dir.join("tools.db").display()), &[&host]);
+    let mut document: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
+    document["serve"]["service"]["requireSignatures"] = json!(true);
+    std::fs::write(&config, document.to_string()).expect("write config");
+    let env = [("ACME_KEY", ACME), ("ACME_BOT_KEY", ACME_BOT), ("GLOBEX_KEY", GLOBEX)];
+    // Without the file's key to verify with, the service does not start.
+    let refused = std::process::Command::new(toolhost_tests::toolhost())
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .envs(env)
+        .output()
+        .expect("run toolhost serve");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("requireSignatures needs the key"), "{stderr}");
+
+    document["verify"] = json!({"key": "cosign.pub"});
+    std::fs::write(&config, document.to_string()).expect("write config");
+    // The service trusts the registry's test CA as the system's.
+    let ca = dir.join("oci-ca.pem").display().to_string();
+    let mut env = env.to_vec();
+    env.push(("SSL_CERT_FILE", &ca));
+    let (child, url) = toolhost_tests::spawn_serve_http(&["--config", &config.display().to_string()], &env);
+    let _service = crate::serve::Server(child);
+    let base = url.trim_end_matches("/mcp").to_owned();
+    let sets = format!("{base}/v1/tool_sets");
+    let tool_set = |name: &str, repository: &str, digest: &str| {
+        json!({"metadata": {"name": name}, "spec": {"adapter": {"uri": {
+            "url": format!("oci://{host}/{repository}:1@{digest}")}}}})
+    };
+    let reply = rest("POST", &sets, Some(ACME), Some(&tool_set("signed", "tools/calc", &signed)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let last = &reply.body["info"]["lastSyncEvent"]["event"];
+    assert_eq!(last["type"], "sync_completed", "{}", reply.body);
+    let message = last["syncCompleted"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("signed by key sha256:"), "{}", reply.body);
+    let reply = rest("POST", &sets, Some(ACME), Some(&tool_set("unsigned", "tools/plain", &unsigned)), &[]);
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let last = &reply.body["info"]["lastSyncEvent"]["event"];
+    assert_eq!(last["type"], "sync_failed", "{}", reply.body);
+    let message = last["syncFailed"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("no cosign signature of {unsigned}")), "{}", reply.body);
+    let listed = mcp_tools(&format!("{base}/mcp"), ACME);
+    assert!(listed.contains(&"signed__add".to_owned()), "{listed:?}");
+    assert!(!listed.iter().any(|name| name.starts_with("unsigned__")), "{listed:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -53,7 +53,7 @@ pub(crate) const REMOTE_START_WAIT: std::time::Duration = std::time::Duration::f
 pub(crate) async fn load_serving(
     file: &Path,
     secrets: &SecretOptions,
-) -> Result<(std::sync::Arc<Registry>, Option<serde_json::Value>), Failure> {
+) -> Result<(std::sync::Arc<Registry>, Option<serde_json::Value>, toolhost::VerifyPolicy), Failure> {
     let (parsed, registry) = parsed_with_registry(file, secrets).await?;
     let registry = std::sync::Arc::new(registry);
     let (remote, local): (Vec<_>, Vec<_>) = parsed.toolsets.into_iter().partition(|config| {
@@ -84,7 +84,7 @@ pub(crate) async fn load_serving(
             });
         }
     }
-    Ok((registry, parsed.serve))
+    Ok((registry, parsed.serve, parsed.verify))
 }
 
 /// The toolsets that failed to load, and warnings, on stderr.

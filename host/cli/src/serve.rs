@@ -168,6 +168,8 @@ struct Served {
     settings: ServeSettings,
     /// Where relative paths of the file are from.
     base: PathBuf,
+    /// The file's top-level `verify` (the service's tenants' key).
+    verify: toolhost::VerifyPolicy,
     /// Follows the file while serving (dropped when serving ends).
     _watching: Option<toolhost::WatchHandle>,
 }
@@ -182,6 +184,7 @@ async fn served(plugin: Option<PathBuf>, options: PluginOptions, secrets: &Secre
                 registry_of_file: None,
                 settings: ServeSettings::default(),
                 base: PathBuf::from("."),
+                verify: toolhost::VerifyPolicy::default(),
                 _watching: None,
             });
         }
@@ -194,7 +197,7 @@ async fn served(plugin: Option<PathBuf>, options: PluginOptions, secrets: &Secre
         )));
     }
     secrets.not_with_toolsets()?;
-    let (registry, section) = load_serving(&file, secrets).await?;
+    let (registry, section, verify) = load_serving(&file, secrets).await?;
     let settings = match section {
         Some(section) => ServeSettings::from_section(&section)
             .map_err(|problem| usage(anyhow::anyhow!("invalid configuration {}: {problem}", file.display())))?,
@@ -216,6 +219,7 @@ async fn served(plugin: Option<PathBuf>, options: PluginOptions, secrets: &Secre
         registry_of_file: Some(registry),
         settings,
         base,
+        verify,
         _watching: Some(watching),
     })
 }
@@ -248,6 +252,10 @@ fn service_settings(
     };
     if let Some(store) = store {
         service.store = store;
+    }
+    // The key tenants' downloaded plugins must be signed with: the file's.
+    if let Some(toolhost::Verification::Key(key)) = &served.verify.default {
+        service.signature_key = Some(std::path::absolute(key).unwrap_or_else(|_| key.clone()));
     }
     if !over_http {
         return Err(usage(anyhow::anyhow!("the tool-set service (--store, serve.service) needs --http")));

@@ -30,6 +30,17 @@ pub struct ServiceSettings {
     /// The requests to `/v1` one workspace may make (a rate with a burst;
     /// none by default): over it, `429` with `Retry-After`.
     pub per_workspace: Option<toolhost_mcp::Rate>,
+    /// Every plugin a tenant's `uri` adapter downloads (`https://`,
+    /// `oci://`) must carry a signature by [`ServiceSettings::signature_key`];
+    /// one without is refused (its sync fails, saying why). Plugin files of
+    /// `pluginDirs` are the operator's and are used as they are.
+    #[serde(default)]
+    pub require_signatures: bool,
+    /// The key tenants' downloaded plugins are verified with: the
+    /// toolsets file's top-level `verify.key` (a cosign public key, PEM),
+    /// an absolute path. Not a member of `serve.service`.
+    #[serde(skip)]
+    pub signature_key: Option<PathBuf>,
 }
 
 /// A setting that cannot be used.
@@ -48,6 +59,8 @@ impl ServiceSettings {
             max_tool_sets: None,
             max_tools: None,
             per_workspace: None,
+            require_signatures: false,
+            signature_key: None,
         }
     }
 
@@ -81,6 +94,13 @@ impl ServiceSettings {
         }
         for pattern in &self.allowed_hosts {
             toolhost::check_host_pattern(pattern).map_err(|e| SettingsError(format!("allowedHosts: {e}")))?;
+        }
+        if self.require_signatures && self.signature_key.is_none() {
+            return Err(SettingsError(
+                "requireSignatures needs the key tenants' plugins are signed with: the file's top-level \
+                 `verify: {key: cosign.pub}`"
+                    .to_owned(),
+            ));
         }
         for dir in &self.plugin_dirs {
             if !dir.is_absolute() {

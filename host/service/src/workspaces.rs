@@ -730,10 +730,16 @@ impl Workspaces {
         if !overrides.is_empty() {
             entry["tools"] = Value::Array(overrides);
         }
-        let document = json!({
+        let mut document = json!({
             "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
             "toolsets": [entry],
         });
+        // Every downloaded plugin verified with the operator's key.
+        if self.settings.require_signatures
+            && let Some(key) = &self.settings.signature_key
+        {
+            document["verify"] = json!({"required": true, "key": key});
+        }
         let path = std::path::PathBuf::from(format!("tool_sets/{}", row.id));
         let file = toolhost::parse_toolsets(&path, &document, &toolhost::NoSecrets).await.map_err(|e| {
             e.problems.iter().map(|p| format!("{}: {}", p.pointer, p.message)).collect::<Vec<_>>().join("; ")
