@@ -9,6 +9,7 @@ use std::path::Path;
 use base64::Engine as _;
 use rcgen::{KeyPair, PublicKeyData as _, SigningKey as _};
 use serde_json::json;
+use sha2::Digest as _;
 use toolhost::SyncEvent;
 use toolhost_tests::{example, run_toolhost_with_env};
 
@@ -293,5 +294,265 @@ async fn the_service_requires_its_keys_signature_on_every_plugin_a_tenant_downlo
     let listed = mcp_tools(&format!("{base}/mcp"), ACME);
     assert!(listed.contains(&"signed__add".to_owned()), "{listed:?}");
     assert!(!listed.iter().any(|name| name.starts_with("unsigned__")), "{listed:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A certificate authority and a transparency log of the test's own,
+/// shaped as Fulcio's and Rekor's: a P-384 root and intermediate, leaf
+/// certificates for code signing with the signer's identity and OIDC
+/// issuer, and a P-256 log key signing entry timestamps. Its trusted root
+/// is written as sigstore's `trusted_root.json`.
+struct Sigstore {
+    intermediate: rcgen::Issuer<'static, KeyPair>,
+    chain_pem: String,
+    log: KeyPair,
+}
+
+const FULCIO_ISSUER_V2: &[u64] = &[1, 3, 6, 1, 4, 1, 57264, 1, 8];
+
+impl Sigstore {
+    /// A CA and a log; `trusted_root`, if given, is where to write the
+    /// root file naming them.
+    fn new(name: &str, trusted_root: Option<&Path>) -> Sigstore {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyUsagePurpose};
+        let ca = |common_name: String| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.distinguished_name.push(DnType::OrganizationName, "sigstore.test");
+            params.distinguished_name.push(DnType::CommonName, common_name);
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2099, 1, 1);
+            params
+        };
+        let root_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("root key");
+        let root_params = ca(format!("{name} root"));
+        let root = root_params.self_signed(&root_key).expect("root");
+        let intermediate_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("intermediate key");
+        let intermediate_params = ca(format!("{name} intermediate"));
+        let intermediate = intermediate_params
+            .signed_by(&intermediate_key, &Issuer::new(root_params, root_key))
+            .expect("intermediate");
+        let log = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("log key");
+        if let Some(path) = trusted_root {
+            let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+            let log_key = log.subject_public_key_info();
+            let root_file = json!({
+                "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+                "tlogs": [{"baseUrl": "https://rekor.sigstore.test", "hashAlgorithm": "SHA2_256",
+                           "publicKey": {"rawBytes": b64(&log_key), "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                                         "validFor": {"start": "2020-01-01T00:00:00Z"}},
+                           "logId": {"keyId": b64(&sha2::Sha256::digest(&log_key))}}],
+                "certificateAuthorities": [{"subject": {"organization": "sigstore.test", "commonName": name},
+                    "uri": "https://fulcio.sigstore.test",
+                    "certChain": {"certificates": [{"rawBytes": b64(intermediate.der())}, {"rawBytes": b64(root.der())}]},
+                    "validFor": {"start": "2020-01-01T00:00:00Z"}}],
+                "ctlogs": [],
+                "timestampAuthorities": []
+            });
+            std::fs::write(path, root_file.to_string()).expect("write the trusted root");
+        }
+        Sigstore {
+            chain_pem: format!("{}{}", intermediate.pem(), root.pem()),
+            intermediate: Issuer::new(intermediate_params, intermediate_key),
+            log,
+        }
+    }
+
+    /// A leaf certificate (PEM) for `identity` (a URI) vouched for by
+    /// `issuer`, valid from and until the given years, and its key.
+    fn leaf(&self, identity: &str, issuer: &str, years: (i32, i32)) -> (String, KeyPair) {
+        use rcgen::{CertificateParams, CustomExtension, ExtendedKeyUsagePurpose, SanType};
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("leaf key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.subject_alt_names = vec![SanType::URI(identity.try_into().expect("an IA5 identity"))];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
+        // Fulcio's issuer extension: a DER UTF8String.
+        let mut issuer_der = vec![0x0c, u8::try_from(issuer.len()).expect("a short issuer")];
+        issuer_der.extend_from_slice(issuer.as_bytes());
+        params.custom_extensions = vec![CustomExtension::from_oid_content(FULCIO_ISSUER_V2, issuer_der)];
+        params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+        params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+        let leaf = params.signed_by(&key, &self.intermediate).expect("leaf");
+        (leaf.pem(), key)
+    }
+}
+
+/// What a keyless signature layer carries, and how a test spoils it.
+struct KeylessLayer<'a> {
+    certificate: &'a str,
+    key: &'a KeyPair,
+    chain: &'a str,
+    /// The log that signs the entry timestamp.
+    log: &'a KeyPair,
+    /// The log the bundle names (its id), if not `log`.
+    named_log: Option<&'a KeyPair>,
+    /// The payload the log entry records, if not the signed one.
+    entry_of: Option<&'a [u8]>,
+}
+
+/// Store a keyless cosign signature of `digest` at its `.sig` tag, as
+/// `cosign sign` does: the signature, the certificate, its chain and
+/// Rekor's bundle (a hashedrekord entry and its signed entry timestamp)
+/// in the layer's annotations.
+async fn sign_keyless(scene: &OciScene, repository: &str, digest: &str, layer: KeylessLayer<'_>) {
+    use oci_client::client::{Config, ImageLayer};
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let payload = json!({
+        "critical": {
+            "identity": {"docker-reference": format!("{}/{repository}", scene.host)},
+            "image": {"docker-manifest-digest": digest},
+            "type": "cosign container image signature"
+        },
+        "optional": null
+    })
+    .to_string();
+    let signature = layer.key.sign(payload.as_bytes()).expect("sign");
+    let entry_of = layer.entry_of.unwrap_or(payload.as_bytes());
+    let body = json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+        "data": {"hash": {"algorithm": "sha256", "value": sha256(entry_of).trim_start_matches("sha256:")}},
+        "signature": {"content": b64(&signature), "publicKey": {"content": b64(layer.certificate.as_bytes())}}}});
+    let log_id = sha256(&layer.named_log.unwrap_or(layer.log).subject_public_key_info());
+    let (body, log_id) = (b64(body.to_string().as_bytes()), log_id.trim_start_matches("sha256:").to_owned());
+    let integrated_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_secs();
+    let canonical =
+        format!(r#"{{"body":"{body}","integratedTime":{integrated_time},"logID":"{log_id}","logIndex":7}}"#);
+    let timestamp = layer.log.sign(canonical.as_bytes()).expect("sign the entry");
+    let bundle = json!({"SignedEntryTimestamp": b64(&timestamp),
+        "Payload": {"body": body, "integratedTime": integrated_time, "logIndex": 7, "logID": log_id}});
+    let annotations = [
+        ("dev.cosignproject.cosign/signature".to_owned(), b64(&signature)),
+        ("dev.sigstore.cosign/certificate".to_owned(), layer.certificate.to_owned()),
+        ("dev.sigstore.cosign/chain".to_owned(), layer.chain.to_owned()),
+        ("dev.sigstore.cosign/bundle".to_owned(), bundle.to_string()),
+    ];
+    let layers = [ImageLayer::new(payload.clone().into_bytes(), SIMPLE_SIGNING.to_owned(), Some(annotations.into()))];
+    let config = json!({"architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z", "os": "",
+                        "rootfs": {"type": "layers", "diff_ids": [sha256(payload.as_bytes())]}});
+    let config =
+        Config::new(config.to_string().into_bytes(), "application/vnd.oci.image.config.v1+json".to_owned(), None);
+    let tag = format!("{}/{repository}:sha256-{}.sig", scene.host, digest.trim_start_matches("sha256:"));
+    let reference: oci_client::Reference = tag.parse().expect("reference");
+    let auth = oci_client::secrets::RegistryAuth::Anonymous;
+    // Pushed by hand: oci-client's `push` writes the manifest as OLPC
+    // canonical JSON, which leaves the certificate's line breaks raw in its
+    // strings, and the registry refuses that as invalid JSON.
+    let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
+    scene.client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
+    for (data, digest) in [(&layers[0].data, &manifest.layers[0].digest), (&config.data, &manifest.config.digest)] {
+        scene.client.push_blob(&reference, data.clone(), digest).await.expect("push a blob");
+    }
+    let content_type = http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json");
+    let bytes = serde_json::to_vec(&manifest).expect("the manifest");
+    scene.client.push_manifest_raw(&reference, bytes, content_type).await.expect("push the signature");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_signature_verifies_offline_against_a_trusted_root_and_names_its_signer() {
+    let scene = oci_scene("keyless");
+    let (host, dir) = (scene.host.clone(), scene.dir.clone());
+    let calculator = std::fs::read(example("calculator")).expect("calculator");
+    let sigstore = Sigstore::new("trusted", Some(&dir.join("trusted_root.json")));
+    let stranger = Sigstore::new("stranger", None);
+    let identity = "https://github.com/example/tools/.github/workflows/release.yml@refs/tags/v1";
+    let issuer = "https://token.actions.githubusercontent.com";
+    let (certificate, key) = sigstore.leaf(identity, issuer, (2020, 2099));
+    let (expired, expired_key) = sigstore.leaf(identity, issuer, (2020, 2021));
+    let (untrusted, untrusted_key) = stranger.leaf(identity, issuer, (2020, 2099));
+    let good = KeylessLayer {
+        certificate: &certificate,
+        key: &key,
+        chain: &sigstore.chain_pem,
+        log: &sigstore.log,
+        named_log: None,
+        entry_of: None,
+    };
+
+    // One artifact per case (each a digest of its own), each signed as
+    // its case says.
+    let mut digests = std::collections::BTreeMap::new();
+    let cases: Vec<(&str, KeylessLayer<'_>)> = vec![
+        ("good", KeylessLayer { ..good }),
+        ("expired", KeylessLayer { certificate: &expired, key: &expired_key, ..good }),
+        (
+            "untrusted",
+            KeylessLayer { certificate: &untrusted, key: &untrusted_key, chain: &stranger.chain_pem, ..good },
+        ),
+        ("forged-timestamp", KeylessLayer { log: &stranger.log, named_log: Some(&sigstore.log), ..good }),
+        ("other-entry", KeylessLayer { entry_of: Some(b"another payload"), ..good }),
+    ];
+    for (n, (case, layer)) in cases.into_iter().enumerate() {
+        let config = format!(r#"{{"case":{n}}}"#);
+        let wasm = vec![(calculator.clone(), "application/wasm")];
+        let reference = format!("{host}/tools/{case}:1");
+        let digest =
+            push(&scene.client, &reference, "application/vnd.wasm.config.v0+json", config.as_bytes(), wasm).await;
+        sign_keyless(&scene, &format!("tools/{case}"), &digest, layer).await;
+        digests.insert(case, digest);
+    }
+    let toolset = |id: &str, case: &str, identity: &str, issuer: &str| {
+        json!({"id": id, "kind": "uri", "server": {"url": format!("oci://{host}/tools/{case}:1@{}", digests[case]),
+               "caFile": "oci-ca.pem",
+               "verify": {"identity": identity, "issuer": issuer, "trustedRoot": "trusted_root.json"}}})
+    };
+    let config = write_config(
+        &dir,
+        json!([
+            toolset("good", "good", identity, issuer),
+            toolset(
+                "someone",
+                "good",
+                "https://github.com/someone/else/.github/workflows/x.yml@refs/heads/main",
+                issuer
+            ),
+            toolset("issuer", "good", identity, "https://accounts.example.org"),
+            toolset("expired", "expired", identity, issuer),
+            toolset("untrusted", "untrusted", identity, issuer),
+            toolset("forged", "forged-timestamp", identity, issuer),
+            toolset("entry", "other-entry", identity, issuer),
+        ]),
+    );
+    let downloads = dir.join("downloads");
+    let (registry, report) = load(&config, &downloads).await;
+    assert_eq!(add(&registry, "good__add").await, "5");
+    let message = sync_message(&registry, "good");
+    assert!(message.ends_with(&format!(", signed by {identity} (issuer {issuer})")), "{message}");
+    for (toolset, expected) in [
+        ("someone", format!("its certificate is for `{identity}`, not `https://github.com/someone")),
+        ("issuer", format!("vouched for by `{issuer}`, not `https://accounts.example.org`")),
+        ("expired", "was valid from 2020-01-01".to_owned()),
+        ("untrusted", "no certificate authority of the trusted root issued its certificate".to_owned()),
+        ("forged", "its signed entry timestamp does not verify with the log's key".to_owned()),
+        ("entry", "its log entry is of another payload".to_owned()),
+    ] {
+        let message = sync_message(&registry, toolset);
+        assert!(message.contains(&expected), "{toolset}: expected `{expected}` in: {message}");
+        assert!(!registry.tools().iter().any(|t| t.toolset == toolset), "{toolset} has no tools");
+    }
+    assert_eq!(report.failures.len(), 6, "{:?}", report.failures);
+
+    // `toolhost verify` says the same.
+    let root = dir.join("trusted_root.json").display().to_string();
+    let ca = dir.join("oci-ca.pem").display().to_string();
+    let source = format!("oci://{host}/tools/good:1@{}", digests["good"]);
+    let cache = dir.join("cli-cache").display().to_string();
+    let args =
+        ["verify", &source, "--identity", identity, "--issuer", issuer, "--trusted-root", &root, "--ca-file", &ca];
+    let output = run_toolhost_with_env(&args, None, &[("TOOLHOST_CACHE_DIR", &cache)]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains(&format!("signed by  {identity} (issuer {issuer})")), "{stdout}");
+    let args = ["verify", &source, "--identity", identity, "--trusted-root", &root, "--ca-file", &ca];
+    let output = run_toolhost_with_env(&args, None, &[("TOOLHOST_CACHE_DIR", &cache)]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`issuer` is missing"), "{stderr}");
+
+    // Offline, verified again from the cache.
+    let mut scene = scene;
+    scene.server.stop();
+    let (registry, _) = load(&config, &downloads).await;
+    assert_eq!(add(&registry, "good__add").await, "5");
+    assert!(sync_message(&registry, "good").contains(identity));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -344,7 +344,7 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
         (
             json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"identity": "me@example.org", "issuer": "https://accounts.example.org"}}),
             "/toolsets/0/server/verify",
-            "keyless verification (`identity`, `issuer`) is not supported yet",
+            "`trustedRoot` is missing",
         ),
         (
             json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"key": "cosign.pub", "issuer": "https://accounts.example.org"}}),
@@ -371,7 +371,7 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
     let local = json!({"id": "l", "kind": "uri", "server": {"url": "p.wasm"}});
     for (verify, pointer, expected) in [
         (json!({"required": true}), "/toolsets/0/server/verify", "requires every downloaded plugin to be verified"),
-        (json!({"identity": "me@example.org", "issuer": "https://accounts.example.org"}), "/verify", "keyless"),
+        (json!({"identity": "me@example.org", "trustedRoot": "root.json"}), "/verify", "`issuer` is missing"),
         (json!({}), "/verify", "has less than 1 property"),
     ] {
         let config = dir.join("required.json");

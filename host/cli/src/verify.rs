@@ -21,6 +21,17 @@ pub(crate) struct Args {
     /// source must carry
     #[arg(long, value_name = "PEM")]
     pub(crate) key: Option<PathBuf>,
+    /// A keyless signer's identity (its certificate's subject alternative
+    /// name), with --issuer and --trusted-root
+    #[arg(long, value_name = "IDENTITY")]
+    pub(crate) identity: Option<String>,
+    /// The OIDC issuer that vouched for --identity
+    #[arg(long, value_name = "URL")]
+    pub(crate) issuer: Option<String>,
+    /// sigstore's trusted_root.json that keyless signatures are verified
+    /// against
+    #[arg(long = "trusted-root", value_name = "JSON")]
+    pub(crate) trusted_root: Option<PathBuf>,
     /// A PEM file of the certificate authorities to trust for this source
     /// instead of the built-in roots
     #[arg(long = "ca-file", value_name = "PEM")]
@@ -31,7 +42,20 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
-    let Args { source, digest, key, ca_file, json } = args;
+    let Args { source, digest, key, identity, issuer, trusted_root, ca_file, json } = args;
+    let mut verify = serde_json::Map::new();
+    if let Some(key) = key {
+        verify.insert("key".to_owned(), json!(key));
+    }
+    for (member, value) in [
+        ("identity", identity.map(|i| json!(i))),
+        ("issuer", issuer.map(|i| json!(i))),
+        ("trustedRoot", trusted_root.map(|r| json!(r))),
+    ] {
+        if let Some(value) = value {
+            verify.insert(member.to_owned(), value);
+        }
+    }
     let runtime = crate::runtime();
     // A tag without a digest: what the registry says it names now, then
     // pulled by that digest like any pin.
@@ -45,7 +69,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
     } else {
         None
     };
-    let plugin = remote_plugin(&source, digest.or_else(|| resolved.clone()), key.as_ref(), ca_file.as_ref()).await?;
+    let plugin = remote_plugin(&source, digest.or_else(|| resolved.clone()), verify, ca_file.as_ref()).await?;
     let fetched = runtime.fetch_plugin(&plugin, "source").await?;
     let module = toolhost::Sha256Digest::of(&fetched.wasm);
     let signer = fetched.signer.as_ref().map(ToString::to_string);
@@ -70,7 +94,10 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
             },
         ],
         ["module".to_owned(), format!("{module} ({} bytes)", fetched.wasm.len())],
-        ["signed by".to_owned(), signer.unwrap_or_else(|| "not checked (give --key)".to_owned())],
+        [
+            "signed by".to_owned(),
+            signer.unwrap_or_else(|| "not checked (give --key, or --identity, --issuer and --trusted-root)".to_owned()),
+        ],
     ];
     if fetched.from_cache {
         rows.push(["fetched".to_owned(), "from the download cache, checked again".to_owned()]);
@@ -86,15 +113,15 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
 async fn remote_plugin(
     url: &str,
     digest: Option<String>,
-    key: Option<&PathBuf>,
+    verify: serde_json::Map<String, serde_json::Value>,
     ca_file: Option<&PathBuf>,
 ) -> Result<toolhost::RemotePlugin, Failure> {
     let mut server = json!({"url": url});
     if let Some(digest) = digest {
         server["digest"] = json!(digest);
     }
-    if let Some(key) = key {
-        server["verify"] = json!({"key": key});
+    if !verify.is_empty() {
+        server["verify"] = serde_json::Value::Object(verify);
     }
     if let Some(ca_file) = ca_file {
         server["caFile"] = json!(ca_file);
@@ -128,7 +155,8 @@ async fn remote_plugin(
 fn flag_of(member: &str) -> &str {
     match member {
         "digest" => "--digest",
-        "verify" | "key" => "--key",
+        "key" => "--key",
+        "verify" => "--key, --identity, --issuer, --trusted-root",
         "caFile" => "--ca-file",
         _ => "SOURCE",
     }

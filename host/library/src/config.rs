@@ -478,6 +478,8 @@ struct RawVerify {
     identity: Option<String>,
     #[serde(default)]
     issuer: Option<String>,
+    #[serde(default)]
+    trusted_root: Option<String>,
 }
 
 /// What a toolset of a kind other than `uri` (a remote MCP server, the
@@ -848,21 +850,39 @@ fn plugin_source(
 /// The verification a `verify` object asks for (`None` for one that only
 /// says `required`); else what is wrong with it.
 fn verification(base: &Path, raw: &RawVerify) -> Result<Option<Verification>, String> {
+    let path = |file: &String| base.join(file.strip_prefix("file://").unwrap_or(file));
     match raw {
-        RawVerify { key: Some(key), identity: None, issuer: None, .. } => {
-            Ok(Some(Verification::Key(base.join(key.strip_prefix("file://").unwrap_or(key)))))
+        RawVerify { key: Some(key), identity: None, issuer: None, trusted_root: None, .. } => {
+            Ok(Some(Verification::Key(path(key))))
         }
         RawVerify { key: Some(_), .. } => {
-            Err("`key` verifies a signature made with a key; `identity` and `issuer` are for keyless signatures: give \
-             one or the other"
+            Err("`key` verifies a signature made with a key; `identity`, `issuer` and `trustedRoot` are for keyless \
+             signatures: give one or the other"
                 .to_owned())
         }
-        RawVerify { key: None, identity: None, issuer: None, .. } => Ok(None),
-        RawVerify { key: None, .. } => Err(
-            "keyless verification (`identity`, `issuer`) is not supported yet: toolhost refuses the toolset rather \
-             than run its plugin unverified; verify with a public key (`key: cosign.pub`)"
-                .to_owned(),
-        ),
+        RawVerify { key: None, identity: None, issuer: None, trusted_root: None, .. } => Ok(None),
+        RawVerify { key: None, identity: Some(identity), issuer: Some(issuer), trusted_root: Some(root), .. } => {
+            Ok(Some(Verification::Keyless {
+                identity: identity.clone(),
+                issuer: issuer.clone(),
+                trusted_root: path(root),
+            }))
+        }
+        RawVerify { key: None, identity, issuer, trusted_root, .. } => {
+            let missing: Vec<&str> = [
+                ("identity", identity.is_none()),
+                ("issuer", issuer.is_none()),
+                ("trustedRoot", trusted_root.is_none()),
+            ]
+            .into_iter()
+            .filter_map(|(member, missing)| missing.then_some(member))
+            .collect();
+            Err(format!(
+                "a keyless signature is verified with `identity`, `issuer` and `trustedRoot` (sigstore's \
+                 trusted_root.json) together: `{}` is missing",
+                missing.join("`, `")
+            ))
+        }
     }
 }
 

@@ -117,6 +117,21 @@ pub enum Verification {
     /// generate-key-pair` writes `cosign.pub`) of an ECDSA P-256 or
     /// Ed25519 key.
     Key(PathBuf),
+    /// A keyless cosign signature: made with a short-lived certificate
+    /// that a certificate authority of `trusted_root` issued to `identity`
+    /// (its subject alternative name: an email address or a URI, such as a
+    /// CI workflow's), vouched for by the OIDC `issuer`, and logged in a
+    /// transparency log of `trusted_root` while the certificate was valid.
+    Keyless {
+        /// The signer's identity, exactly as the certificate names it.
+        identity: String,
+        /// The OIDC issuer, exactly as the certificate names it.
+        issuer: String,
+        /// sigstore's `trusted_root.json` (Fulcio's chains, Rekor's keys),
+        /// as `cosign trusted-root create` writes it or sigstore's TUF
+        /// repository publishes it.
+        trusted_root: PathBuf,
+    },
 }
 
 /// Who signed a plugin whose signature was verified.
@@ -130,12 +145,20 @@ pub enum Signer {
         /// sha256sum` prints for the PEM file).
         fingerprint: String,
     },
+    /// An identity whose certificate a trusted authority issued.
+    Identity {
+        /// The identity (the certificate's subject alternative name).
+        identity: String,
+        /// The OIDC issuer that vouched for it.
+        issuer: String,
+    },
 }
 
 impl fmt::Display for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Signer::Key { fingerprint } => write!(f, "key {fingerprint}"),
+            Signer::Identity { identity, issuer } => write!(f, "{identity} (issuer {issuer})"),
         }
     }
 }
@@ -212,11 +235,14 @@ pub enum SourceError {
         /// What did not match, and where.
         message: String,
     },
-    /// `verify.key` could not be read, or is not a key toolhost verifies with.
-    #[error("{url}: verify.key {}: {message}", path.display())]
-    VerifyKey {
+    /// `verify.key` or `verify.trustedRoot` could not be read, or is not
+    /// what toolhost verifies with.
+    #[error("{url}: verify.{member} {}: {message}", path.display())]
+    VerifyFile {
         /// The source.
         url: String,
+        /// `key` or `trustedRoot`.
+        member: &'static str,
         /// The file.
         path: PathBuf,
         /// What is wrong.
@@ -667,6 +693,8 @@ mod https {
     }
 }
 
+#[cfg(feature = "oci")]
+mod keyless;
 #[cfg(feature = "oci")]
 mod oci;
 #[cfg(feature = "oci")]

@@ -30,10 +30,10 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Deserialize;
 
-use super::signature::{self, PublicKey};
+use super::signature::{self, Verifier};
 use super::{
     DownloadCache, FetchedPlugin, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer,
-    SourceError, Verification, read_ca_file,
+    SourceError, read_ca_file,
 };
 
 /// Manifests are small; a larger one is not a plugin's.
@@ -126,14 +126,7 @@ async fn pull_within(plugin: &RemotePlugin, cache: &DownloadCache) -> Result<Fet
         .map_err(|e| SourceError::Fetch { url: plugin.url.clone(), message: format!("not an OCI reference: {e}") })?;
     let mut puller = Puller { plugin, cache, client: None, reference, downloaded: false };
     let signer = match &plugin.verify {
-        Some(Verification::Key(path)) => {
-            let key = PublicKey::read(path).map_err(|message| SourceError::VerifyKey {
-                url: plugin.url.clone(),
-                path: path.clone(),
-                message,
-            })?;
-            Some(puller.verify(&key).await?)
-        }
+        Some(verify) => Some(puller.verify(&Verifier::of(verify, &plugin.url)?).await?),
         None => None,
     };
     let mut manifest_digest = plugin.digest;
@@ -343,7 +336,7 @@ impl Puller<'_> {
     /// which signature did before, and it is verified again from the cache
     /// (offline); else the signatures at the digest's `.sig` tag are
     /// pulled, and the first that verifies is kept and noted.
-    async fn verify(&mut self, key: &PublicKey) -> Result<Signer, SourceError> {
+    async fn verify(&mut self, key: &Verifier) -> Result<Signer, SourceError> {
         let note = format!("cosign-{}-{}", self.plugin.digest.hex(), key.fingerprint_hex());
         if let Some(kept) = self.cache.get_note(&note).and_then(|text| text.trim().parse::<Sha256Digest>().ok())
             && let Some(bytes) = self.cache.get(&kept)
@@ -387,7 +380,7 @@ impl Puller<'_> {
     /// Whether one layer of a signature manifest is a payload that `key`
     /// signed and that names the pinned digest; else why none is, layer by
     /// layer.
-    async fn check_signatures(&mut self, manifest: &[u8], key: &PublicKey) -> Result<(), SourceError> {
+    async fn check_signatures(&mut self, manifest: &[u8], key: &Verifier) -> Result<(), SourceError> {
         let manifest: Manifest = serde_json::from_slice(manifest)
             .map_err(|e| self.signature_error(format!("the signature manifest is not an OCI manifest: {e}")))?;
         let layers = manifest.layers.unwrap_or_default();
@@ -400,7 +393,8 @@ impl Puller<'_> {
         let mut refused = Vec::new();
         for (n, layer) in layers.iter().enumerate() {
             let place = format!("layer {}", n + 1);
-            let Some(signature) = layer.annotations.as_ref().and_then(|a| a.get(signature::SIGNATURE_ANNOTATION))
+            let Some(annotations) =
+                layer.annotations.as_ref().filter(|a| a.contains_key(signature::SIGNATURE_ANNOTATION))
             else {
                 refused.push(format!("{place} has no {} annotation", signature::SIGNATURE_ANNOTATION));
                 continue;
@@ -410,7 +404,7 @@ impl Puller<'_> {
                 continue;
             }
             let payload = self.blob(layer, MAX_PAYLOAD_BYTES).await?;
-            match signature::check_payload(key, &payload, signature, &self.plugin.digest) {
+            match key.check_layer(annotations, &payload, &self.plugin.digest) {
                 Ok(()) => return Ok(()),
                 Err(why) => refused.push(format!("{place}: {why}")),
             }

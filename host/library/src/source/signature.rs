@@ -27,7 +27,8 @@ use serde::Deserialize;
 use spki::der::DecodePem as _;
 use spki::der::Encode as _;
 
-use super::{Sha256Digest, Signer};
+use super::keyless::{self, Keyless};
+use super::{Sha256Digest, Signer, SourceError, Verification};
 
 /// The media type of a cosign signature layer.
 pub(super) const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -108,6 +109,84 @@ impl PublicKey {
     }
 }
 
+/// What a signature is checked with: a key, or a keyless identity.
+pub(super) enum Verifier {
+    Key(PublicKey),
+    Keyless(Keyless),
+}
+
+impl Verifier {
+    /// The verifier `verify` asks for, its files read; `url` names the
+    /// source in the error.
+    pub(super) fn of(verify: &Verification, url: &str) -> Result<Verifier, SourceError> {
+        let refuse = |member: &'static str, path: &Path, message: String| SourceError::VerifyFile {
+            url: url.to_owned(),
+            member,
+            path: path.to_owned(),
+            message,
+        };
+        match verify {
+            Verification::Key(path) => {
+                PublicKey::read(path).map(Verifier::Key).map_err(|message| refuse("key", path, message))
+            }
+            Verification::Keyless { identity, issuer, trusted_root } => Keyless::read(identity, issuer, trusted_root)
+                .map(Verifier::Keyless)
+                .map_err(|message| refuse("trustedRoot", trusted_root, message)),
+        }
+    }
+
+    /// Names the cache's note of what verified with this verifier.
+    pub(super) fn fingerprint_hex(&self) -> String {
+        match self {
+            Verifier::Key(key) => key.fingerprint_hex(),
+            Verifier::Keyless(keyless) => keyless.fingerprint_hex(),
+        }
+    }
+
+    /// Who signed what this verifier verified.
+    pub(super) fn signer(&self) -> Signer {
+        match self {
+            Verifier::Key(key) => key.signer(),
+            Verifier::Keyless(keyless) => {
+                Signer::Identity { identity: keyless.identity.clone(), issuer: keyless.issuer.clone() }
+            }
+        }
+    }
+
+    /// Whether a signature layer (its annotations, its payload) is a
+    /// signature of `digest` this verifier accepts; else what did not match.
+    pub(super) fn check_layer(
+        &self,
+        annotations: &std::collections::BTreeMap<String, String>,
+        payload: &[u8],
+        digest: &Sha256Digest,
+    ) -> Result<(), String> {
+        let signature =
+            annotations.get(SIGNATURE_ANNOTATION).ok_or(format!("it has no {SIGNATURE_ANNOTATION} annotation"))?;
+        let signature = base64::engine::general_purpose::STANDARD
+            .decode(signature.trim())
+            .map_err(|_| "its signature annotation is not base64".to_owned())?;
+        if signature.len() > MAX_SIGNATURE_BYTES {
+            return Err(format!("its signature is longer than {MAX_SIGNATURE_BYTES} bytes"));
+        }
+        match self {
+            Verifier::Key(key) => {
+                if !key.verifies(payload, &signature) {
+                    return Err(format!("its signature does not verify with key {}", key.fingerprint));
+                }
+            }
+            Verifier::Keyless(keyless) => keyless.check(
+                payload,
+                &signature,
+                annotations.get(keyless::CERTIFICATE_ANNOTATION).map(String::as_str),
+                annotations.get(keyless::BUNDLE_ANNOTATION).map(String::as_str),
+            )?,
+        }
+        // Signed: now what the payload says is the signer's.
+        check_payload(payload, digest)
+    }
+}
+
 /// The tag cosign stores the signatures of `digest` under.
 pub(super) fn signature_tag(digest: &Sha256Digest) -> String {
     format!("sha256-{}.sig", digest.hex())
@@ -131,24 +210,9 @@ struct Image {
     digest: String,
 }
 
-/// Whether `payload`, signed by `signature` (the annotation's base64),
-/// verifies with `key` and names `digest`; else what did not match.
-pub(super) fn check_payload(
-    key: &PublicKey,
-    payload: &[u8],
-    signature: &str,
-    digest: &Sha256Digest,
-) -> Result<(), String> {
-    let signature = base64::engine::general_purpose::STANDARD
-        .decode(signature.trim())
-        .map_err(|_| "its signature annotation is not base64".to_owned())?;
-    if signature.len() > MAX_SIGNATURE_BYTES {
-        return Err(format!("its signature is longer than {MAX_SIGNATURE_BYTES} bytes"));
-    }
-    if !key.verifies(payload, &signature) {
-        return Err(format!("its signature does not verify with key {}", key.fingerprint));
-    }
-    // Signed by the key: now what it says is the signer's.
+/// Whether a (verified) payload is a cosign image signature of `digest`;
+/// else what it is.
+fn check_payload(payload: &[u8], digest: &Sha256Digest) -> Result<(), String> {
     let payload: Payload =
         serde_json::from_slice(payload).map_err(|e| format!("it is not a cosign simple-signing payload: {e}"))?;
     if payload.critical.kind != COSIGN_TYPE {
@@ -188,6 +252,12 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
+    /// A layer signed with `signature` (base64), checked.
+    fn check(verifier: &Verifier, payload: &[u8], signature: &str, digest: &Sha256Digest) -> Result<(), String> {
+        let annotations = [(SIGNATURE_ANNOTATION.to_owned(), signature.to_owned())].into();
+        verifier.check_layer(&annotations, payload, digest)
+    }
+
     #[test]
     fn a_p256_and_an_ed25519_signature_verify_and_name_their_digest() {
         let rng = SystemRandom::new();
@@ -203,34 +273,37 @@ mod tests {
             &rng,
         )
         .unwrap();
-        let p256 = PublicKey::from_pem(&pem(
-            "3059301306072a8648ce3d020106082a8648ce3d030107034200",
-            ecdsa.public_key().as_ref(),
-        ))
-        .unwrap();
+        let p256 = Verifier::Key(
+            PublicKey::from_pem(&pem(
+                "3059301306072a8648ce3d020106082a8648ce3d030107034200",
+                ecdsa.public_key().as_ref(),
+            ))
+            .unwrap(),
+        );
         // Ed25519: the 32-byte key after its header.
         let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
         let ed = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
-        let ed25519 = PublicKey::from_pem(&pem("302a300506032b6570032100", ed.public_key().as_ref())).unwrap();
+        let ed25519 =
+            Verifier::Key(PublicKey::from_pem(&pem("302a300506032b6570032100", ed.public_key().as_ref())).unwrap());
 
         let signed = payload(&digest);
         let by_p256 = base64(ecdsa.sign(&rng, &signed).unwrap().as_ref());
         let by_ed25519 = base64(ed.sign(&signed).as_ref());
-        assert_eq!(check_payload(&p256, &signed, &by_p256, &digest), Ok(()));
-        assert_eq!(check_payload(&ed25519, &signed, &by_ed25519, &digest), Ok(()));
+        assert_eq!(check(&p256, &signed, &by_p256, &digest), Ok(()));
+        assert_eq!(check(&ed25519, &signed, &by_ed25519, &digest), Ok(()));
         // The other key, the other digest, a changed payload, no base64.
-        let error = check_payload(&p256, &signed, &by_ed25519, &digest).unwrap_err();
+        let error = check(&p256, &signed, &by_ed25519, &digest).unwrap_err();
         assert!(error.contains("does not verify with key sha256:"), "{error}");
-        let error = check_payload(&p256, &signed, &by_p256, &other).unwrap_err();
+        let error = check(&p256, &signed, &by_p256, &other).unwrap_err();
         assert_eq!(error, format!("it signs manifest {digest}, not {other}"));
         let mut changed = signed.clone();
         changed[0] = b' ';
-        assert!(check_payload(&p256, &changed, &by_p256, &digest).is_err());
-        assert!(check_payload(&p256, &signed, "%%%", &digest).unwrap_err().contains("not base64"));
+        assert!(check(&p256, &changed, &by_p256, &digest).is_err());
+        assert!(check(&p256, &signed, "%%%", &digest).unwrap_err().contains("not base64"));
         // A signed payload of another type is not a signature of an image.
         let typed = String::from_utf8(signed).unwrap().replace(COSIGN_TYPE, "something else").into_bytes();
         let signature = base64(ed.sign(&typed).as_ref());
-        assert!(check_payload(&ed25519, &typed, &signature, &digest).unwrap_err().contains("type"));
+        assert!(check(&ed25519, &typed, &signature, &digest).unwrap_err().contains("type"));
         assert_ne!(p256.fingerprint_hex(), ed25519.fingerprint_hex());
     }
 
