@@ -39,9 +39,10 @@ fn version_names_the_features() {
     let text = String::from_utf8_lossy(&long.stdout);
     let version = format!("toolhost {}", env!("CARGO_PKG_VERSION"));
     assert!(text.starts_with(&format!("{version}\n")), "{text}");
-    for feature in
-        ["library features: component, http, wasi-http, https, oci, cache", "mcp features: stdio, http, client"]
-    {
+    for feature in [
+        "library features: component, http, wasi-http, https, oci, signatures, cache",
+        "mcp features: stdio, http, client",
+    ] {
         assert!(text.contains(feature), "`{feature}` missing from:\n{text}");
     }
     let short = run(&["-V"], None);

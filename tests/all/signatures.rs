@@ -362,6 +362,12 @@ impl Sigstore {
     /// A leaf certificate (PEM) for `identity` (a URI) vouched for by
     /// `issuer`, valid from and until the given years, and its key.
     fn leaf(&self, identity: &str, issuer: &str, years: (i32, i32)) -> (String, KeyPair) {
+        let (pem, _, key) = self.leaf_der(identity, issuer, years);
+        (pem, key)
+    }
+
+    /// [`Sigstore::leaf`], and its DER.
+    fn leaf_der(&self, identity: &str, issuer: &str, years: (i32, i32)) -> (String, Vec<u8>, KeyPair) {
         use rcgen::{CertificateParams, CustomExtension, ExtendedKeyUsagePurpose, SanType};
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("leaf key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
@@ -374,7 +380,7 @@ impl Sigstore {
         params.not_before = rcgen::date_time_ymd(years.0, 1, 1);
         params.not_after = rcgen::date_time_ymd(years.1, 1, 1);
         let leaf = params.signed_by(&key, &self.intermediate).expect("leaf");
-        (leaf.pem(), key)
+        (leaf.pem(), leaf.der().to_vec(), key)
     }
 }
 
@@ -389,6 +395,33 @@ struct KeylessLayer<'a> {
     named_log: Option<&'a KeyPair>,
     /// The payload the log entry records, if not the signed one.
     entry_of: Option<&'a [u8]>,
+}
+
+/// A transparency log entry of a signature, as Rekor makes one: a
+/// hashedrekord (base64), when it was logged, the log's id (hex) and its
+/// signed entry timestamp.
+struct Entry {
+    body: String,
+    time: u64,
+    log_id: String,
+    timestamp: Vec<u8>,
+}
+
+impl Entry {
+    /// The entry of `signature` of `signed`, logged as `layer` says.
+    fn logged(layer: &KeylessLayer<'_>, signed: &[u8], signature: &[u8]) -> Entry {
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let entry_of = layer.entry_of.unwrap_or(signed);
+        let body = json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": sha256(entry_of).trim_start_matches("sha256:")}},
+            "signature": {"content": b64(signature), "publicKey": {"content": b64(layer.certificate.as_bytes())}}}});
+        let log_id = sha256(&layer.named_log.unwrap_or(layer.log).subject_public_key_info());
+        let (body, log_id) = (b64(body.to_string().as_bytes()), log_id.trim_start_matches("sha256:").to_owned());
+        let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_secs();
+        let canonical = format!(r#"{{"body":"{body}","integratedTime":{time},"logID":"{log_id}","logIndex":7}}"#);
+        let timestamp = layer.log.sign(canonical.as_bytes()).expect("sign the entry");
+        Entry { body, time, log_id, timestamp }
+    }
 }
 
 /// Store a keyless cosign signature of `digest` at its `.sig` tag, as
@@ -408,18 +441,9 @@ async fn sign_keyless(scene: &OciScene, repository: &str, digest: &str, layer: K
     })
     .to_string();
     let signature = layer.key.sign(payload.as_bytes()).expect("sign");
-    let entry_of = layer.entry_of.unwrap_or(payload.as_bytes());
-    let body = json!({"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": {
-        "data": {"hash": {"algorithm": "sha256", "value": sha256(entry_of).trim_start_matches("sha256:")}},
-        "signature": {"content": b64(&signature), "publicKey": {"content": b64(layer.certificate.as_bytes())}}}});
-    let log_id = sha256(&layer.named_log.unwrap_or(layer.log).subject_public_key_info());
-    let (body, log_id) = (b64(body.to_string().as_bytes()), log_id.trim_start_matches("sha256:").to_owned());
-    let integrated_time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_secs();
-    let canonical =
-        format!(r#"{{"body":"{body}","integratedTime":{integrated_time},"logID":"{log_id}","logIndex":7}}"#);
-    let timestamp = layer.log.sign(canonical.as_bytes()).expect("sign the entry");
-    let bundle = json!({"SignedEntryTimestamp": b64(&timestamp),
-        "Payload": {"body": body, "integratedTime": integrated_time, "logIndex": 7, "logID": log_id}});
+    let entry = Entry::logged(&layer, payload.as_bytes(), &signature);
+    let bundle = json!({"SignedEntryTimestamp": b64(&entry.timestamp),
+        "Payload": {"body": entry.body, "integratedTime": entry.time, "logIndex": 7, "logID": entry.log_id}});
     let annotations = [
         ("dev.cosignproject.cosign/signature".to_owned(), b64(&signature)),
         ("dev.sigstore.cosign/certificate".to_owned(), layer.certificate.to_owned()),
@@ -554,5 +578,121 @@ async fn a_keyless_signature_verifies_offline_against_a_trusted_root_and_names_i
     let (registry, _) = load(&config, &downloads).await;
     assert_eq!(add(&registry, "good__add").await, "5");
     assert!(sync_message(&registry, "good").contains(identity));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A sigstore bundle of `file` (v0.3, as `cosign sign-blob --bundle`
+/// writes it): signed with `key` alone, or keyless with `keyless`'s
+/// certificate (its DER) and a log entry; `digest_of`, if given, is the
+/// file the bundle says it signs.
+fn sigstore_bundle(
+    file: &[u8],
+    key: &KeyPair,
+    keyless: Option<(&KeylessLayer<'_>, &[u8])>,
+    digest_of: Option<&[u8]>,
+) -> String {
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let signature = key.sign(file).expect("sign the file");
+    let material = match keyless {
+        None => json!({"publicKey": {"hint": "test key"}}),
+        Some((layer, der)) => {
+            let entry = Entry::logged(layer, file, &signature);
+            let log_id: Vec<u8> = (0..entry.log_id.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&entry.log_id[i..i + 2], 16).unwrap())
+                .collect();
+            json!({"certificate": {"rawBytes": b64(der)}, "tlogEntries": [{
+                "logIndex": "7", "logId": {"keyId": b64(&log_id)},
+                "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+                "integratedTime": entry.time.to_string(),
+                "inclusionPromise": {"signedEntryTimestamp": b64(&entry.timestamp)},
+                "canonicalizedBody": entry.body}]})
+        }
+    };
+    json!({"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "verificationMaterial": material,
+           "messageSignature": {"messageDigest": {"algorithm": "SHA2_256",
+                                                  "digest": b64(&sha2::Sha256::digest(digest_of.unwrap_or(file)))},
+                                "signature": b64(&signature)}})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_plugin_is_verified_by_the_sigstore_bundle_beside_it_with_a_key_or_keyless() {
+    use crate::sources::{https_server, scratch, test_ca};
+    let dir = scratch("bundles");
+    let ca = test_ca(&dir, "https");
+    let served = dir.join("www");
+    std::fs::create_dir_all(&served).expect("www");
+    let wasm = std::fs::read(example("calculator")).expect("calculator");
+    let sigstore = Sigstore::new("trusted", Some(&dir.join("trusted_root.json")));
+    let identity = "https://github.com/example/tools/.github/workflows/release.yml@refs/tags/v1";
+    let issuer = "https://token.actions.githubusercontent.com";
+    let (certificate, der, leaf_key) = sigstore.leaf_der(identity, issuer, (2020, 2099));
+    let layer = KeylessLayer {
+        certificate: &certificate,
+        key: &leaf_key,
+        chain: &sigstore.chain_pem,
+        log: &sigstore.log,
+        named_log: None,
+        entry_of: None,
+    };
+    let (p256, p256_fingerprint) = key(&dir, "cosign.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
+    let (_, other_fingerprint) = key(&dir, "other.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
+    // The module under several names, each with the bundle its case needs.
+    for name in ["signed", "keyless", "unsigned", "another"] {
+        std::fs::write(served.join(format!("{name}.wasm")), &wasm).expect("serve the plugin");
+    }
+    std::fs::write(served.join("signed.wasm.sigstore.json"), sigstore_bundle(&wasm, &p256, None, None))
+        .expect("bundle");
+    let keyless = sigstore_bundle(&wasm, &leaf_key, Some((&layer, &der)), None);
+    std::fs::write(served.join("keyless.bundle.json"), keyless).expect("bundle");
+    let another = sigstore_bundle(&wasm, &p256, None, Some(b"another file"));
+    std::fs::write(served.join("another.wasm.sigstore.json"), another).expect("bundle");
+    let mut server = https_server(&served, &ca);
+    let url = |name: &str| format!("https://127.0.0.1:{}/{name}.wasm", server.port);
+    let digest = sha256(&wasm);
+    let toolset = |id: &str, name: &str, verify: serde_json::Value| {
+        json!({"id": id, "kind": "uri",
+               "server": {"url": url(name), "digest": digest, "caFile": "https-ca.pem", "verify": verify}})
+    };
+    let keyless_verify = |identity: &str| {
+        json!({"identity": identity, "issuer": issuer, "trustedRoot": "trusted_root.json",
+               "bundle": format!("https://127.0.0.1:{}/keyless.bundle.json", server.port)})
+    };
+    let config = write_config(
+        &dir,
+        json!([
+            toolset("key", "signed", json!({"key": "cosign.pub"})),
+            toolset("wrong", "signed", json!({"key": "other.pub"})),
+            toolset("keyless", "keyless", keyless_verify(identity)),
+            toolset("someone", "keyless", keyless_verify("https://github.com/someone/else")),
+            toolset("unsigned", "unsigned", json!({"key": "cosign.pub"})),
+            toolset("another", "another", json!({"key": "cosign.pub"})),
+        ]),
+    );
+    let downloads = dir.join("downloads");
+    let (registry, report) = load(&config, &downloads).await;
+    assert_eq!(add(&registry, "key__add").await, "5");
+    assert_eq!(add(&registry, "keyless__add").await, "5");
+    let message = sync_message(&registry, "key");
+    assert!(message.ends_with(&format!(", signed by key {p256_fingerprint}")), "{message}");
+    let message = sync_message(&registry, "keyless");
+    assert!(message.ends_with(&format!(", signed by {identity} (issuer {issuer})")), "{message}");
+    for (toolset, expected) in [
+        ("wrong", format!("the bundle's signature does not verify with key {other_fingerprint}")),
+        ("someone", format!("its certificate is for `{identity}`, not `https://github.com/someone/else`")),
+        ("unsigned", format!("no sigstore bundle at {}.sigstore.json", url("unsigned"))),
+        ("another", format!("the bundle signs another file, not the one of {digest}")),
+    ] {
+        let message = sync_message(&registry, toolset);
+        assert!(message.contains(&expected), "{toolset}: expected `{expected}` in: {message}");
+    }
+    assert_eq!(report.failures.len(), 4, "{:?}", report.failures);
+
+    // Offline: both verified again from the bundles kept in the cache.
+    server.stop();
+    let (registry, _) = load(&config, &downloads).await;
+    assert_eq!(add(&registry, "key__add").await, "5");
+    assert!(sync_message(&registry, "keyless").contains(identity), "{}", sync_message(&registry, "keyless"));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -60,7 +60,7 @@ pub(crate) fn test_ca(dir: &Path, name: &str) -> TestCa {
 /// A child process killed when dropped.
 pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// What it logged on stderr, line by line (the file server: `GET /path`).
     log: Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -71,7 +71,7 @@ impl Server {
         let _ = self.child.wait();
     }
 
-    fn requests(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.log.lock().expect("log").clone()
     }
 
@@ -98,7 +98,7 @@ impl Drop for Server {
 }
 
 /// `tests/https/serve.py` serving `dir` over TLS with `ca`'s certificate.
-fn https_server(dir: &Path, ca: &TestCa) -> Server {
+pub(crate) fn https_server(dir: &Path, ca: &TestCa) -> Server {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("https").join("serve.py");
     let mut child = Command::new("python3")
         .arg(script)
@@ -337,9 +337,14 @@ async fn a_remote_plugin_without_a_pin_or_asking_for_signatures_is_a_configurati
             "a local file is used as it is",
         ),
         (
-            json!({"url": "https://example.org/p.wasm", "digest": format!("sha256:{hex}"), "verify": {"key": "cosign.pub"}}),
+            json!({"url": "https://example.org/p.wasm", "digest": format!("sha256:{hex}"), "verify": {"bundle": "p.json"}}),
             "/toolsets/0/server/verify",
-            "signature verification of https:// plugins is not supported yet",
+            "`bundle` says where the signature is",
+        ),
+        (
+            json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"key": "k.pub", "bundle": "p.json"}}),
+            "/toolsets/0/server/verify",
+            "`bundle` is for https:// plugins",
         ),
         (
             json!({"url": format!("oci://ghcr.io/o/p:1@sha256:{hex}"), "verify": {"identity": "me@example.org", "issuer": "https://accounts.example.org"}}),

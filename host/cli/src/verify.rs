@@ -32,6 +32,10 @@ pub(crate) struct Args {
     /// against
     #[arg(long = "trusted-root", value_name = "JSON")]
     pub(crate) trusted_root: Option<PathBuf>,
+    /// An https:// plugin's sigstore bundle (a URL or a file), if it is not
+    /// at the plugin's URL with .sigstore.json added
+    #[arg(long, value_name = "URL|FILE")]
+    pub(crate) bundle: Option<String>,
     /// A PEM file of the certificate authorities to trust for this source
     /// instead of the built-in roots
     #[arg(long = "ca-file", value_name = "PEM")]
@@ -42,7 +46,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
-    let Args { source, digest, key, identity, issuer, trusted_root, ca_file, json } = args;
+    let Args { source, digest, key, identity, issuer, trusted_root, bundle, ca_file, json } = args;
     let mut verify = serde_json::Map::new();
     if let Some(key) = key {
         verify.insert("key".to_owned(), json!(key));
@@ -51,6 +55,7 @@ pub(crate) async fn run(args: Args) -> Result<u8, Failure> {
         ("identity", identity.map(|i| json!(i))),
         ("issuer", issuer.map(|i| json!(i))),
         ("trustedRoot", trusted_root.map(|r| json!(r))),
+        ("bundle", bundle.map(|b| json!(b))),
     ] {
         if let Some(value) = value {
             verify.insert(member.to_owned(), value);
@@ -156,6 +161,7 @@ fn flag_of(member: &str) -> &str {
     match member {
         "digest" => "--digest",
         "key" => "--key",
+        "bundle" => "--bundle",
         "verify" => "--key, --identity, --issuer, --trusted-root",
         "caFile" => "--ca-file",
         _ => "SOURCE",

@@ -343,6 +343,13 @@ pub async fn parse_toolsets(
     let base = path.parent().unwrap_or(Path::new("."));
     let verify = match document.get("verify").cloned().map(serde_json::from_value::<RawVerify>) {
         None => VerifyPolicy::default(),
+        Some(Ok(raw)) if raw.bundle.is_some() => {
+            problems.push(ConfigProblem {
+                pointer: "/verify".to_owned(),
+                message: "`bundle` names one plugin's bundle: give it in that toolset's `verify`".to_owned(),
+            });
+            VerifyPolicy::default()
+        }
         Some(Ok(raw)) => match verification(base, &raw) {
             Ok(default) => VerifyPolicy { required: raw.required.unwrap_or(false) || default.is_some(), default },
             Err(message) => {
@@ -480,6 +487,9 @@ struct RawVerify {
     issuer: Option<String>,
     #[serde(default)]
     trusted_root: Option<String>,
+    /// A toolset's only: where an https:// plugin's sigstore bundle is.
+    #[serde(default)]
+    bundle: Option<String>,
 }
 
 /// What a toolset of a kind other than `uri` (a remote MCP server, the
@@ -757,9 +767,18 @@ fn plugin_source(
         Some(raw) => verification(base, raw).map_err(|message| ("verify", message))?,
         None => None,
     };
+    // Where an https:// plugin's bundle is: a URL as given, a file from here.
+    let bundle = server.verify.as_ref().and_then(|raw| raw.bundle.as_ref()).map(|place| {
+        if place.starts_with("https://") {
+            place.clone()
+        } else {
+            base.join(place.strip_prefix("file://").unwrap_or(place)).display().to_string()
+        }
+    });
     let local =
         matches!(url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase()).as_deref(), None | Some("file"));
     let verify = match own {
+        _ if bundle.is_some() && local => None,
         Some(own) => Some(own),
         None if local => None,
         None => match (&policy.default, policy.required) {
@@ -775,6 +794,14 @@ fn plugin_source(
             (None, false) => None,
         },
     };
+    if bundle.is_some() && verify.is_none() && !local {
+        return Err((
+            "verify",
+            "`bundle` says where the signature is; `key`, or `identity`, `issuer` and `trustedRoot`, say whose it \
+             must be: give them here or in the file's top-level `verify`"
+                .to_owned(),
+        ));
+    }
     let digest = match &server.digest {
         Some(text) => Some(text.parse::<Sha256Digest>().map_err(|e| ("digest", e.to_string()))?),
         None => None,
@@ -783,7 +810,7 @@ fn plugin_source(
     let (scheme, _) = url.split_once("://").unwrap_or(("", url));
     match scheme.to_ascii_lowercase().as_str() {
         "" | "file" => {
-            if digest.is_some() || ca_file.is_some() || verify.is_some() {
+            if digest.is_some() || ca_file.is_some() || verify.is_some() || bundle.is_some() {
                 let member = match (&digest, &ca_file) {
                     (Some(_), _) => "digest",
                     (None, Some(_)) => "caFile",
@@ -808,15 +835,7 @@ fn plugin_source(
                         .to_owned(),
                 ));
             };
-            if verify.is_some() {
-                return Err((
-                    "verify",
-                    "signature verification of https:// plugins is not supported yet (it is of oci:// ones): \
-                     toolhost refuses the toolset rather than run its plugin unverified"
-                        .to_owned(),
-                ));
-            }
-            Ok(PluginSource::Https(RemotePlugin { url: url.to_owned(), digest, ca_file, verify }))
+            Ok(PluginSource::Https(RemotePlugin { url: url.to_owned(), digest, ca_file, verify, bundle }))
         }
         "oci" => {
             let named =
@@ -838,7 +857,19 @@ fn plugin_source(
             };
             // The reference pulled is by digest, whichever way it was given.
             let reference = url.rsplit_once('@').map_or(url, |(name, _)| name);
-            Ok(PluginSource::Oci(RemotePlugin { url: format!("{reference}@{digest}"), digest, ca_file, verify }))
+            if bundle.is_some() {
+                return Err((
+                    "verify",
+                    "`bundle` is for https:// plugins: an oci:// plugin's signatures are in its registry".to_owned(),
+                ));
+            }
+            Ok(PluginSource::Oci(RemotePlugin {
+                url: format!("{reference}@{digest}"),
+                digest,
+                ca_file,
+                verify,
+                bundle: None,
+            }))
         }
         "http" => Err(("url", "plain http:// is not accepted for plugins: use https:// (with `digest`)".to_owned())),
         other => {

@@ -134,6 +134,7 @@ pub fn features() -> Vec<&'static str> {
         ("wasi-http", cfg!(feature = "wasi-http")),
         ("https", cfg!(feature = "https")),
         ("oci", cfg!(feature = "oci")),
+        ("signatures", cfg!(feature = "signatures")),
         ("cache", cfg!(feature = "cache")),
         ("watch", cfg!(feature = "watch")),
         ("schemars", cfg!(feature = "schemars")),

@@ -105,6 +105,11 @@ pub struct RemotePlugin {
     pub ca_file: Option<PathBuf>,
     /// Whose signature the plugin must carry (`server.verify`), if anyone's.
     pub verify: Option<Verification>,
+    /// Where an `https://` plugin's sigstore bundle is (`verify.bundle`):
+    /// an `https://` URL or a file; `None` for the plugin's URL with
+    /// `.sigstore.json` added. (An `oci://` plugin's signatures are in
+    /// its registry.)
+    pub bundle: Option<String>,
 }
 
 /// How a downloaded plugin's signature is checked before anything reads
@@ -176,6 +181,16 @@ pub enum SourceError {
         url: String,
         /// The missing feature (`https` or `oci`).
         feature: &'static str,
+    },
+    /// The source asks for a signature, and this build of toolhost cannot
+    /// verify one: the plugin is not used unverified.
+    #[error(
+        "{url}: verifying its signature (`verify`) needs toolhost's `signatures` feature, which this program was \
+         built without; refusing to use it unverified"
+    )]
+    SignaturesNotBuiltIn {
+        /// The source.
+        url: String,
     },
     /// The download (or a registry request) failed.
     #[error("{url}: {message}")]
@@ -336,7 +351,7 @@ impl DownloadCache {
     /// signature verified a pinned plugin. Not trusted for anything but
     /// where to look: what it names is read back by digest and verified
     /// again.
-    #[cfg(feature = "oci")]
+    #[cfg(feature = "signatures")]
     fn get_note(&self, name: &str) -> Option<String> {
         use std::io::Read as _;
         let path = self.dir.as_ref()?.join("verified").join(name);
@@ -351,7 +366,7 @@ impl DownloadCache {
     }
 
     /// Keep a note (see [`DownloadCache::get_note`]); best effort.
-    #[cfg(feature = "oci")]
+    #[cfg(feature = "signatures")]
     fn put_note(&self, name: &str, text: &str) {
         let Some(dir) = &self.dir else { return };
         keep(&dir.join("verified").join(name), text.as_bytes(), is_note_name);
@@ -359,13 +374,15 @@ impl DownloadCache {
 }
 
 /// Notes are this small.
-#[cfg(feature = "oci")]
+#[cfg(feature = "signatures")]
 const MAX_NOTE_BYTES: u64 = 4096;
 
-/// Whether a file of `verified/` is a note: `cosign-` and two digests' hex.
-#[cfg(feature = "oci")]
+/// Whether a file of `verified/` is a note: `cosign-` or `sigstore-`,
+/// and two digests' hex.
+#[cfg(feature = "signatures")]
 fn is_note_name(name: &str) -> bool {
     name.strip_prefix("cosign-")
+        .or_else(|| name.strip_prefix("sigstore-"))
         .is_some_and(|rest| rest.len() == 129 && rest.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()))
 }
 
@@ -426,25 +443,43 @@ pub(crate) async fn fetch_https(
     #[cfg(feature = "https")]
     {
         check_host(plugin, &plugin.url, hosts)?;
-        if let Some(wasm) = cache.get(&plugin.digest) {
-            return Ok(FetchedPlugin { wasm, from_cache: true, signer: None });
+        #[cfg(feature = "signatures")]
+        let verifier = match &plugin.verify {
+            Some(verify) => Some(signature::Verifier::of(verify, &plugin.url)?),
+            None => None,
+        };
+        #[cfg(not(feature = "signatures"))]
+        if plugin.verify.is_some() {
+            return Err(SourceError::SignaturesNotBuiltIn { url: plugin.url.clone() });
         }
-        let (owned, hosts) = (plugin.clone(), hosts.map(<[String]>::to_vec));
-        let wasm =
-            tokio::task::spawn_blocking(move || https::download(&owned, hosts.as_deref())).await.map_err(|e| {
-                SourceError::Fetch { url: plugin.url.clone(), message: format!("the download stopped: {e}") }
-            })??;
-        let actual = Sha256Digest::of(&wasm);
-        if actual != plugin.digest {
-            return Err(SourceError::DigestMismatch {
-                url: plugin.url.clone(),
-                what: "the module".to_owned(),
-                expected: plugin.digest,
-                actual,
-            });
+        let (wasm, from_cache) = match cache.get(&plugin.digest) {
+            Some(wasm) => (wasm, true),
+            None => {
+                let wasm = https::download_in_background(plugin, plugin.url.clone(), MAX_PLUGIN_BYTES, hosts).await?;
+                let actual = Sha256Digest::of(&wasm);
+                if actual != plugin.digest {
+                    return Err(SourceError::DigestMismatch {
+                        url: plugin.url.clone(),
+                        what: "the module".to_owned(),
+                        expected: plugin.digest,
+                        actual,
+                    });
+                }
+                (wasm, false)
+            }
+        };
+        // Verified before it is kept: an unverified module is not cached.
+        #[cfg(feature = "signatures")]
+        let signer = match &verifier {
+            Some(verifier) => Some(https::verify_bundle(plugin, &wasm, verifier, cache, hosts).await?),
+            None => None,
+        };
+        #[cfg(not(feature = "signatures"))]
+        let signer = None;
+        if !from_cache {
+            cache.put(&plugin.digest, &wasm);
         }
-        cache.put(&plugin.digest, &wasm);
-        Ok(FetchedPlugin { wasm, from_cache: false, signer: None })
+        Ok(FetchedPlugin { wasm, from_cache, signer })
     }
     #[cfg(not(feature = "https"))]
     {
@@ -490,6 +525,7 @@ pub(crate) async fn resolve_oci_tag(
         digest: Sha256Digest([0; 32]),
         ca_file: ca_file.map(Path::to_path_buf),
         verify: None,
+        bundle: None,
     };
     #[cfg(feature = "oci")]
     {
@@ -554,7 +590,7 @@ mod https {
     use std::io::Read as _;
     use std::time::Duration;
 
-    use super::{MAX_PLUGIN_BYTES, RemotePlugin, SourceError, read_ca_file};
+    use super::{RemotePlugin, SourceError, read_ca_file};
 
     /// Redirects followed (all to `https://`).
     const MAX_REDIRECTS: u32 = 5;
@@ -603,7 +639,73 @@ mod https {
         }
     }
 
-    pub(super) fn download(plugin: &RemotePlugin, hosts: Option<&[String]>) -> Result<Vec<u8>, SourceError> {
+    /// The largest sigstore bundle downloaded (a keyless one is about 5 KiB).
+    #[cfg(feature = "signatures")]
+    const MAX_BUNDLE_BYTES: u64 = 1 << 20;
+
+    /// [`download`] on a blocking thread.
+    pub(super) async fn download_in_background(
+        plugin: &RemotePlugin,
+        url: String,
+        limit: u64,
+        hosts: Option<&[String]>,
+    ) -> Result<Vec<u8>, SourceError> {
+        let (owned, hosts) = (plugin.clone(), hosts.map(<[String]>::to_vec));
+        tokio::task::spawn_blocking(move || download(&owned, &url, limit, hosts.as_deref())).await.map_err(|e| {
+            SourceError::Fetch { url: plugin.url.clone(), message: format!("the download stopped: {e}") }
+        })?
+    }
+
+    /// Who signed `wasm`, by the sigstore bundle beside it: the one a note
+    /// in the cache names (verified again), else the bundle downloaded
+    /// (or read from its file), verified, kept and noted.
+    #[cfg(feature = "signatures")]
+    pub(super) async fn verify_bundle(
+        plugin: &RemotePlugin,
+        wasm: &[u8],
+        verifier: &super::signature::Verifier,
+        cache: &super::DownloadCache,
+        hosts: Option<&[String]>,
+    ) -> Result<super::Signer, SourceError> {
+        let note = format!("sigstore-{}-{}", plugin.digest.hex(), verifier.fingerprint_hex());
+        if let Some(kept) = cache.get_note(&note).and_then(|text| text.trim().parse::<super::Sha256Digest>().ok())
+            && let Some(bundle) = cache.get(&kept)
+            && verifier.check_file(&bundle, wasm).is_ok()
+        {
+            return Ok(verifier.signer());
+        }
+        let place = plugin.bundle.clone().unwrap_or_else(|| format!("{}.sigstore.json", plugin.url));
+        let refuse = |message: String| SourceError::Signature { url: plugin.url.clone(), message };
+        let bundle = if place.starts_with("https://") {
+            super::check_host(plugin, &place, hosts)?;
+            download_in_background(plugin, place.clone(), MAX_BUNDLE_BYTES, hosts)
+                .await
+                .map_err(|e| refuse(format!("no sigstore bundle at {place}: {e}")))?
+        } else {
+            let mut bytes = Vec::new();
+            std::fs::File::open(&place)
+                .and_then(|file| file.take(MAX_BUNDLE_BYTES + 1).read_to_end(&mut bytes))
+                .map_err(|e| refuse(format!("no sigstore bundle at {place}: {e}")))?;
+            bytes
+        };
+        if bundle.len() as u64 > MAX_BUNDLE_BYTES {
+            return Err(refuse(format!("the bundle at {place} is larger than {MAX_BUNDLE_BYTES} bytes")));
+        }
+        verifier.check_file(&bundle, wasm).map_err(|why| refuse(format!("{place}: {why}")))?;
+        let digest = super::Sha256Digest::of(&bundle);
+        cache.put(&digest, &bundle);
+        cache.put_note(&note, &digest.to_string());
+        Ok(verifier.signer())
+    }
+
+    /// The body at `url` (the plugin's, or its bundle's), at most `limit`
+    /// bytes, within the hosts downloads may reach.
+    pub(super) fn download(
+        plugin: &RemotePlugin,
+        url: &str,
+        limit: u64,
+        hosts: Option<&[String]>,
+    ) -> Result<Vec<u8>, SourceError> {
         let fail = |message: String| SourceError::Fetch { url: plugin.url.clone(), message };
         let mut tls = ureq::tls::TlsConfig::builder();
         if let Some(path) = &plugin.ca_file {
@@ -636,7 +738,7 @@ mod https {
             None => config.into(),
         };
         let started = std::time::Instant::now();
-        let mut url = url::Url::parse(&plugin.url).map_err(|e| fail(format!("not a URL: {e}")))?;
+        let mut url = url::Url::parse(url).map_err(|e| fail(format!("not a URL: {e}")))?;
         let mut redirects = 0;
         let response = loop {
             let Some(left) = DOWNLOAD_TIMEOUT.checked_sub(started.elapsed()) else {
@@ -667,37 +769,38 @@ mod https {
             }
             super::check_host(plugin, url.as_str(), hosts)?;
         };
+        let what = if url.as_str() == plugin.url { "the module" } else { "the bundle" };
         if let Some(length) = response.body().content_length()
-            && length > MAX_PLUGIN_BYTES
+            && length > limit
         {
             return Err(SourceError::TooLarge {
                 url: plugin.url.clone(),
-                what: format!("the module ({length} bytes)"),
-                limit: MAX_PLUGIN_BYTES,
+                what: format!("{what} ({length} bytes)"),
+                limit,
             });
         }
         let mut wasm = Vec::new();
-        let body = response.into_body().into_with_config().limit(MAX_PLUGIN_BYTES + 1).reader();
+        let body = response.into_body().into_with_config().limit(limit + 1).reader();
         MinimumRate { inner: body, window_start: std::time::Instant::now(), in_window: 0 }
-            .take(MAX_PLUGIN_BYTES + 1)
+            .take(limit + 1)
             .read_to_end(&mut wasm)
             .map_err(|e| fail(format!("download failed: {e}")))?;
-        if wasm.len() as u64 > MAX_PLUGIN_BYTES {
-            return Err(SourceError::TooLarge {
-                url: plugin.url.clone(),
-                what: "the module".to_owned(),
-                limit: MAX_PLUGIN_BYTES,
-            });
+        if wasm.len() as u64 > limit {
+            return Err(SourceError::TooLarge { url: plugin.url.clone(), what: what.to_owned(), limit });
         }
         Ok(wasm)
     }
 }
 
+#[cfg(all(feature = "signatures", feature = "https"))]
+mod bundle;
 #[cfg(feature = "oci")]
+mod cosign;
+#[cfg(feature = "signatures")]
 mod keyless;
 #[cfg(feature = "oci")]
 mod oci;
-#[cfg(feature = "oci")]
+#[cfg(feature = "signatures")]
 mod signature;
 #[cfg(all(feature = "oci", feature = "fuzzing"))]
 pub(crate) use oci::{fuzz_layer, fuzz_manifest};

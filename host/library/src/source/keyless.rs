@@ -44,8 +44,10 @@ use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, SubjectAltName};
 use super::Sha256Digest;
 
 /// The layer annotation holding the leaf certificate (PEM).
+#[cfg(feature = "oci")]
 pub(super) const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
 /// The layer annotation holding Rekor's bundle.
+#[cfg(feature = "oci")]
 pub(super) const BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 /// A trusted root file is this small (sigstore's is about 8 KiB).
 const MAX_ROOT_FILE_BYTES: u64 = 1 << 20;
@@ -187,7 +189,7 @@ struct RootWindow {
     end: Option<String>,
 }
 
-fn base64(text: &str) -> Result<Vec<u8>, String> {
+pub(super) fn base64(text: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|_| "not base64".to_owned())
 }
 
@@ -278,8 +280,10 @@ impl Keyless {
     }
 
     /// Whether `signature` of `payload`, made with the certificate in
-    /// `certificate` (PEM) and logged as `bundle` says, is the identity's;
-    /// else what did not match.
+    /// `certificate` (PEM) and logged as `bundle` (Rekor's, as cosign
+    /// stores it beside an OCI signature) says, is the identity's; else
+    /// what did not match.
+    #[cfg(feature = "oci")]
     pub(super) fn check(
         &self,
         payload: &[u8],
@@ -290,12 +294,24 @@ impl Keyless {
         let certificate = certificate.ok_or(format!("it has no certificate ({CERTIFICATE_ANNOTATION})"))?;
         let leaf =
             Certificate::from_pem(certificate.trim()).map_err(|e| format!("its certificate does not read: {e}"))?;
-        let leaf_der = leaf.to_der().map_err(|e| e.to_string())?;
         let bundle = bundle.ok_or(format!("it has no transparency log entry ({BUNDLE_ANNOTATION})"))?;
-        let logged = self.logged(bundle)?;
+        self.check_logged(payload, signature, &leaf, &LogEntry::of_cosign_bundle(bundle)?)
+    }
+
+    /// Whether `signature` of `payload`, made with `leaf`'s key and logged
+    /// as `entry` says, is the identity's; else what did not match.
+    pub(super) fn check_logged(
+        &self,
+        payload: &[u8],
+        signature: &[u8],
+        leaf: &Certificate,
+        entry: &LogEntry,
+    ) -> Result<(), String> {
+        let leaf_der = leaf.to_der().map_err(|e| e.to_string())?;
+        let logged = self.logged(entry)?;
         check_entry(&logged.body, payload, signature, &leaf_der)?;
-        self.issued(&leaf, logged.time)?;
-        self.names(&leaf)?;
+        self.issued(leaf, logged.time)?;
+        self.names(leaf)?;
         let key = Key::of(&leaf.tbs_certificate.subject_public_key_info);
         if !key.verifies(None, payload, signature) {
             return Err("its signature does not verify with its certificate's key".to_owned());
@@ -303,35 +319,17 @@ impl Keyless {
         Ok(())
     }
 
-    /// The entry a bundle's signed entry timestamp vouches for, and when
-    /// it was logged.
-    fn logged(&self, bundle: &str) -> Result<Logged, String> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "PascalCase")]
-        struct Bundle {
-            signed_entry_timestamp: String,
-            payload: BundlePayload,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct BundlePayload {
-            body: String,
-            integrated_time: i64,
-            log_index: i64,
-            #[serde(rename = "logID")]
-            log_id: String,
-        }
-        let bundle: Bundle =
-            serde_json::from_str(bundle).map_err(|e| format!("its transparency log entry does not read: {e}"))?;
-        let entry = &bundle.payload;
+    /// The entry a signed entry timestamp vouches for, and when it was
+    /// logged.
+    fn logged(&self, entry: &LogEntry) -> Result<Logged, String> {
         let log = self
             .root
             .logs
             .iter()
             .find(|log| hex(&log.id) == entry.log_id.to_ascii_lowercase())
             .ok_or("its entry is in a transparency log the trusted root does not have")?;
-        // The signed entry timestamp is over the payload as canonical
-        // JSON: members in order, no spaces.
+        // The signed entry timestamp is over the entry as canonical JSON:
+        // members in order, no spaces.
         let canonical = format!(
             "{{\"body\":{},\"integratedTime\":{},\"logID\":{},\"logIndex\":{}}}",
             serde_json::to_string(&entry.body).map_err(|e| e.to_string())?,
@@ -339,9 +337,7 @@ impl Keyless {
             serde_json::to_string(&entry.log_id).map_err(|e| e.to_string())?,
             entry.log_index
         );
-        let timestamp =
-            base64(&bundle.signed_entry_timestamp).map_err(|e| format!("its signed entry timestamp is {e}"))?;
-        if !log.key.verifies(Some(ECDSA_SHA256), canonical.as_bytes(), &timestamp) {
+        if !log.key.verifies(Some(ECDSA_SHA256), canonical.as_bytes(), &entry.timestamp) {
             return Err("its signed entry timestamp does not verify with the log's key".to_owned());
         }
         if !log.valid.holds(entry.integrated_time) {
@@ -412,6 +408,54 @@ impl Keyless {
 struct Logged {
     body: Vec<u8>,
     time: i64,
+}
+
+/// A transparency log entry as a signature carries it, with the log's
+/// signed entry timestamp (its promise to include it).
+pub(super) struct LogEntry {
+    /// The entry, base64.
+    pub(super) body: String,
+    pub(super) integrated_time: i64,
+    pub(super) log_index: i64,
+    /// The hex SHA-256 of the log's key.
+    pub(super) log_id: String,
+    /// The signed entry timestamp.
+    pub(super) timestamp: Vec<u8>,
+}
+
+impl LogEntry {
+    /// The entry of Rekor's bundle as cosign stores it beside an OCI
+    /// signature (`dev.sigstore.cosign/bundle`).
+    #[cfg(feature = "oci")]
+    fn of_cosign_bundle(bundle: &str) -> Result<LogEntry, String> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Bundle {
+            signed_entry_timestamp: String,
+            payload: BundlePayload,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct BundlePayload {
+            body: String,
+            integrated_time: i64,
+            log_index: i64,
+            #[serde(rename = "logID")]
+            log_id: String,
+        }
+        let bundle: Bundle =
+            serde_json::from_str(bundle).map_err(|e| format!("its transparency log entry does not read: {e}"))?;
+        let timestamp =
+            base64(&bundle.signed_entry_timestamp).map_err(|e| format!("its signed entry timestamp is {e}"))?;
+        let entry = bundle.payload;
+        Ok(LogEntry {
+            body: entry.body,
+            integrated_time: entry.integrated_time,
+            log_index: entry.log_index,
+            log_id: entry.log_id,
+            timestamp,
+        })
+    }
 }
 
 /// At most 200 characters of a certificate's text, quoted.

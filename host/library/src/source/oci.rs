@@ -30,7 +30,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::Deserialize;
 
-use super::signature::{self, Verifier};
+use super::cosign;
+use super::signature::Verifier;
 use super::{
     DownloadCache, FetchedPlugin, MAX_PLUGIN_BYTES, MAX_UNPACKED_BYTES, RemotePlugin, Sha256Digest, Signer,
     SourceError, read_ca_file,
@@ -344,7 +345,7 @@ impl Puller<'_> {
         {
             return Ok(key.signer());
         }
-        let tag = signature::signature_tag(&self.plugin.digest);
+        let tag = cosign::signature_tag(&self.plugin.digest);
         let reference = Reference::with_tag(
             self.reference.registry().to_owned(),
             self.reference.repository().to_owned(),
@@ -393,18 +394,17 @@ impl Puller<'_> {
         let mut refused = Vec::new();
         for (n, layer) in layers.iter().enumerate() {
             let place = format!("layer {}", n + 1);
-            let Some(annotations) =
-                layer.annotations.as_ref().filter(|a| a.contains_key(signature::SIGNATURE_ANNOTATION))
+            let Some(annotations) = layer.annotations.as_ref().filter(|a| a.contains_key(cosign::SIGNATURE_ANNOTATION))
             else {
-                refused.push(format!("{place} has no {} annotation", signature::SIGNATURE_ANNOTATION));
+                refused.push(format!("{place} has no {} annotation", cosign::SIGNATURE_ANNOTATION));
                 continue;
             };
-            if layer.media_type != signature::SIMPLE_SIGNING {
-                refused.push(format!("{place} is not a simple-signing payload ({})", signature::SIMPLE_SIGNING));
+            if layer.media_type != cosign::SIMPLE_SIGNING {
+                refused.push(format!("{place} is not a simple-signing payload ({})", cosign::SIMPLE_SIGNING));
                 continue;
             }
             let payload = self.blob(layer, MAX_PAYLOAD_BYTES).await?;
-            match key.check_layer(annotations, &payload, &self.plugin.digest) {
+            match cosign::check_layer(key, annotations, &payload, &self.plugin.digest) {
                 Ok(()) => return Ok(()),
                 Err(why) => refused.push(format!("{place}: {why}")),
             }
