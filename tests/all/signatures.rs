@@ -696,3 +696,56 @@ async fn an_https_plugin_is_verified_by_the_sigstore_bundle_beside_it_with_a_key
     assert!(sync_message(&registry, "keyless").contains(identity), "{}", sync_message(&registry, "keyless"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_bundle_sigstores_own_services_made_verifies_and_a_wrong_signer_or_file_does_not() {
+    use crate::sources::{https_server, scratch, test_ca};
+    let dir = scratch("sigstore-made");
+    let ca = test_ca(&dir, "https");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("sigstore");
+    let served = dir.join("www");
+    std::fs::create_dir_all(&served).expect("www");
+    let file = std::fs::read(fixtures.join("bundle_v3.txt")).expect("the signed file");
+    let bundle = std::fs::read(fixtures.join("bundle_v3.txt.sigstore.json")).expect("its bundle");
+    std::fs::write(served.join("bundle_v3.txt"), &file).expect("serve the file");
+    std::fs::write(served.join("bundle_v3.txt.sigstore.json"), &bundle).expect("serve the bundle");
+    // The same bundle beside another file.
+    std::fs::write(served.join("changed.txt"), b"changed").expect("serve another file");
+    std::fs::write(served.join("changed.txt.sigstore.json"), &bundle).expect("serve the bundle");
+    let server = https_server(&served, &ca);
+    let (root, ca_file) = (fixtures.join("trusted_root.json"), dir.join("https-ca.pem"));
+    let (root, ca_file) = (root.display().to_string(), ca_file.display().to_string());
+    let cache = dir.join("cache").display().to_string();
+    let verify = |name: &str, digest: &str, identity: &str| {
+        let url = format!("https://127.0.0.1:{}/{name}", server.port);
+        let args = [
+            "verify",
+            &url,
+            "--digest",
+            digest,
+            "--identity",
+            identity,
+            "--issuer",
+            "https://github.com/login/oauth",
+            "--trusted-root",
+            &root,
+            "--ca-file",
+            &ca_file,
+        ];
+        let output = run_toolhost_with_env(&args, None, &[("TOOLHOST_CACHE_DIR", &cache)]);
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.code(), text)
+    };
+    let digest = sha256(&file);
+    let (code, text) = verify("bundle_v3.txt", &digest, "william@yossarian.net");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("signed by  william@yossarian.net (issuer https://github.com/login/oauth)"), "{text}");
+    let (code, text) = verify("bundle_v3.txt", &digest, "someone@example.org");
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("its certificate is for `william@yossarian.net`, not `someone@example.org`"), "{text}");
+    let (code, text) = verify("changed.txt", &sha256(b"changed"), "william@yossarian.net");
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("the bundle signs another file"), "{text}");
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -92,8 +92,9 @@ struct Authority {
 /// A transparency log's key.
 struct Log {
     key: Key,
-    /// The SHA-256 of its DER SubjectPublicKeyInfo (the log's id).
-    id: [u8; 32],
+    /// The log's id: `logId.keyId`, else the SHA-256 of its DER
+    /// SubjectPublicKeyInfo.
+    id: Vec<u8>,
     valid: Window,
 }
 
@@ -152,6 +153,16 @@ struct RootFile {
 #[serde(rename_all = "camelCase")]
 struct RootLog {
     public_key: RootKey,
+    /// The id entries name the log by; the SHA-256 of its key if absent
+    /// (a Rekor v2 log's id is its checkpoint key's, another hash).
+    #[serde(default)]
+    log_id: Option<RootLogId>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RootLogId {
+    key_id: String,
 }
 
 #[derive(Deserialize)]
@@ -261,7 +272,11 @@ impl Keyless {
             let info = spki::SubjectPublicKeyInfoOwned::from_der(&der)
                 .map_err(|e| format!("tlogs[{n}]: not a public key: {e}"))?;
             let valid = window(log.public_key.valid_for.as_ref()).map_err(|e| format!("tlogs[{n}]: {e}"))?;
-            logs.push(Log { key: Key::of(&info), id: *Sha256Digest::of(&der).as_bytes(), valid });
+            let id = match &log.log_id {
+                Some(id) => base64(&id.key_id).map_err(|e| format!("tlogs[{n}]: the log id is {e}"))?,
+                None => Sha256Digest::of(&der).as_bytes().to_vec(),
+            };
+            logs.push(Log { key: Key::of(&info), id, valid });
         }
         if authorities.is_empty() || logs.is_empty() {
             return Err("a trusted root needs certificateAuthorities (Fulcio's) and tlogs (Rekor's)".to_owned());
