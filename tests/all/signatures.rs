@@ -32,8 +32,21 @@ fn key(dir: &Path, name: &str, algorithm: &'static rcgen::SignatureAlgorithm) ->
 /// test replays another's signature), signed by that key. The signature
 /// manifest's digest.
 async fn sign(scene: &OciScene, repository: &str, digest: &str, signed: &str, keys: &[&KeyPair]) -> String {
-    use oci_client::client::{Config, ImageLayer};
-    let payload = json!({
+    let payload = cosign_payload(scene, repository, signed);
+    let layers = keys
+        .iter()
+        .map(|key| {
+            let signature = key.sign(payload.as_bytes()).expect("sign");
+            let annotation = base64::engine::general_purpose::STANDARD.encode(signature);
+            [("dev.cosignproject.cosign/signature".to_owned(), annotation)].into()
+        })
+        .collect();
+    push_signature(scene, repository, digest, &payload, layers).await
+}
+
+/// A simple-signing payload of `signed`, as cosign writes it.
+fn cosign_payload(scene: &OciScene, repository: &str, signed: &str) -> String {
+    json!({
         "critical": {
             "identity": {"docker-reference": format!("{}/{repository}", scene.host)},
             "image": {"docker-manifest-digest": signed},
@@ -41,18 +54,27 @@ async fn sign(scene: &OciScene, repository: &str, digest: &str, signed: &str, ke
         },
         "optional": null
     })
-    .to_string();
-    let layers: Vec<ImageLayer> = keys
-        .iter()
-        .map(|key| {
-            let signature = key.sign(payload.as_bytes()).expect("sign");
-            let annotation = base64::engine::general_purpose::STANDARD.encode(signature);
-            ImageLayer::new(
-                payload.clone().into_bytes(),
-                SIMPLE_SIGNING.to_owned(),
-                Some([("dev.cosignproject.cosign/signature".to_owned(), annotation)].into()),
-            )
-        })
+    .to_string()
+}
+
+/// Push a signature manifest to the `.sig` tag of `digest`: one layer of
+/// `payload` per set of annotations, with a config as cosign writes it.
+/// Its digest.
+///
+/// Pushed by hand: oci-client's `push` writes the manifest as OLPC
+/// canonical JSON, which leaves a certificate's line breaks raw in its
+/// strings, and the registry refuses that as invalid JSON.
+async fn push_signature(
+    scene: &OciScene,
+    repository: &str,
+    digest: &str,
+    payload: &str,
+    layers: Vec<std::collections::BTreeMap<String, String>>,
+) -> String {
+    use oci_client::client::{Config, ImageLayer};
+    let layers: Vec<ImageLayer> = layers
+        .into_iter()
+        .map(|annotations| ImageLayer::new(payload.as_bytes().to_vec(), SIMPLE_SIGNING.to_owned(), Some(annotations)))
         .collect();
     let config = json!({"architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z", "os": "",
                         "rootfs": {"type": "layers", "diff_ids": [sha256(payload.as_bytes())]}});
@@ -61,7 +83,15 @@ async fn sign(scene: &OciScene, repository: &str, digest: &str, signed: &str, ke
     let tag = format!("{}/{repository}:sha256-{}.sig", scene.host, digest.trim_start_matches("sha256:"));
     let reference: oci_client::Reference = tag.parse().expect("reference");
     let auth = oci_client::secrets::RegistryAuth::Anonymous;
-    scene.client.push(&reference, &layers, config, &auth, None).await.expect("push the signature");
+    let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
+    scene.client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
+    let blobs = manifest.layers.iter().zip(&layers).map(|(descriptor, layer)| (&descriptor.digest, &layer.data));
+    for (digest, data) in blobs.chain([(&manifest.config.digest, &config.data)]) {
+        scene.client.push_blob(&reference, data.clone(), digest).await.expect("push a blob");
+    }
+    let content_type = http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json");
+    let bytes = serde_json::to_vec(&manifest).expect("the manifest");
+    scene.client.push_manifest_raw(&reference, bytes, content_type).await.expect("push the signature");
     scene.client.fetch_manifest_digest(&reference, &auth).await.expect("the signature manifest's digest")
 }
 
@@ -429,17 +459,8 @@ impl Entry {
 /// Rekor's bundle (a hashedrekord entry and its signed entry timestamp)
 /// in the layer's annotations.
 async fn sign_keyless(scene: &OciScene, repository: &str, digest: &str, layer: KeylessLayer<'_>) {
-    use oci_client::client::{Config, ImageLayer};
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    let payload = json!({
-        "critical": {
-            "identity": {"docker-reference": format!("{}/{repository}", scene.host)},
-            "image": {"docker-manifest-digest": digest},
-            "type": "cosign container image signature"
-        },
-        "optional": null
-    })
-    .to_string();
+    let payload = cosign_payload(scene, repository, digest);
     let signature = layer.key.sign(payload.as_bytes()).expect("sign");
     let entry = Entry::logged(&layer, payload.as_bytes(), &signature);
     let bundle = json!({"SignedEntryTimestamp": b64(&entry.timestamp),
@@ -450,25 +471,7 @@ async fn sign_keyless(scene: &OciScene, repository: &str, digest: &str, layer: K
         ("dev.sigstore.cosign/chain".to_owned(), layer.chain.to_owned()),
         ("dev.sigstore.cosign/bundle".to_owned(), bundle.to_string()),
     ];
-    let layers = [ImageLayer::new(payload.clone().into_bytes(), SIMPLE_SIGNING.to_owned(), Some(annotations.into()))];
-    let config = json!({"architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z", "os": "",
-                        "rootfs": {"type": "layers", "diff_ids": [sha256(payload.as_bytes())]}});
-    let config =
-        Config::new(config.to_string().into_bytes(), "application/vnd.oci.image.config.v1+json".to_owned(), None);
-    let tag = format!("{}/{repository}:sha256-{}.sig", scene.host, digest.trim_start_matches("sha256:"));
-    let reference: oci_client::Reference = tag.parse().expect("reference");
-    let auth = oci_client::secrets::RegistryAuth::Anonymous;
-    // Pushed by hand: oci-client's `push` writes the manifest as OLPC
-    // canonical JSON, which leaves the certificate's line breaks raw in its
-    // strings, and the registry refuses that as invalid JSON.
-    let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
-    scene.client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
-    for (data, digest) in [(&layers[0].data, &manifest.layers[0].digest), (&config.data, &manifest.config.digest)] {
-        scene.client.push_blob(&reference, data.clone(), digest).await.expect("push a blob");
-    }
-    let content_type = http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json");
-    let bytes = serde_json::to_vec(&manifest).expect("the manifest");
-    scene.client.push_manifest_raw(&reference, bytes, content_type).await.expect("push the signature");
+    push_signature(scene, repository, digest, &payload, vec![annotations.into()]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -638,22 +641,31 @@ async fn an_https_plugin_is_verified_by_the_sigstore_bundle_beside_it_with_a_key
     };
     let (p256, p256_fingerprint) = key(&dir, "cosign.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
     let (_, other_fingerprint) = key(&dir, "other.pub", &rcgen::PKCS_ECDSA_P256_SHA256);
-    // The module under several names, each with the bundle its case needs.
-    for name in ["signed", "keyless", "unsigned", "another"] {
-        std::fs::write(served.join(format!("{name}.wasm")), &wasm).expect("serve the plugin");
+    // A module under several names, each with the bundle its case needs.
+    // A signature is of the bytes, wherever they are served: the cases
+    // meant to fail serve other modules, or the calculator's signature,
+    // once kept, would verify them.
+    let (text, clock) =
+        (std::fs::read(example("text")).expect("text"), std::fs::read(example("clock")).expect("clock"));
+    for (name, module) in [("signed", &wasm), ("keyless", &wasm), ("unsigned", &text), ("another", &clock)] {
+        std::fs::write(served.join(format!("{name}.wasm")), module).expect("serve the plugin");
     }
     std::fs::write(served.join("signed.wasm.sigstore.json"), sigstore_bundle(&wasm, &p256, None, None))
         .expect("bundle");
     let keyless = sigstore_bundle(&wasm, &leaf_key, Some((&layer, &der)), None);
     std::fs::write(served.join("keyless.bundle.json"), keyless).expect("bundle");
-    let another = sigstore_bundle(&wasm, &p256, None, Some(b"another file"));
+    let another = sigstore_bundle(&clock, &p256, None, Some(b"another file"));
     std::fs::write(served.join("another.wasm.sigstore.json"), another).expect("bundle");
     let mut server = https_server(&served, &ca);
     let url = |name: &str| format!("https://127.0.0.1:{}/{name}.wasm", server.port);
-    let digest = sha256(&wasm);
+    let digest = |name: &str| match name {
+        "unsigned" => sha256(&text),
+        "another" => sha256(&clock),
+        _ => sha256(&wasm),
+    };
     let toolset = |id: &str, name: &str, verify: serde_json::Value| {
         json!({"id": id, "kind": "uri",
-               "server": {"url": url(name), "digest": digest, "caFile": "https-ca.pem", "verify": verify}})
+               "server": {"url": url(name), "digest": digest(name), "caFile": "https-ca.pem", "verify": verify}})
     };
     let keyless_verify = |identity: &str| {
         json!({"identity": identity, "issuer": issuer, "trustedRoot": "trusted_root.json",
@@ -682,7 +694,7 @@ async fn an_https_plugin_is_verified_by_the_sigstore_bundle_beside_it_with_a_key
         ("wrong", format!("the bundle's signature does not verify with key {other_fingerprint}")),
         ("someone", format!("its certificate is for `{identity}`, not `https://github.com/someone/else`")),
         ("unsigned", format!("no sigstore bundle at {}.sigstore.json", url("unsigned"))),
-        ("another", format!("the bundle signs another file, not the one of {digest}")),
+        ("another", format!("the bundle signs another file, not the one of {}", digest("another"))),
     ] {
         let message = sync_message(&registry, toolset);
         assert!(message.contains(&expected), "{toolset}: expected `{expected}` in: {message}");
