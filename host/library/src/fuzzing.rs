@@ -322,6 +322,15 @@ pub fn oci_manifest(bytes: &[u8]) {
     let _ = crate::source::fuzz_manifest(bytes);
 }
 
+/// A signature as a registry or a server hands it (a cosign layer's
+/// annotations and payload, split at the first NUL; the whole as a
+/// sigstore bundle), checked with a key and keyless under roots whose
+/// private halves nobody has: nothing verifies.
+#[cfg(all(feature = "oci", feature = "https"))]
+pub fn signature(bytes: &[u8]) {
+    crate::source::fuzz_signature(bytes);
+}
+
 /// An OCI layer as a registry serves it (tar, gzip'd tar or anything): its
 /// Wasm files found within the unpacking budget.
 #[cfg(feature = "oci")]

@@ -802,6 +802,8 @@ mod keyless;
 mod oci;
 #[cfg(feature = "signatures")]
 mod signature;
+#[cfg(all(feature = "oci", feature = "https", feature = "fuzzing"))]
+pub(crate) use cosign::fuzz as fuzz_signature;
 #[cfg(all(feature = "oci", feature = "fuzzing"))]
 pub(crate) use oci::{fuzz_layer, fuzz_manifest};
 

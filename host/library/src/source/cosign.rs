@@ -105,6 +105,48 @@ fn check_payload(payload: &[u8], digest: &Sha256Digest) -> Result<(), String> {
     }
 }
 
+/// A signature as a registry or a server hands it, checked by the
+/// verifiers toolhost builds (for the `signature` fuzz target): `bytes`
+/// split at its first NUL into a cosign layer's annotations (JSON) and
+/// payload, checked with a key and keyless; and the whole, as a sigstore
+/// bundle of a file. Nobody holds the private halves of the key, the CA or
+/// the log, so nothing verifies.
+#[cfg(all(feature = "fuzzing", feature = "oci", feature = "https"))]
+pub(crate) fn fuzz(bytes: &[u8]) {
+    use std::sync::OnceLock;
+    /// A P-256 key whose private half was thrown away.
+    const KEY: &str = "-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEToly52tNx7Z+q4Hk4vXHWac/8rJC
+DpstzzKXa/dz9puuLe+uv+gnj2tD+mSvGWbjaDP5+q60vcwp1MvurSf1yw==
+-----END PUBLIC KEY-----
+";
+    /// The staging sigstore's trusted root (see tests/fixtures/sigstore).
+    const ROOT: &[u8] = include_bytes!("../../../../tests/fixtures/sigstore/trusted_root.json");
+    static VERIFIERS: OnceLock<[Verifier; 2]> = OnceLock::new();
+    let verifiers = VERIFIERS.get_or_init(|| {
+        [
+            Verifier::Key(super::signature::PublicKey::from_pem(KEY).expect("the fuzz key")),
+            Verifier::Keyless(
+                keyless::Keyless::of_root("william@yossarian.net", "https://github.com/login/oauth", ROOT)
+                    .expect("the fuzz trusted root"),
+            ),
+        ]
+    });
+    let digest = Sha256Digest::of(b"a manifest nobody signed");
+    let (annotations, payload) = match bytes.iter().position(|&b| b == 0) {
+        Some(at) => (&bytes[..at], &bytes[at + 1..]),
+        None => (bytes, &[][..]),
+    };
+    let annotations: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(annotations).unwrap_or_default();
+    for verifier in verifiers {
+        let layer = check_layer(verifier, &annotations, payload, &digest);
+        assert!(layer.is_err(), "a cosign layer verified without the private key");
+        let file = verifier.check_file(bytes, b"a file nobody signed");
+        assert!(file.is_err(), "a sigstore bundle verified without the private key");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ring::rand::SystemRandom;
@@ -178,5 +220,19 @@ mod tests {
         let signature = base64(ed.sign(&typed).as_ref());
         assert!(check(&ed25519, &typed, &signature, &digest).unwrap_err().contains("type"));
         assert_ne!(p256.fingerprint_hex(), ed25519.fingerprint_hex());
+    }
+
+    /// The fuzz target's seeds (a bundle sigstore made, cosign layers
+    /// built from it) verify nothing.
+    #[cfg(all(feature = "fuzzing", feature = "oci", feature = "https"))]
+    #[test]
+    fn the_signature_fuzz_seeds_verify_nothing() {
+        let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/signature");
+        let mut read = 0;
+        for seed in std::fs::read_dir(seeds).expect("the seeds") {
+            fuzz(&std::fs::read(seed.expect("a seed").path()).expect("a seed's bytes"));
+            read += 1;
+        }
+        assert!(read >= 4, "{read} seeds");
     }
 }

@@ -248,8 +248,13 @@ impl Keyless {
         if text.len() as u64 > MAX_ROOT_FILE_BYTES {
             return Err(format!("larger than {MAX_ROOT_FILE_BYTES} bytes: not a trusted root"));
         }
-        let fingerprint = Sha256Digest::of(&[identity.as_bytes(), b"\n", issuer.as_bytes(), b"\n", &text].concat());
-        let file: RootFile = serde_json::from_slice(&text).map_err(|e| format!("not a sigstore trusted root: {e}"))?;
+        Keyless::of_root(identity, issuer, &text)
+    }
+
+    /// [`Keyless::read`] of a trusted root's bytes, read already.
+    pub(super) fn of_root(identity: &str, issuer: &str, text: &[u8]) -> Result<Keyless, String> {
+        let fingerprint = Sha256Digest::of(&[identity.as_bytes(), b"\n", issuer.as_bytes(), b"\n", text].concat());
+        let file: RootFile = serde_json::from_slice(text).map_err(|e| format!("not a sigstore trusted root: {e}"))?;
         let mut authorities = Vec::new();
         for (n, authority) in file.certificate_authorities.iter().enumerate() {
             let chain = authority
