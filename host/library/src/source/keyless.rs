@@ -59,10 +59,14 @@ const EXTENDED_KEY_USAGE: spki::ObjectIdentifier = spki::ObjectIdentifier::new_u
 const SUBJECT_ALT_NAME: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("2.5.29.17");
 const BASIC_CONSTRAINTS: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("2.5.29.19");
 const CODE_SIGNING: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.3");
-const EC_PUBLIC_KEY: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-const P256: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+/// `id-ecPublicKey` (RFC 5480).
+pub(super) const EC_PUBLIC_KEY: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
+/// The P-256 curve, `prime256v1` (RFC 5480).
+pub(super) const P256: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
+/// The P-384 curve, `secp384r1` (RFC 5480).
 const P384: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.3.132.0.34");
-const ED25519: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.3.101.112");
+/// `id-Ed25519` (RFC 8410).
+pub(super) const ED25519: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.3.101.112");
 const ECDSA_SHA256: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.2");
 const ECDSA_SHA384: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.4.3.3");
 

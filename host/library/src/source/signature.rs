@@ -10,20 +10,13 @@ use std::path::Path;
 use spki::der::DecodePem as _;
 use spki::der::Encode as _;
 
-use super::keyless::Keyless;
+use super::keyless::{EC_PUBLIC_KEY, ED25519, Keyless, P256};
 use super::{Sha256Digest, Signer, SourceError, Verification};
 
 /// A key file is this small (a PEM P-256 key is 178 bytes).
 const MAX_KEY_FILE_BYTES: u64 = 16 << 10;
 /// A signature is this small once decoded (ECDSA P-256: at most 72 bytes).
 pub(super) const MAX_SIGNATURE_BYTES: usize = 1024;
-
-/// `id-ecPublicKey` (RFC 5480).
-const EC_PUBLIC_KEY: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
-/// The P-256 curve, `prime256v1` (RFC 5480).
-const P256: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7");
-/// `id-Ed25519` (RFC 8410).
-const ED25519: spki::ObjectIdentifier = spki::ObjectIdentifier::new_unwrap("1.3.101.112");
 
 /// A public key a signature is checked with.
 pub(super) struct PublicKey {
