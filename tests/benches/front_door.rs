@@ -12,7 +12,10 @@
 //!   server's resident memory. `FRONT_DOOR_OTHER` names another stdio MCP
 //!   server to drive the same way in the same run, alternating
 //!   `FRONT_DOOR_ROUNDS` times (see [`StdioServer::other`]): hyper-mcp,
-//!   say, side by side.
+//!   say, side by side. Then the same against `stdio-floor`, this bench's
+//!   own executable answering every request at once with a canned result
+//!   (a blocking read of a line, its id, a write): what the pipes and the
+//!   two processes' wake-ups cost, before any MCP.
 //! - `cold-start`: `toolhost serve` of each example plugin with an empty
 //!   compiled-module cache, process start to its first `tools/list` answer
 //!   (median of 7 each).
@@ -25,6 +28,12 @@
 //!   Then the same parts against `http-floor`, a server that answers every
 //!   request with a canned result at once (hyper, two tokio workers): what
 //!   HTTP itself costs here, client and kernel included.
+//! - `idle-sessions`: what an idle MCP session holds in `toolhost serve
+//!   --http`: 1,000 sessions opened (`initialize`, then
+//!   `notifications/initialized`), each on a connection closed once it is
+//!   open, so that only the session stays; the server's resident memory
+//!   before and after, and its CPU over 10 s of idleness with none and with
+//!   them all (timers, keep-alive checks).
 //! - `paced` (only when named): 8 kept-alive clients calling open-loop at
 //!   500 calls/s in all, the rate agents drive rather than saturation, with
 //!   the floor in the same run; the server's CPU per call read in
@@ -168,6 +177,18 @@ impl StdioServer {
             label: "stdio".to_owned(),
             program: toolhost_tests::toolhost().display().to_string(),
             args: vec!["serve".to_owned(), toolhost_tests::example("calculator").display().to_string()],
+            env: Vec::new(),
+            tool: "add".to_owned(),
+        }
+    }
+
+    /// The floor: this bench's own executable as a stdio server that
+    /// answers every request at once ([`stdio_floor_server`]).
+    fn floor() -> StdioServer {
+        StdioServer {
+            label: "stdio-floor".to_owned(),
+            program: std::env::current_exe().expect("this bench").display().to_string(),
+            args: vec!["--stdio-floor-server".to_owned()],
             env: Vec::new(),
             tool: "add".to_owned(),
         }
@@ -543,6 +564,35 @@ fn floor_server() {
     });
 }
 
+/// The floor of stdio on this machine: a process that reads a line, finds
+/// its `id`, and writes a canned answer (a `tools/call` result, or one tool
+/// for `tools/list`), with no runtime, no MCP, no plugin and no checks.
+/// Notifications get nothing. It runs until its input ends.
+fn stdio_floor_server() {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut output = std::io::stdout().lock();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
+        let Some(id) = message.get("id") else { continue };
+        let result = if message["method"] == "tools/list" {
+            json!({"tools": [{"name": "add", "inputSchema": {"type": "object"}}]})
+        } else {
+            json!({"content": [{"type": "text", "text": "3"}], "isError": false})
+        };
+        let mut answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string().into_bytes();
+        answer.push(b'\n');
+        if output.write_all(&answer).and_then(|()| output.flush()).is_err() {
+            return;
+        }
+    }
+}
+
 fn http() {
     let (server, url) =
         toolhost_tests::spawn_serve_http(&[&toolhost_tests::example("calculator").display().to_string()], &[]);
@@ -594,6 +644,60 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
             }
         }
     }
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Sessions held open by `idle_sessions`.
+const IDLE_SESSIONS: usize = 1_000;
+
+/// What an idle session costs `serve --http`: resident memory per session
+/// and CPU while idle (see the module's doc).
+fn idle_sessions() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let config = dir.path().join("toolsets.json");
+    let document = json!({
+        "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
+        "toolsets": [{"id": "calc", "kind": "uri",
+                      "server": {"url": toolhost_tests::example("calculator").display().to_string()}}],
+        "serve": {"limits": {"sessions": IDLE_SESSIONS + 1, "sessionsPerClient": IDLE_SESSIONS + 1}},
+    });
+    std::fs::write(&config, document.to_string()).expect("write the toolsets file");
+    let (mut server, url) = toolhost_tests::spawn_serve_http(&["--config", &config.display().to_string()], &[]);
+    let addr =
+        url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp").to_owned();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
+    let open = |count: usize| {
+        runtime.block_on(async {
+            for _ in 0..count {
+                // The connection closes when the client is dropped; the
+                // session stays until deleted or idle for 5 minutes.
+                drop(Session::open(&addr, false).await);
+            }
+        })
+    };
+    let idle_cpu = || {
+        let before = Usage::of(server.id());
+        std::thread::sleep(Duration::from_secs(10));
+        Usage::of(server.id()).since(&before).cpu_ns as f64 / 10.0 / 1e3
+    };
+    // One first: whatever a first session makes once is not counted.
+    open(1);
+    std::thread::sleep(Duration::from_millis(500));
+    let rss_before = rss_kib(server.id()).unwrap_or(0);
+    let cpu_none = idle_cpu();
+    open(IDLE_SESSIONS);
+    std::thread::sleep(Duration::from_millis(500));
+    let rss_after = rss_kib(server.id()).unwrap_or(0);
+    let cpu_all = idle_cpu();
+    println!(
+        "{:<28} {IDLE_SESSIONS} idle sessions: {:.1} KiB resident each ({:.1} MiB before, {:.1} after); \
+         idle CPU {cpu_none:.1} µs/s with none, {cpu_all:.1} µs/s with them",
+        "http/idle-sessions",
+        rss_after.saturating_sub(rss_before) as f64 / IDLE_SESSIONS as f64,
+        rss_before as f64 / 1024.0,
+        rss_after as f64 / 1024.0,
+    );
     let _ = server.kill();
     let _ = server.wait();
 }
@@ -872,6 +976,9 @@ fn main() {
     if std::env::args().any(|a| a == "--floor-server") {
         return floor_server();
     }
+    if std::env::args().any(|a| a == "--stdio-floor-server") {
+        return stdio_floor_server();
+    }
     // `cargo bench` passes `--bench`; a filter word picks one part.
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
@@ -892,10 +999,14 @@ fn main() {
             if let Some(other) = &other {
                 stdio(other);
             }
+            stdio(&StdioServer::floor());
         }
     }
     if wanted("http") {
         http();
+    }
+    if wanted("idle-sessions") {
+        idle_sessions();
     }
     // Only when asked for: it runs at a fixed rate, so it takes its time.
     if filter.as_deref() == Some("paced") {
