@@ -168,7 +168,7 @@ struct StdioFront<I> {
 #[derive(Default)]
 struct Pending {
     /// Requests given to rmcp and not answered (nor cancelled) yet.
-    requests: std::sync::Mutex<std::collections::HashSet<RequestId>>,
+    requests: std::sync::Mutex<std::collections::HashSet<RequestId, foldhash::fast::RandomState>>,
     /// Lines sent to the writer that it has not taken yet.
     lines: std::sync::atomic::AtomicUsize,
     /// Their bytes.
@@ -385,14 +385,17 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
         self.pending.requested(&id);
         let answer = self.calls.answer(call);
         let (out, pending) = (self.out.clone(), Arc::clone(&self.pending));
-        tokio::spawn(async move {
+        // Boxed: tokio's task then holds a pointer, not the call's whole
+        // state, which it would copy as the task is made and again as its
+        // output replaces it.
+        tokio::spawn(Box::pin(async move {
             let answer = answer.await;
             pending.request_done(&id);
             // (Cancelled by the client: nothing is sent.)
             if let Some(answer) = answer {
                 let _ = queue(&out, &pending, &answer);
             }
-        });
+        }));
     }
 
     /// Handle one line's text, parsed as JSON: queue what goes to rmcp,

@@ -43,7 +43,7 @@ pub(crate) struct StdioCalls {
     /// The running calls the client may still cancel, by request id (with
     /// the number of their start, which a client reusing an id does not
     /// share), and their tokens.
-    running: Mutex<HashMap<RequestId, (usize, CancellationToken)>>,
+    running: Mutex<HashMap<RequestId, (usize, CancellationToken), foldhash::fast::RandomState>>,
     /// How many calls were started.
     started: AtomicUsize,
     /// How many calls run (cancelled or not).
@@ -155,7 +155,9 @@ impl StdioCalls {
         self.stop.cancel();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (usize, CancellationToken)>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, (usize, CancellationToken), foldhash::fast::RandomState>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
