@@ -529,6 +529,17 @@ async fn run_sessions(
     (back, all)
 }
 
+/// The `tools/call` result the floors answer with: what `add` of 1 and 2
+/// gives.
+fn canned_result() -> Value {
+    json!({"content": [{"type": "text", "text": "3"}], "isError": false})
+}
+
+/// The `ADDR` of a `serve --http` URL, `http://ADDR/mcp`.
+fn address_of(url: &str) -> &str {
+    url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp")
+}
+
 /// The floor of HTTP on this machine: a server that answers every POST at
 /// once with a canned `tools/call` result (and a session id), on hyper and
 /// two tokio workers as `serve` is, with no MCP, no plugin and no checks.
@@ -546,8 +557,7 @@ fn floor_server() {
             let answer = hyper::service::service_fn(|request: hyper::Request<hyper::body::Incoming>| async move {
                 let body = request.into_body().collect().await?.to_bytes();
                 let id = serde_json::from_slice::<Value>(&body).ok().and_then(|m| m.get("id").cloned());
-                let result = json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "content": [{"type": "text", "text": "3"}], "isError": false}});
+                let result = json!({"jsonrpc": "2.0", "id": id, "result": canned_result()});
                 Ok::<_, hyper::Error>(
                     hyper::Response::builder()
                         .header("content-type", "application/json")
@@ -583,7 +593,7 @@ fn stdio_floor_server() {
         let result = if message["method"] == "tools/list" {
             json!({"tools": [{"name": "add", "inputSchema": {"type": "object"}}]})
         } else {
-            json!({"content": [{"type": "text", "text": "3"}], "isError": false})
+            canned_result()
         };
         let mut answer = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string().into_bytes();
         answer.push(b'\n');
@@ -609,7 +619,7 @@ fn http() {
 
 /// The HTTP parts against `server` at `url`, each line named `label/...`.
 fn drive_http(label: &str, mut server: Child, url: &str) {
-    let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
+    let addr = address_of(url);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
 
     for (stateless, sessions) in [(false, 1), (false, CONCURRENCY), (true, 1), (true, CONCURRENCY)] {
@@ -664,8 +674,7 @@ fn idle_sessions() {
     });
     std::fs::write(&config, document.to_string()).expect("write the toolsets file");
     let (mut server, url) = toolhost_tests::spawn_serve_http(&["--config", &config.display().to_string()], &[]);
-    let addr =
-        url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp").to_owned();
+    let addr = address_of(&url).to_owned();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
     let open = |count: usize| {
         runtime.block_on(async {
@@ -765,8 +774,7 @@ impl PacedServer {
     fn toolhost(label: &str, binary: &std::path::Path) -> PacedServer {
         let calculator = toolhost_tests::example("calculator").display().to_string();
         let (child, url) = toolhost_tests::spawn_serve_http_of(binary, &[&calculator], &[]);
-        let addr = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix("/mcp")).expect("http://ADDR/mcp");
-        PacedServer { label: label.to_owned(), child, addr: addr.to_owned(), floor: false }
+        PacedServer { label: label.to_owned(), child, addr: address_of(&url).to_owned(), floor: false }
     }
 
     fn floor() -> PacedServer {

@@ -43,7 +43,7 @@ pub(crate) struct StdioCalls {
     /// The running calls the client may still cancel, by request id (with
     /// the number of their start, which a client reusing an id does not
     /// share), and their tokens.
-    running: Mutex<HashMap<RequestId, (usize, CancellationToken), foldhash::fast::RandomState>>,
+    running: Mutex<RunningCalls>,
     /// How many calls were started.
     started: AtomicUsize,
     /// How many calls run (cancelled or not).
@@ -56,6 +56,11 @@ pub(crate) struct StdioCalls {
     /// which path the session's calls take.
     decided: tokio::sync::watch::Sender<bool>,
 }
+
+/// The running calls by request id: the number of their start and their
+/// token (ids hashed with a per-process seed: a client cannot choose
+/// collisions).
+type RunningCalls = HashMap<RequestId, (usize, CancellationToken), foldhash::fast::RandomState>;
 
 /// A call admitted to the direct path: its id, params and `_meta`.
 pub(crate) type Admitted = crate::jsonrpc::CallParts;
@@ -155,9 +160,7 @@ impl StdioCalls {
         self.stop.cancel();
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, (usize, CancellationToken), foldhash::fast::RandomState>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RunningCalls> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
