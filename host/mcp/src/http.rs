@@ -5,7 +5,9 @@
 //! `serve`): malformed JSON is `400` with `-32700`, malformed `tools/call`
 //! params are `-32602`, a batch is split and its answers joined, DELETE of
 //! an unknown session is `404` and of a live one `204`; foreign `Origin`s
-//! are refused with `403`, and the listener sets `TCP_NODELAY`.
+//! are refused with `403`, and the listener sets `TCP_NODELAY`. A session
+//! idle for [`HttpLimits::session_park_after`] is parked, and restored by
+//! its next request ([`parking`]).
 //!
 //! Beside `/mcp`: `/healthz` (alive) and `/readyz` (serving, not
 //! draining); with the `production` feature, the protected-resource
@@ -17,13 +19,13 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Method, Request, Response, StatusCode, header};
-use rmcp::transport::streamable_http_server::session::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize as _;
 use serde_json::Value;
 
 mod admission;
+/// Idle sessions parked, and restored by their next request.
+pub(crate) mod parking;
 /// Its production layer: bearer tokens, scopes, the metadata and metrics
 /// endpoints.
 #[cfg(feature = "production")]
@@ -198,12 +200,12 @@ async fn accept_loop(
     let _ = room.acquire_many(places as u32).await;
 }
 
-type Service = StreamableHttpService<McpServer, LocalSessionManager>;
+type Service = StreamableHttpService<McpServer, parking::Sessions>;
 
 /// What the HTTP front needs: rmcp's service and its sessions.
 pub(crate) struct Front {
     pub(crate) service: Service,
-    pub(crate) sessions: Arc<LocalSessionManager>,
+    pub(crate) sessions: Arc<parking::Sessions>,
     pub(crate) source: crate::ToolSource,
     /// Set when shutting down: `/readyz` says so, for load balancers.
     pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
@@ -395,9 +397,9 @@ impl HttpServer {
     /// Open the listening socket for `server`.
     pub async fn bind(server: McpServer, options: HttpOptions) -> Result<HttpServer, ServeError> {
         let session_calls = Arc::new(crate::session_call::SessionCalls::default());
-        let server = server
-            .with_max_calls(options.limits.calls)
-            .with_session_registrar(crate::session_call::SessionCalls::registrar(&session_calls));
+        let sessions = Arc::new(parking::Sessions::new(options.limits.session_park_after));
+        let hooks = crate::session_call::Hooks::new(Arc::clone(&session_calls), Arc::clone(sessions.table()));
+        let server = server.with_max_calls(options.limits.calls).with_session_hooks(Arc::new(hooks));
         let addr = options.addr;
         let bind_error = |source| ServeError::Bind { addr: addr.to_string(), source };
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_error)?;
@@ -423,9 +425,12 @@ impl HttpServer {
             .with_max_request_body_bytes(MAX_LINE);
         let mut config = config;
         config.cancellation_token = options.stopping.clone();
+        // Where parked sessions' `initialize` parameters are, for rmcp to
+        // restore them with.
+        config.session_store = Some(sessions.store());
         let stop = config.cancellation_token.clone();
         let direct = crate::stateless_call::Direct { server: server.clone(), hosts: direct_hosts, stop: stop.clone() };
-        let sessions = Arc::new(LocalSessionManager::default());
+        tokio::spawn(Arc::clone(&sessions).sweep(stop.clone()));
         let source = server.source().clone();
         let counting = server.clone();
         let service = StreamableHttpService::new(move || Ok(server.for_session()), Arc::clone(&sessions), config);
@@ -623,10 +628,21 @@ async fn http_front(
         Ok(request) => request,
         Err(refusal) => return *refusal,
     };
-    match *request.method() {
+    // A request of a session holds it live until answered (its stream
+    // closed): only sessions with none are parked.
+    let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+    let busy = match session {
+        Some(session) => front.sessions.table().enter(session).await,
+        None => None,
+    };
+    let response = match *request.method() {
         Method::DELETE => delete(&front, request).await,
         Method::POST if is_json(&request) => post(&front, request).await,
         _ => inner(&front, request).await,
+    };
+    match busy {
+        Some(busy) => busy.hold(response),
+        None => response,
     }
 }
 
@@ -635,7 +651,7 @@ async fn http_front(
 async fn delete(front: &Front, request: Request<Body>) -> Response<Body> {
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(Arc::<str>::from);
     if let Some(session) = &session
-        && !front.sessions.has_session(session).await.unwrap_or(false)
+        && !front.sessions.holds(session).await
     {
         let mut response = Response::new(Body::from("Not Found: no such session"));
         *response.status_mut() = StatusCode::NOT_FOUND;
@@ -666,7 +682,7 @@ fn opens_session(parts: &axum::http::request::Parts, message: &Value) -> bool {
 async fn open_session(front: &Front, request: Request<Body>, message: &Value) -> Response<Body> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let _one_at_a_time = front.opening.lock().await;
-    let open = front.sessions.sessions.read().await.len();
+    let open = front.sessions.open().await;
     if open >= front.limits.sessions {
         let text = format!(
             "the server has {open} sessions open, its most: close one (DELETE) or try again later; \
@@ -732,7 +748,7 @@ async fn post(front: &Front, request: Request<Body>) -> Response<Body> {
         {
             return refusal;
         }
-        return crate::session_call::answer(session, &front.sessions, &front.direct.stop, parts, call).await;
+        return crate::session_call::answer(session, &front.direct.stop, parts, call).await;
     }
     let message: Value = match serde_json::from_slice(&bytes) {
         Ok(message) => message,

@@ -17,13 +17,20 @@ pub struct HttpLimits {
     /// request whose body would pass it is refused at once with `503` and
     /// `Retry-After`. Default 256 MiB.
     pub body_bytes: usize,
-    /// MCP sessions open at once, all clients together; an `initialize`
-    /// past it is refused with `503`. A session ends when its client
-    /// deletes it or after 5 minutes without a request. Default 1024.
+    /// MCP sessions open at once (live or parked), all clients together;
+    /// an `initialize` past it is refused with `503`. A session ends when
+    /// its client deletes it or after 5 minutes without a request. Default
+    /// 1024.
     pub sessions: usize,
     /// Sessions one authenticated client (a token's subject) may have open;
     /// an `initialize` past it is refused with `429`. Default 64.
     pub sessions_per_client: usize,
+    /// How long a session may go without a request (none in flight, no
+    /// stream open) before it is parked: what rmcp holds of it (about 73
+    /// KiB) is let go, and its next request restores it. Default 30 s;
+    /// between 1 s and 5 minutes (5 minutes: sessions are never parked,
+    /// they end).
+    pub session_park_after: std::time::Duration,
     /// How long a request's head may take to arrive (and a kept-alive
     /// connection may sit idle), and, once it has, its body. Default 30 s;
     /// between 100 ms and an hour.
@@ -38,6 +45,7 @@ impl Default for HttpLimits {
             body_bytes: 256 << 20,
             sessions: 1024,
             sessions_per_client: 64,
+            session_park_after: std::time::Duration::from_secs(30),
             request_timeout: std::time::Duration::from_secs(30),
         }
     }
@@ -66,6 +74,12 @@ impl HttpLimits {
     pub fn with_sessions(mut self, sessions: usize, per_client: usize) -> Self {
         self.sessions = sessions;
         self.sessions_per_client = per_client;
+        self
+    }
+
+    /// Park a session after `after` without a request.
+    pub fn with_session_park_after(mut self, after: std::time::Duration) -> Self {
+        self.session_park_after = after;
         self
     }
 

@@ -77,18 +77,32 @@ pub struct McpServer {
     /// Where the spans of calls go.
     #[cfg(feature = "production")]
     tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
-    /// Told of each session once it is initialized (the HTTP front, which
-    /// answers its plain calls itself).
+    /// Told of each session once it is initialized, and asked for what a
+    /// parked session had set as it comes back (the HTTP front, which
+    /// answers its plain calls itself and parks its idle sessions).
     #[cfg(feature = "http")]
-    registrar: Option<SessionRegistrar>,
+    hooks: Option<Arc<dyn SessionHooks>>,
 }
 
-/// Told of an HTTP session once it is initialized: its id, its server
-/// (its state, not its lifetime) and its peer. What it returns is kept
-/// until the session ends, and dropped then.
+/// What the HTTP front is told of its sessions, and asked.
 #[cfg(feature = "http")]
-pub(crate) type SessionRegistrar =
-    Arc<dyn Fn(Arc<str>, McpServer, rmcp::service::Peer<RoleServer>) -> Box<dyn Send + Sync> + Send + Sync>;
+pub(crate) trait SessionHooks: Send + Sync {
+    /// An HTTP session is initialized: its id, its server (its state, not
+    /// its lifetime) and its peer. What this returns is kept until the
+    /// session ends, and dropped then.
+    fn register(&self, id: Arc<str>, server: McpServer, peer: rmcp::service::Peer<RoleServer>) -> Box<dyn Send + Sync>;
+
+    /// What session `id` had set before it was parked, as rmcp restores it.
+    fn restored(&self, id: &str) -> Option<SessionSettings>;
+}
+
+/// What a client set in its session: its log level and its subscriptions
+/// (kept while the session is parked).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionSettings {
+    log_level: Option<LogLevel>,
+    subscriptions: std::collections::BTreeSet<String>,
+}
 
 /// A session's lifetime: its token is cancelled when the last server of
 /// the session (every clone) is dropped.
@@ -193,40 +207,60 @@ impl McpServer {
             #[cfg(feature = "production")]
             tracer: None,
             #[cfg(feature = "http")]
-            registrar: None,
+            hooks: None,
         }
     }
 
-    /// Tell `registrar` of each session once it is initialized.
+    /// Tell `hooks` of each session once it is initialized, and ask it
+    /// for a restored session's settings.
     #[cfg(feature = "http")]
-    pub(crate) fn with_session_registrar(mut self, registrar: SessionRegistrar) -> Self {
-        self.registrar = Some(registrar);
+    pub(crate) fn with_session_hooks(mut self, hooks: Arc<dyn SessionHooks>) -> Self {
+        self.hooks = Some(hooks);
         self
+    }
+
+    /// What the client set in this session.
+    #[cfg(feature = "http")]
+    pub(crate) fn settings(&self) -> SessionSettings {
+        SessionSettings {
+            log_level: *self.log_level.lock().unwrap_or_else(|e| e.into_inner()),
+            subscriptions: self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+
+    /// Take on what the client had set in this session before it was parked.
+    #[cfg(feature = "http")]
+    fn adopt(&self, settings: SessionSettings) {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = settings.log_level;
+        *self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()) = settings.subscriptions;
     }
 
     /// Register this session for the HTTP front, if it is one of the
     /// front's (an HTTP session that began with `initialize`), once.
     #[cfg(feature = "http")]
     fn register_session(&self, context: &NotificationContext<RoleServer>) {
-        let Some(registrar) = &self.registrar else { return };
+        let Some(hooks) = &self.hooks else { return };
         let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else { return };
         let Some(id) = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
         if context.peer.peer_info().is_none() || self.session.end.registered.get().is_some() {
             return;
         }
-        self.session.end.registered.get_or_init(|| registrar(Arc::from(id), self.state_copy(), context.peer.clone()));
+        self.session
+            .end
+            .registered
+            .get_or_init(|| hooks.register(Arc::from(id), self.state_copy(), context.peer.clone()));
     }
 
     /// A copy of this session's server for answering its calls outside
     /// rmcp: its state (log level, subscriptions), not its lifetime (the
     /// session still ends when rmcp drops its last server), nor its
-    /// registrar (whose registry would then hold itself).
+    /// hooks (whose registry would then hold itself).
     #[cfg(any(feature = "http", feature = "stdio"))]
     pub(crate) fn state_copy(&self) -> McpServer {
         McpServer {
             session: Session::default(),
             #[cfg(feature = "http")]
-            registrar: None,
+            hooks: None,
             ..self.clone()
         }
     }
@@ -649,6 +683,25 @@ impl rmcp::ServerHandler for McpServer {
         info.server_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
         info.instructions = Some("Tools run as sandboxed WebAssembly plugins; arguments and results are validated against each tool's schemas.".to_owned());
         info
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        // A parked session coming back: rmcp replays its client's
+        // `initialize`, and the session takes on what its client had set.
+        #[cfg(feature = "http")]
+        if let Some(hooks) = &self.hooks
+            && let Some(marker) =
+                context.extensions.get::<rmcp::transport::streamable_http_server::session::SessionRestoreMarker>()
+            && let Some(settings) = hooks.restored(&marker.id)
+        {
+            self.adopt(settings);
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     #[allow(deprecated)]

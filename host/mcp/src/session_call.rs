@@ -21,38 +21,29 @@
 //! questions rmcp routes to the call's stream; a request with an `Origin`
 //! header, `_meta.protocolVersion`, or a version header of 2026-07-28.
 //!
-//! The session's worker counts time without a request towards its idle
-//! end (five minutes): calls answered here poke it once a minute. A
-//! client's `notifications/cancelled` for a call answered here goes on to
-//! rmcp, which knows no such request, and cancels the call once rmcp has
+//! A session's idle time is counted by the front, for calls answered here
+//! as for any other request (see [`crate::http::parking`]). A client's
+//! `notifications/cancelled` for a call answered here goes on to rmcp,
+//! which knows no such request, and cancels the call once rmcp has
 //! accepted it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, request::Parts};
-use rmcp::model::{ClientCapabilities, ClientJsonRpcMessage, ClientNotification, CustomNotification, Extensions};
+use rmcp::model::{ClientCapabilities, Extensions};
 use rmcp::model::{ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::McpServer;
 use crate::caller::{Caller, Outlet, Shape};
+use crate::http::parking::{Sessions, Table};
+use crate::server::{SessionHooks, SessionSettings};
 use crate::stateless_call::{Admitted, Call, Hosts, plain_json_post, respond, sole};
-
-/// How often calls answered here tell the session's worker it is in use
-/// (rmcp ends a session after five minutes without an event).
-const POKE_EVERY: u64 = 60;
-
-/// The notification that pokes a session's worker: a method no client
-/// sends, which the server ignores (rmcp hands unknown notifications to
-/// a handler that does nothing with them).
-const POKE: &str = "notifications/toolhost/in_use";
 
 /// The sessions whose calls may be answered here, by session id.
 #[derive(Default)]
@@ -62,15 +53,44 @@ pub(crate) struct SessionCalls {
     registered: tokio::sync::Notify,
 }
 
-/// A session's registration: forgets it when dropped.
+/// What the server tells the HTTP front of its sessions: each is
+/// registered here once initialized, and what its client set is kept as
+/// it parks and given back as it is restored.
+pub(crate) struct Hooks {
+    calls: Arc<SessionCalls>,
+    table: Arc<Table>,
+}
+
+impl Hooks {
+    /// Register sessions in `calls`, and keep their settings in `table`.
+    pub(crate) fn new(calls: Arc<SessionCalls>, table: Arc<Table>) -> Hooks {
+        Hooks { calls, table }
+    }
+}
+
+impl SessionHooks for Hooks {
+    fn register(&self, id: Arc<str>, server: McpServer, peer: Peer<RoleServer>) -> Box<dyn Send + Sync> {
+        let entry = self.calls.register(Arc::clone(&id), server, peer);
+        Box::new(Registered { calls: Arc::clone(&self.calls), table: Arc::clone(&self.table), entry })
+    }
+
+    fn restored(&self, id: &str) -> Option<SessionSettings> {
+        self.table.settings(id)
+    }
+}
+
+/// A session's registration: as the session ends, keeps what its client
+/// set (for when it is restored) and forgets it here.
 struct Registered {
     calls: Arc<SessionCalls>,
-    id: Arc<str>,
+    table: Arc<Table>,
+    entry: Arc<Entry>,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.calls.forget(&self.id);
+        self.table.keep(&self.entry.id, self.entry.server.settings());
+        self.calls.forget_entry(&self.entry);
     }
 }
 
@@ -85,26 +105,16 @@ pub(crate) struct Entry {
     /// The calls answered here and running, so that a client's
     /// `notifications/cancelled` reaches them.
     running: Mutex<HashMap<RequestId, CancellationToken>>,
-    /// When the entry was made, and the second after it when the worker
-    /// was last poked.
-    since: std::time::Instant,
-    poked: AtomicU64,
 }
 
 impl SessionCalls {
     /// Answer the calls of session `id` here, with the session's `server`
     /// and `peer`, until [`SessionCalls::forget`].
-    fn register(&self, id: Arc<str>, server: McpServer, peer: Peer<RoleServer>) {
-        let entry = Entry {
-            id: Arc::clone(&id),
-            server,
-            peer,
-            running: Default::default(),
-            since: std::time::Instant::now(),
-            poked: AtomicU64::new(0),
-        };
-        self.lock().insert(id, Arc::new(entry));
+    fn register(&self, id: Arc<str>, server: McpServer, peer: Peer<RoleServer>) -> Arc<Entry> {
+        let entry = Arc::new(Entry { id: Arc::clone(&id), server, peer, running: Default::default() });
+        self.lock().insert(id, Arc::clone(&entry));
         self.registered.notify_waiters();
+        entry
     }
 
     /// Wait (at most `within`) for session `id` to be registered: its
@@ -125,19 +135,18 @@ impl SessionCalls {
         .await;
     }
 
-    /// What registers each session here (as [`McpServer`] calls it): the
-    /// registration forgets the session when dropped, as the session ends.
-    pub(crate) fn registrar(calls: &Arc<SessionCalls>) -> crate::server::SessionRegistrar {
-        let calls = Arc::clone(calls);
-        Arc::new(move |id: Arc<str>, server: McpServer, peer: Peer<RoleServer>| {
-            calls.register(Arc::clone(&id), server, peer);
-            Box::new(Registered { calls: Arc::clone(&calls), id })
-        })
-    }
-
     /// The session `id` has ended.
     pub(crate) fn forget(&self, id: &str) {
         self.lock().remove(id);
+    }
+
+    /// The session of `entry` has ended (and not one registered since
+    /// under its id).
+    fn forget_entry(&self, entry: &Arc<Entry>) {
+        let mut sessions = self.lock();
+        if sessions.get(&entry.id).is_some_and(|held| Arc::ptr_eq(held, entry)) {
+            sessions.remove(&entry.id);
+        }
     }
 
     /// Cancel the call `request` of session `id`, if it is answered here.
@@ -199,28 +208,12 @@ fn asks_nothing(capabilities: Option<&ClientCapabilities>) -> bool {
 impl Entry {
     /// Whether the session is still open: rmcp has it, and its serve loop
     /// still runs. A session found ended is forgotten.
-    pub(crate) async fn open(&self, sessions: &LocalSessionManager, calls: &SessionCalls) -> bool {
+    pub(crate) async fn open(&self, sessions: &Sessions, calls: &SessionCalls) -> bool {
         let open = !self.peer.is_transport_closed() && sessions.has_session(&self.id).await.unwrap_or(false);
         if !open {
             calls.forget(&self.id);
         }
         open
-    }
-
-    /// Tell the session's worker, at most once a minute, that the session
-    /// is in use.
-    async fn keep_alive(&self, sessions: &LocalSessionManager) {
-        let now = self.since.elapsed().as_secs();
-        let last = self.poked.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < POKE_EVERY
-            || self.poked.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
-            return;
-        }
-        let poke = ClientNotification::CustomNotification(CustomNotification::new(POKE, None));
-        if let Err(error) = sessions.accept_message(&self.id, ClientJsonRpcMessage::notification(poke)).await {
-            tracing::debug!(session = %self.id, "the session's worker could not be told it is in use: {error}");
-        }
     }
 }
 
@@ -241,12 +234,10 @@ impl Drop for Running {
 /// `notifications/cancelled`; a client that goes away drops it.
 pub(crate) async fn answer(
     entry: Arc<Entry>,
-    sessions: &LocalSessionManager,
     stop: &CancellationToken,
     parts: Parts,
     (id, params, meta): Admitted,
 ) -> Response<Body> {
-    entry.keep_alive(sessions).await;
     let (sender, events) = mpsc::unbounded_channel();
     let ct = stop.child_token();
     entry.running.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), ct.clone());

@@ -125,6 +125,8 @@ pub struct LimitSettings {
     pub sessions: Option<usize>,
     /// Sessions one authenticated client may have open.
     pub sessions_per_client: Option<usize>,
+    /// Seconds without a request before a session is parked.
+    pub session_park_seconds: Option<u64>,
     /// Seconds a request's head, and then its body, may take to arrive.
     pub request_timeout_seconds: Option<u64>,
 }
@@ -146,6 +148,9 @@ impl LimitSettings {
         }
         if let Some(per_client) = self.sessions_per_client {
             limits.sessions_per_client = per_client;
+        }
+        if let Some(seconds) = self.session_park_seconds {
+            limits.session_park_after = std::time::Duration::from_secs(seconds);
         }
         if let Some(seconds) = self.request_timeout_seconds {
             limits.request_timeout = std::time::Duration::from_secs(seconds);

@@ -65,9 +65,9 @@ pub(crate) fn opened(front: &Front, session: String, subject: String) {
 ///
 /// [`HttpLimits::sessions`]: crate::HttpLimits::sessions
 pub(crate) async fn sessions_of(front: &Front, subject: &str) -> usize {
-    let live = front.sessions.sessions.read().await;
+    let live = front.sessions.ids().await;
     let mut owners = front.owners.lock().unwrap_or_else(|e| e.into_inner());
-    owners.retain(|session, _| live.contains_key(session.as_str()));
+    owners.retain(|session, _| live.contains(session.as_str()));
     owners.values().filter(|owner| owner.as_str() == subject).count()
 }
 
