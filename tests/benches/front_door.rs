@@ -33,7 +33,11 @@
 //!   `notifications/initialized`), each on a connection closed once it is
 //!   open, so that only the session stays; the server's resident memory
 //!   before and after, and its CPU over 10 s of idleness with none and with
-//!   them all (timers, keep-alive checks).
+//!   them all (timers, keep-alive checks). Then, once they have been idle
+//!   long enough to be parked (`sessionParkSeconds`, 20 s here), 1,000 more,
+//!   parked in turn: what each of those added to the server's resident
+//!   memory (the first 1,000's freed memory stays with the allocator, for
+//!   reuse), and the idle CPU with 2,000 parked.
 //! - `paced` (only when named): 8 kept-alive clients calling open-loop at
 //!   500 calls/s in all, the rate agents drive rather than saturation, with
 //!   the floor in the same run; the server's CPU per call read in
@@ -661,6 +665,11 @@ fn drive_http(label: &str, mut server: Child, url: &str) {
 /// Sessions held open by `idle_sessions`.
 const IDLE_SESSIONS: usize = 1_000;
 
+/// How long `idle_sessions` lets a session idle before it is parked: long
+/// enough to open them all and read the server's idle CPU before the
+/// first is.
+const IDLE_PARK_SECONDS: u64 = 20;
+
 /// What an idle session costs `serve --http`: resident memory per session
 /// and CPU while idle (see the module's doc).
 fn idle_sessions() {
@@ -670,7 +679,8 @@ fn idle_sessions() {
         "schema": "https://schema.cjson.dev/0/toolsets/cjson-toolsets-0.1.0-SNAPSHOT.schema.json",
         "toolsets": [{"id": "calc", "kind": "uri",
                       "server": {"url": toolhost_tests::example("calculator").display().to_string()}}],
-        "serve": {"limits": {"sessions": IDLE_SESSIONS + 1, "sessionsPerClient": IDLE_SESSIONS + 1}},
+        "serve": {"limits": {"sessions": 2 * IDLE_SESSIONS + 1, "sessionsPerClient": 2 * IDLE_SESSIONS + 1,
+                             "sessionParkSeconds": IDLE_PARK_SECONDS}},
     });
     std::fs::write(&config, document.to_string()).expect("write the toolsets file");
     let (mut server, url) = toolhost_tests::spawn_serve_http(&["--config", &config.display().to_string()], &[]);
@@ -706,6 +716,26 @@ fn idle_sessions() {
         rss_after.saturating_sub(rss_before) as f64 / IDLE_SESSIONS as f64,
         rss_before as f64 / 1024.0,
         rss_after as f64 / 1024.0,
+    );
+    // Parked once idle for the park period, swept at most a third of it
+    // later. What they held stays with the allocator (their records sit on
+    // its pages among others'), so the cost of a parked session is read
+    // from a second thousand, opened and parked once the first have been.
+    let parked = || std::thread::sleep(Duration::from_secs(IDLE_PARK_SECONDS * 2));
+    parked();
+    let rss_first = rss_kib(server.id()).unwrap_or(0);
+    open(IDLE_SESSIONS);
+    parked();
+    let rss_second = rss_kib(server.id()).unwrap_or(0);
+    let cpu_parked = idle_cpu();
+    println!(
+        "{:<28} {IDLE_SESSIONS} more, parked: {:.1} KiB resident each ({:.1} MiB with the first parked, {:.1} with \
+         both); idle CPU {cpu_parked:.1} µs/s with {} parked",
+        "http/parked-sessions",
+        rss_second.saturating_sub(rss_first) as f64 / IDLE_SESSIONS as f64,
+        rss_first as f64 / 1024.0,
+        rss_second as f64 / 1024.0,
+        2 * IDLE_SESSIONS,
     );
     let _ = server.kill();
     let _ = server.wait();
