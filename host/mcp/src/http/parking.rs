@@ -16,7 +16,8 @@
 //! What a parked session does not keep: notifications the server sent
 //! while no stream of its was open (rmcp buffers up to 16 for a later
 //! `GET`), and the event caches of requests answered over 30 s before
-//! (rmcp keeps them 60 s for a client resuming a stream). A client that
+//! (rmcp keeps them 60 s for a client resuming a stream); a call still
+//! running for a client whose stream has gone is cancelled. A client that
 //! wants notifications holds a `GET` stream, and such a session is never
 //! parked.
 //!
