@@ -508,6 +508,23 @@ pub(crate) fn http_exchange(
     (status, headers, body)
 }
 
+/// Open session `session`'s `GET` stream (answered `200`): the stream,
+/// past its status line.
+pub(crate) fn standalone_stream(url: &str, session: &str) -> BufReader<std::net::TcpStream> {
+    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-03-26\r\n\r\n"
+    )
+    .expect("send the GET");
+    let mut stream = BufReader::new(stream);
+    let mut status = String::new();
+    stream.read_line(&mut status).expect("the stream's status line");
+    assert!(status.contains(" 200 "), "{status}");
+    stream
+}
+
 pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
 }
@@ -597,17 +614,7 @@ fn sigint_stops_the_http_server_while_a_client_holds_the_sse_stream() {
     let (server, url, logs) = spawn_http(&[&example("calculator").display().to_string()]);
     let session = http_session(&url);
     // Open the GET stream, as the TypeScript SDK always does, and hold it.
-    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
-    write!(
-        stream,
-        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-03-26\r\n\r\n"
-    )
-    .expect("send the GET");
-    let mut head = BufReader::new(stream.try_clone().expect("clone"));
-    let mut status = String::new();
-    head.read_line(&mut status).expect("the stream's status line");
-    assert!(status.contains(" 200 "), "{status}");
+    let stream = standalone_stream(&url, &session);
 
     let pid = server.0.id().to_string();
     let killed = Command::new("kill").args(["-INT", &pid]).status().expect("run kill");

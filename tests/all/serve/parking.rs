@@ -4,7 +4,7 @@
 //! counts towards the session cap while parked, and its client can still
 //! delete it.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use toolhost_tests::fixture;
 
 use super::{
     JSON_AND_SSE, JSON_BODY, header, http_exchange, http_session, log_lines, messages_in, spawn_http_with_env,
-    wait_for_line,
+    standalone_stream, wait_for_line,
 };
 
 const DEBUG: [(&str, &str); 2] = [("TOOLHOST_LOG", "toolhost_mcp=debug"), ("NO_COLOR", "1")];
@@ -30,19 +30,9 @@ fn call(id: u64, name: &str, arguments: Value) -> Value {
 
 /// The `data:` messages of session `session`'s `GET` stream, as they come,
 /// on a thread of their own; and its connection (to close it).
-fn standalone_stream(url: &str, session: &str) -> (std::sync::mpsc::Receiver<Value>, std::net::TcpStream) {
-    let authority = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
-    let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
-    write!(
-        stream,
-        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-03-26\r\n\r\n"
-    )
-    .expect("send the GET");
-    let connection = stream.try_clone().expect("the connection again");
-    let mut lines = BufReader::new(stream);
-    let mut status = String::new();
-    lines.read_line(&mut status).expect("the stream's status line");
-    assert!(status.contains(" 200 "), "{status}");
+fn standalone_messages(url: &str, session: &str) -> (std::sync::mpsc::Receiver<Value>, std::net::TcpStream) {
+    let lines = standalone_stream(url, session);
+    let connection = lines.get_ref().try_clone().expect("the connection again");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in lines.lines().map_while(Result::ok) {
@@ -97,7 +87,7 @@ fn an_idle_session_is_parked_and_its_next_request_finds_it_as_it_was() {
 
     // With what its client had set: a log message at warning, and the
     // update of the resource it subscribed to, reach its stream.
-    let (stream, connection) = standalone_stream(&url, &session);
+    let (stream, connection) = standalone_messages(&url, &session);
     let (status, _) =
         request(&url, &session, call(5, "v2__log", json!({"message": "disk almost full", "level": "warning"})));
     assert_eq!(status, 200);
