@@ -89,6 +89,14 @@ enum Phase {
     Parked,
 }
 
+/// Whether a request of a session has begun.
+enum Entered {
+    /// It has (`None`: the session is not known).
+    Now(Option<Busy>),
+    /// The session is being parked: the request waits.
+    Later,
+}
+
 /// A request of a session in flight: the session is not parked while it
 /// lives.
 pub(crate) struct Busy {
@@ -149,23 +157,36 @@ impl Table {
     /// A request of session `id` begins: `None` if the session is not
     /// known (rmcp answers `404`). A session being parked is waited for.
     pub(crate) async fn enter(self: &Arc<Self>, id: &str) -> Option<Busy> {
+        if let Entered::Now(busy) = self.try_enter(id, false) {
+            return busy;
+        }
         let deadline = tokio::time::Instant::now() + PARKING_WAIT;
         loop {
+            // Listening before the record is read again: the end of the
+            // parking cannot slip between the two.
             let parked = self.parked.notified();
             tokio::pin!(parked);
             parked.as_mut().enable();
-            {
-                let mut records = self.lock();
-                let key = Arc::clone(records.get_key_value(id)?.0);
-                let record = records.get_mut(id)?;
-                if !matches!(record.phase, Phase::Parking(_)) || tokio::time::Instant::now() >= deadline {
-                    record.in_flight += 1;
-                    record.last = Instant::now();
-                    return Some(Busy { table: Arc::clone(self), id: key });
-                }
+            if let Entered::Now(busy) = self.try_enter(id, tokio::time::Instant::now() >= deadline) {
+                return busy;
             }
             let _ = tokio::time::timeout_at(deadline, parked).await;
         }
+    }
+
+    /// A request of session `id` begins, unless the session is being
+    /// parked and not `anyway`.
+    fn try_enter(self: &Arc<Self>, id: &str, anyway: bool) -> Entered {
+        let mut records = self.lock();
+        let Some((key, _)) = records.get_key_value(id) else { return Entered::Now(None) };
+        let key = Arc::clone(key);
+        let Some(record) = records.get_mut(id) else { return Entered::Now(None) };
+        if matches!(record.phase, Phase::Parking(_)) && !anyway {
+            return Entered::Later;
+        }
+        record.in_flight += 1;
+        record.last = Instant::now();
+        Entered::Now(Some(Busy { table: Arc::clone(self), id: key }))
     }
 
     /// Whether session `id` is live or parked.
@@ -291,12 +312,17 @@ impl Sessions {
                 () = stop.cancelled() => return,
             }
             let (park, end) = self.table.due(Instant::now());
-            for id in park.iter().chain(&end) {
+            for (id, parking) in park.iter().map(|id| (id, true)).chain(end.iter().map(|id| (id, false))) {
                 let live = self.local.has_session(id).await.unwrap_or(false);
                 if live {
-                    tracing::debug!(session = %id, "an idle session is parked");
+                    if parking {
+                        tracing::debug!(session = %id, "an idle session is parked");
+                    } else {
+                        tracing::debug!(session = %id, "a session ends, 5 minutes after its last request");
+                    }
                     // rmcp's worker ends, then its serve loop, which then
-                    // closes the session here (`close_session`): parked.
+                    // closes the session here (`close_session`): parked,
+                    // or gone if it ended.
                     if let Err(error) = self.local.close_session(id).await {
                         tracing::debug!(session = %id, "the session's worker had already ended: {error}");
                     }
