@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_tests::{example, fixture, mcp_client_script, mcp_python, toolhost};
 
-/// Calls at 2026-07-28, without a session.
 mod parking;
 mod sessions;
+/// Calls at 2026-07-28, without a session.
 mod stateless;
 mod stdio_calls;
 

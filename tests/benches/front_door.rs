@@ -33,7 +33,7 @@
 //!   `notifications/initialized`), each on a connection closed once it is
 //!   open, so that only the session stays; the server's resident memory
 //!   before and after, and its CPU over 10 s of idleness with none and with
-//!   them all (timers, keep-alive checks). Then, once they have been idle
+//!   them all (timers, the sweep that parks idle sessions). Then, once they have been idle
 //!   long enough to be parked (`sessionParkSeconds`, 20 s here), 1,000 more,
 //!   parked in turn: what each of those added to the server's resident
 //!   memory (the first 1,000's freed memory stays with the allocator, for
