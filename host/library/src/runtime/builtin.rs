@@ -113,9 +113,10 @@ impl BuiltinInstance {
         };
         let handler = Arc::clone(&tool.handler);
         let handled = CatchPanic(handler(BuiltinCall { arguments, meta }));
-        let ticker = &self.env.ticker;
-        let _running = ticker.running();
-        let joined = guest::bounded(ticker, deadline, async {
+        // Host code: no epoch to advance, so the ticker is not asked to
+        // tick; it keeps the deadline's alarm, which costs it no wake-up
+        // unless the deadline comes before its next look.
+        let joined = guest::bounded(&self.env.ticker, deadline, async {
             handled
                 .await
                 .map_err(|said| wasmtime::Error::new(Stop::Host(format!("the built-in tool panicked: {said}"))))

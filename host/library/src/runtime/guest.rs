@@ -388,8 +388,7 @@ fn arm<T: Guest>(store: &mut Store<T>, caller_deadline: Option<Instant>) {
 ///
 /// The deadline is kept by toolhost's epoch ticker thread
 /// ([`super::ticker::Alarm`]), not by tokio's timer, so this works on any
-/// tokio runtime, with or without its time driver. Callers hold a
-/// [`Ticker::running`] guard meanwhile, which keeps the ticker ticking.
+/// tokio runtime, with or without its time driver.
 pub(crate) async fn bounded<R>(
     ticker: &Ticker,
     deadline: Option<Instant>,

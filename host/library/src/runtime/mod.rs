@@ -472,8 +472,6 @@ impl Runtime {
     /// (`false`).
     async fn wait_idle(&self, deadline: Option<Instant>) -> bool {
         let inner = &self.inner;
-        // The ticker ticks while a guard lives: the alarm goes off.
-        let _ticking = deadline.map(|_| inner.ticker.running());
         let mut alarm = deadline.map(|at| inner.ticker.alarm(at));
         loop {
             let notified = inner.idle.notified();

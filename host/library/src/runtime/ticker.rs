@@ -4,20 +4,22 @@
 //! calls. It ends when its runtime shuts down or is dropped.
 //!
 //! It has three paces, so that what it costs follows what guests do:
-//! - **ticking**, every [`TICK`], while it saw a call running (or an alarm
-//!   set) at its last look: a guest that runs on yields every tick, and
-//!   deadlines are kept to a tick;
+//! - **ticking**, every [`TICK`], while it saw guest code running at its
+//!   last look: a guest that runs on yields every tick, and deadlines are
+//!   kept to a tick;
 //! - **watching**, every [`WATCH`], while calls come and go between its
 //!   looks: most calls take microseconds, and a server answering hundreds
 //!   a second would otherwise wake this thread a thousand times a second,
 //!   two wake-ups a call. A call that runs on is seen within `WATCH` and
 //!   ticked from then on, so its first yield comes at most `WATCH` after it
 //!   began (its deadline is checked then too);
-//! - **parked** after [`PARK_AFTER`] without a call, so an idle host costs
-//!   nothing; the next call unparks it.
+//! - **parked** after [`PARK_AFTER`] without a call or an alarm, so an idle
+//!   host costs nothing; the next call unparks it.
 //!
-//! An alarm set while it is not ticking wakes it at once, so alarms keep
-//! their tick.
+//! Alarms do not make it tick: it looks no later than the earliest alarm
+//! set, whatever its pace. An alarm earlier than its next look wakes it at
+//! once; one later (a call's timeout, seconds away, set while the call
+//! waits on a remote server) costs no wake-up at all.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -63,8 +65,10 @@ struct Shared {
     /// The thread, once started.
     thread: Mutex<Option<(Thread, JoinHandle<()>)>>,
     parked: AtomicBool,
-    /// Whether it is ticking (else watching or parked).
-    ticking: AtomicBool,
+    /// When it looks next, in nanoseconds after `origin` (`u64::MAX` while
+    /// parked or not started). Written and read under the `alarms` lock.
+    next_look: AtomicU64,
+    origin: Instant,
     /// A call started since the ticker last looked.
     seen: AtomicBool,
     stopped: AtomicBool,
@@ -81,7 +85,8 @@ impl Ticker {
                 engines: Mutex::new(Vec::new()),
                 thread: Mutex::new(None),
                 parked: AtomicBool::new(false),
-                ticking: AtomicBool::new(false),
+                next_look: AtomicU64::new(u64::MAX),
+                origin: Instant::now(),
                 seen: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
                 active: [const { Shard(AtomicUsize::new(0)) }; SHARDS],
@@ -167,31 +172,54 @@ fn run(shared: &Shared) {
     let mut last_call = Instant::now();
     let mut ticking = false;
     while !shared.stopped.load(Ordering::SeqCst) {
-        // An unpark (an alarm set, a stop) ends the wait early.
-        std::thread::park_timeout(if ticking { TICK } else { WATCH });
+        let pace = if ticking { TICK } else { WATCH };
+        // No later than the earliest alarm. (An unpark, for an earlier
+        // alarm or a stop, ends the wait early.)
+        let wait = {
+            let alarms = lock(&shared.alarms);
+            let now = Instant::now();
+            let wait = alarms.values().map(|(at, _)| at.saturating_duration_since(now)).fold(pace, Duration::min);
+            shared.next_look.store(shared.nanos(now + wait), Ordering::SeqCst);
+            wait
+        };
+        std::thread::park_timeout(wait);
         for engine in lock(&shared.engines).iter() {
             engine.increment_epoch();
         }
         let alarms = fire(shared);
         let running = active(shared) > 0;
         let seen = shared.seen.swap(false, Ordering::Relaxed);
-        ticking = running || alarms;
-        shared.ticking.store(ticking, Ordering::SeqCst);
+        ticking = running;
         let now = Instant::now();
         if running || seen {
             last_call = now;
         }
-        if ticking || now.duration_since(last_call) < PARK_AFTER {
+        if ticking || alarms || now.duration_since(last_call) < PARK_AFTER {
             continue;
         }
         shared.parked.store(true, Ordering::SeqCst);
-        // A call that started after the check above saw `parked` and will
-        // unpark us (an unpark before park is not lost).
-        if active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
-            std::thread::park();
+        {
+            // An alarm set from now on finds the ticker parked and unparks
+            // it; one set before is seen here.
+            let alarms = lock(&shared.alarms);
+            shared.next_look.store(u64::MAX, Ordering::SeqCst);
+            // A call that started after the check above saw `parked` and
+            // will unpark us (an unpark before park is not lost).
+            let idle = alarms.is_empty();
+            drop(alarms);
+            if idle && active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
+                std::thread::park();
+            }
         }
         shared.parked.store(false, Ordering::SeqCst);
         last_call = Instant::now();
+    }
+}
+
+impl Shared {
+    /// `at` in nanoseconds after the ticker's origin (`u64::MAX` at most).
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -217,8 +245,8 @@ fn fire(shared: &Shared) -> bool {
 /// A deadline the ticker thread keeps: ready once it has passed, and its
 /// task woken then (within a tick), even while the guest waits in a host
 /// call. Unlike `tokio::time`, it needs no time driver in the caller's
-/// runtime. The ticker ticks while a [`Running`] guard lives: hold one
-/// meanwhile.
+/// runtime. It needs no [`Running`] guard: the ticker looks by the
+/// earliest alarm set, whatever its pace.
 ///
 /// It borrows its ticker rather than holding a clone: a call on each core
 /// would otherwise write the ticker's reference count, one cache line
@@ -237,17 +265,19 @@ impl Alarm<'_> {
             return Poll::Ready(());
         }
         let id = *self.id.get_or_insert_with(|| self.shared.next_alarm.fetch_add(1, Ordering::Relaxed));
-        let mut alarms = lock(&self.shared.alarms);
+        let shared = self.shared;
+        let mut alarms = lock(&shared.alarms);
         match alarms.get_mut(&id) {
             Some((_, waker)) if waker.will_wake(cx.waker()) => {}
             _ => {
                 alarms.insert(id, (self.deadline, cx.waker().clone()));
+                // A ticker that would look too late (parked, or watching
+                // with no earlier alarm) is woken to look again; one that
+                // will look by the deadline, or is between looks (and will
+                // see this alarm when it next takes the lock), is not.
+                let late = shared.nanos(self.deadline) < shared.next_look.load(Ordering::SeqCst);
                 drop(alarms);
-                // A ticker watching or parked would look too late: wake it
-                // to tick.
-                if !self.shared.ticking.load(Ordering::SeqCst)
-                    && let Some((thread, _)) = &*lock(&self.shared.thread)
-                {
+                if late && let Some((thread, _)) = &*lock(&shared.thread) {
                     thread.unpark();
                 }
             }
