@@ -461,9 +461,11 @@ impl Connection {
                 )));
             }
         };
-        let answered = serde_json::to_value(&answered)
+        // rmcp's type to toolhost's through the encoding, which is shorter
+        // work than through a `Value` tree built and dropped on the way.
+        let answered = serde_json::to_vec(&answered)
             .map_err(|e| BuiltinError::Unavailable(format!("the answer cannot be read: {e}")))?;
-        serde_json::from_value(answered).map_err(|e| {
+        serde_json::from_slice(&answered).map_err(|e| {
             BuiltinError::Unavailable(format!(
                 "{} answered `{name}` with a result that is not valid: {e}",
                 self.target.describe()

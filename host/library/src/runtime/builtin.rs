@@ -143,8 +143,10 @@ impl BuiltinInstance {
                 return Err(RunError::Fault(fault));
             }
         };
-        // Weighed as its encoding, then checked as JSON, as a guest's
-        // result is (without encoding it and reading it back).
+        // Weighed as its encoding (without writing it out), then checked as
+        // a typed result, as a component's is: a Rust value has the
+        // protocol's shape by its type, so what is left to check is what
+        // the type does not guarantee, and the output schema.
         let mut size = Counted(0);
         serde_json::to_writer(&mut size, &result).map_err(|e| {
             RunError::Fault(Fault::new(FaultKind::Runtime, format!("the result cannot be encoded: {e}")))
@@ -156,9 +158,7 @@ impl BuiltinInstance {
                 format!("{} bytes, over the limit of {} bytes", size.0, limits.max_output_bytes),
             )));
         }
-        serde_json::to_value(&result)
-            .map(CallOutput::Json)
-            .map_err(|e| RunError::Fault(Fault::new(FaultKind::Runtime, format!("the result cannot be read: {e}"))))
+        Ok(CallOutput::Typed(result))
     }
 
     /// What the last call used (only its output: host code has no fuel or
