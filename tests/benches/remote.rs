@@ -26,6 +26,12 @@
 //! connecting, initializing and listing every tool of the Python server,
 //! directly and as a registry's `load_all` of a toolsets file. Figures,
 //! not assertions.
+//!
+//! `REMOTE_UPSTREAMS` names the upstreams to run (comma-separated labels,
+//! all three by default; the sync runs with `python-stdio`),
+//! `REMOTE_CALLS` the calls per round and way (1,000), and `REMOTE_WAYS`
+//! one way alone (`direct` or `registry`), which is how a profiler sees
+//! one way's cost.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +44,23 @@ use serde_json::{Value, json};
 use toolhost::{ApproveAll, NoSecrets, Registry, load_toolsets};
 use toolhost_mcp::McpConnector;
 
-/// Calls per round and way, after a warm-up of a tenth as many.
+/// Calls per round and way (unless `REMOTE_CALLS` says), after a warm-up
+/// of a tenth as many.
 const CALLS: usize = 1_000;
+
+fn calls() -> usize {
+    std::env::var("REMOTE_CALLS").ok().and_then(|n| n.parse().ok()).filter(|n| *n > 0).unwrap_or(CALLS)
+}
+
+/// Whether `REMOTE_WAYS` lets `way` run.
+fn runs(way: &str) -> bool {
+    std::env::var("REMOTE_WAYS").map_or(true, |ways| ways.split(',').any(|w| w.trim() == way))
+}
+
+/// Whether `REMOTE_UPSTREAMS` names `label`.
+fn wanted(label: &str) -> bool {
+    std::env::var("REMOTE_UPSTREAMS").map_or(true, |labels| labels.split(',').any(|l| l.trim() == label))
+}
 const ROUNDS: usize = 4;
 const SYNCS: usize = 10;
 
@@ -187,14 +208,15 @@ async fn run<F: Future<Output = ()>>(way: &mut Way, warm_up: usize, mut call: im
     for i in 0..warm_up {
         call(i).await;
     }
+    let calls = calls();
     let cpu = process_cpu();
-    for i in 0..CALLS {
+    for i in 0..calls {
         let started = Instant::now();
         call(i).await;
         way.latencies.push(started.elapsed());
     }
     way.cpu += process_cpu().saturating_sub(cpu);
-    way.calls += CALLS;
+    way.calls += calls;
 }
 
 /// Both ways against one upstream, alternating rounds.
@@ -203,27 +225,38 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     let registry = upstream.registry(dir).await;
     let (mut direct, mut through) = (Way::default(), Way::default());
     for round in 0..ROUNDS {
-        let warm_up = if round == 0 { CALLS / 10 } else { 0 };
-        run(&mut direct, warm_up, |i| {
-            let mut params = CallToolRequestParams::new("add");
-            params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
-            let client = &client;
-            async move {
-                let result = client.call_tool(params).await.expect("call");
-                assert_ne!(result.is_error, Some(true));
-            }
-        })
-        .await;
-        run(&mut through, warm_up, |i| {
-            let registry = &registry;
-            async move {
-                let result = registry.call_tool("up__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("call");
-                assert!(!result.is_error());
-            }
-        })
-        .await;
+        let warm_up = if round == 0 { calls() / 10 } else { 0 };
+        if runs("direct") {
+            run(&mut direct, warm_up, |i| {
+                let mut params = CallToolRequestParams::new("add");
+                params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
+                let client = &client;
+                async move {
+                    let result = client.call_tool(params).await.expect("call");
+                    assert_ne!(result.is_error, Some(true));
+                }
+            })
+            .await;
+        }
+        if runs("registry") {
+            run(&mut through, warm_up, |i| {
+                let registry = &registry;
+                async move {
+                    let result =
+                        registry.call_tool("up__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("call");
+                    assert!(!result.is_error());
+                }
+            })
+            .await;
+        }
     }
     let label = upstream.label();
+    if direct.calls == 0 || through.calls == 0 {
+        let (way, name) = if direct.calls > 0 { (&mut direct, "direct") } else { (&mut through, "registry") };
+        way.report(&format!("{label}/{name}"));
+        let _ = client.cancel().await;
+        return;
+    }
     let (direct_p50, direct_cpu) = direct.report(&format!("{label}/direct"));
     let (through_p50, through_cpu) = through.report(&format!("{label}/registry"));
     println!(
@@ -256,7 +289,7 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("scratch");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     runtime.block_on(async {
-        println!("remote MCP toolsets: `add`, sequential calls, {ROUNDS} rounds of {CALLS} each way, alternating");
+        println!("remote MCP toolsets: `add`, sequential calls, {ROUNDS} rounds of {} each way, alternating", calls());
         let calculator = toolhost_tests::example("calculator").display().to_string();
         let (child, url) = toolhost_tests::spawn_serve_http_of(&toolhost, &[&calculator], &[]);
         for upstream in [
@@ -264,7 +297,12 @@ fn main() {
             Upstream::ToolhostStdio(toolhost.display().to_string()),
             Upstream::ToolhostHttp(child, url),
         ] {
-            compare(&upstream, &dir).await;
+            if wanted(upstream.label()) {
+                compare(&upstream, &dir).await;
+            }
+        }
+        if !wanted("python-stdio") {
+            return;
         }
 
         println!("sync: start, initialize and list the Python server's tools, {SYNCS} times each way, alternating");
