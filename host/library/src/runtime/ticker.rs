@@ -316,3 +316,52 @@ impl Drop for Running<'_> {
         self.shared.active[self.shard].0.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wait for `alarm` on a runtime with no time driver, on a thread of
+    /// its own; when it went off, or `None` if it had not within 30 s.
+    fn went_off(ticker: &Ticker, at: Instant) -> Option<Instant> {
+        let ticker = ticker.clone();
+        let (sent, went) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+            runtime.block_on(ticker.alarm(at));
+            let _ = sent.send(Instant::now());
+        });
+        went.recv_timeout(Duration::from_secs(30)).ok()
+    }
+
+    #[test]
+    fn an_alarm_goes_off_after_its_deadline_whether_the_ticker_is_parked_watching_or_waits_for_a_later_one() {
+        let ticker = Ticker::new();
+        ticker.tick(&Engine::default()).expect("the ticker starts");
+
+        // Parked: nothing has run for longer than `PARK_AFTER`.
+        let waited = Instant::now() + Duration::from_secs(30);
+        while !ticker.shared.parked.load(Ordering::SeqCst) {
+            assert!(Instant::now() < waited, "the ticker never parked");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let at = Instant::now() + Duration::from_millis(50);
+        let off = went_off(&ticker, at).expect("an alarm set while the ticker is parked goes off");
+        assert!(off >= at, "it went off before its deadline");
+
+        // A later alarm is set (it neither goes off nor holds back an
+        // earlier one), then one earlier than the ticker's next look.
+        let later = ticker.clone();
+        let far = std::thread::spawn(move || went_off(&later, Instant::now() + Duration::from_secs(3600)));
+        for ahead in [Duration::from_millis(30), Duration::from_micros(500), Duration::ZERO] {
+            let at = Instant::now() + ahead;
+            let off = went_off(&ticker, at).expect("an alarm earlier than a later one goes off");
+            assert!(off >= at, "it went off before its deadline");
+        }
+        assert!(!far.is_finished(), "the alarm an hour away went off");
+
+        // Stopping the ticker sets off the alarms still set.
+        ticker.stop();
+        assert!(far.join().expect("the waiting thread").is_some(), "a stopped ticker left an alarm set");
+    }
+}
