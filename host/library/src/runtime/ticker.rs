@@ -198,18 +198,17 @@ fn run(shared: &Shared) {
             continue;
         }
         shared.parked.store(true, Ordering::SeqCst);
-        {
-            // An alarm set from now on finds the ticker parked and unparks
-            // it; one set before is seen here.
+        // An alarm set from now on finds the ticker parked and unparks it;
+        // one set before is seen here.
+        let no_alarm = {
             let alarms = lock(&shared.alarms);
             shared.next_look.store(u64::MAX, Ordering::SeqCst);
-            // A call that started after the check above saw `parked` and
-            // will unpark us (an unpark before park is not lost).
-            let idle = alarms.is_empty();
-            drop(alarms);
-            if idle && active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
-                std::thread::park();
-            }
+            alarms.is_empty()
+        };
+        // A call that started after the check above saw `parked` and will
+        // unpark us (an unpark before park is not lost).
+        if no_alarm && active(shared) == 0 && !shared.stopped.load(Ordering::SeqCst) {
+            std::thread::park();
         }
         shared.parked.store(false, Ordering::SeqCst);
         last_call = Instant::now();

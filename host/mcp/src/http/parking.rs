@@ -318,7 +318,7 @@ impl Sessions {
                     if parking {
                         tracing::debug!(session = %id, "an idle session is parked");
                     } else {
-                        tracing::debug!(session = %id, "a session ends, 5 minutes after its last request");
+                        tracing::debug!(session = %id, "a session ends, {SESSION_END:?} after its last request");
                     }
                     // rmcp's worker ends, then its serve loop, which then
                     // closes the session here (`close_session`): parked,
