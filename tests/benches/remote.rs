@@ -47,22 +47,19 @@ use toolhost_mcp::McpConnector;
 /// Calls per round and way (unless `REMOTE_CALLS` says), after a warm-up
 /// of a tenth as many.
 const CALLS: usize = 1_000;
+const ROUNDS: usize = 4;
+const SYNCS: usize = 10;
 
+/// Calls per round and way: `REMOTE_CALLS`, else [`CALLS`].
 fn calls() -> usize {
     std::env::var("REMOTE_CALLS").ok().and_then(|n| n.parse().ok()).filter(|n| *n > 0).unwrap_or(CALLS)
 }
 
-/// Whether `REMOTE_WAYS` lets `way` run.
-fn runs(way: &str) -> bool {
-    std::env::var("REMOTE_WAYS").map_or(true, |ways| ways.split(',').any(|w| w.trim() == way))
+/// Whether `name` runs: the environment variable `list` is unset, or names
+/// it among its comma-separated entries (`REMOTE_WAYS`, `REMOTE_UPSTREAMS`).
+fn runs(list: &str, name: &str) -> bool {
+    std::env::var(list).map_or(true, |names| names.split(',').any(|n| n.trim() == name))
 }
-
-/// Whether `REMOTE_UPSTREAMS` names `label`.
-fn wanted(label: &str) -> bool {
-    std::env::var("REMOTE_UPSTREAMS").map_or(true, |labels| labels.split(',').any(|l| l.trim() == label))
-}
-const ROUNDS: usize = 4;
-const SYNCS: usize = 10;
 
 fn server_script() -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py").display().to_string()
@@ -226,7 +223,7 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     let (mut direct, mut through) = (Way::default(), Way::default());
     for round in 0..ROUNDS {
         let warm_up = if round == 0 { calls() / 10 } else { 0 };
-        if runs("direct") {
+        if runs("REMOTE_WAYS", "direct") {
             run(&mut direct, warm_up, |i| {
                 let mut params = CallToolRequestParams::new("add");
                 params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
@@ -238,7 +235,7 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
             })
             .await;
         }
-        if runs("registry") {
+        if runs("REMOTE_WAYS", "registry") {
             run(&mut through, warm_up, |i| {
                 let registry = &registry;
                 async move {
@@ -250,21 +247,19 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
             .await;
         }
     }
+    // Each way that ran (`REMOTE_WAYS` may leave one out), and what the
+    // registry added when both did.
     let label = upstream.label();
-    if direct.calls == 0 || through.calls == 0 {
-        let (way, name) = if direct.calls > 0 { (&mut direct, "direct") } else { (&mut through, "registry") };
-        way.report(&format!("{label}/{name}"));
-        let _ = client.cancel().await;
-        return;
+    let direct = (direct.calls > 0).then(|| direct.report(&format!("{label}/direct")));
+    let through = (through.calls > 0).then(|| through.report(&format!("{label}/registry")));
+    if let (Some((direct_p50, direct_cpu)), Some((through_p50, through_cpu))) = (direct, through) {
+        println!(
+            "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
+            format!("{label}/added"),
+            us(through_p50) - us(direct_p50),
+            through_cpu - direct_cpu
+        );
     }
-    let (direct_p50, direct_cpu) = direct.report(&format!("{label}/direct"));
-    let (through_p50, through_cpu) = through.report(&format!("{label}/registry"));
-    println!(
-        "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
-        format!("{label}/added"),
-        us(through_p50) - us(direct_p50),
-        through_cpu - direct_cpu
-    );
     let _ = client.cancel().await;
 }
 
@@ -290,18 +285,19 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
     runtime.block_on(async {
         println!("remote MCP toolsets: `add`, sequential calls, {ROUNDS} rounds of {} each way, alternating", calls());
-        let calculator = toolhost_tests::example("calculator").display().to_string();
-        let (child, url) = toolhost_tests::spawn_serve_http_of(&toolhost, &[&calculator], &[]);
-        for upstream in [
-            Upstream::PythonStdio(python.clone()),
-            Upstream::ToolhostStdio(toolhost.display().to_string()),
-            Upstream::ToolhostHttp(child, url),
-        ] {
-            if wanted(upstream.label()) {
-                compare(&upstream, &dir).await;
-            }
+        let mut upstreams =
+            vec![Upstream::PythonStdio(python.clone()), Upstream::ToolhostStdio(toolhost.display().to_string())];
+        // (The HTTP server is started only when it is to be called.)
+        if runs("REMOTE_UPSTREAMS", "toolhost-http") {
+            let calculator = toolhost_tests::example("calculator").display().to_string();
+            let (child, url) = toolhost_tests::spawn_serve_http_of(&toolhost, &[&calculator], &[]);
+            upstreams.push(Upstream::ToolhostHttp(child, url));
         }
-        if !wanted("python-stdio") {
+        for upstream in upstreams.iter().filter(|upstream| runs("REMOTE_UPSTREAMS", upstream.label())) {
+            compare(upstream, &dir).await;
+        }
+        drop(upstreams);
+        if !runs("REMOTE_UPSTREAMS", "python-stdio") {
             return;
         }
 
