@@ -18,7 +18,8 @@
 //!   two processes' wake-ups cost, before any MCP.
 //! - `cold-start`: `toolhost serve` of each example plugin with an empty
 //!   compiled-module cache, process start to its first `tools/list` answer
-//!   (median of 7 each).
+//!   (median of 7 each); alternating with the `toolhost` binary that
+//!   `FRONT_DOOR_BASELINE` names, if set.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
 //!   connection; the clients are tasks on one client thread, whose CPU per
@@ -322,28 +323,41 @@ fn start_time(server: &StdioServer) {
 /// empty compiled-module cache (a fresh `TOOLHOST_CACHE_DIR` each time), so
 /// the plugin is compiled before it can answer; the median of 7 for each
 /// example named. Each process is killed once it has answered (its
-/// background compile with it), before the next starts.
+/// background compile with it), before the next starts. With
+/// `FRONT_DOOR_BASELINE` naming another `toolhost` binary (the build
+/// before a change), its starts alternate with this build's, start by
+/// start, and are reported on a line of their own.
 fn cold_start() {
+    let baseline = std::env::var_os("FRONT_DOOR_BASELINE").filter(|b| !b.is_empty());
+    let mut builds = vec![("cold-start".to_owned(), toolhost_tests::toolhost())];
+    if let Some(baseline) = baseline {
+        builds.push(("baseline/cold-start".to_owned(), std::path::PathBuf::from(baseline)));
+    }
     for plugin in ["calculator", "clock", "text", "doorbell", "calculator.component"] {
-        let mut server = StdioServer::toolhost();
-        server.args[1] = toolhost_tests::example(plugin).display().to_string();
-        let mut times = Vec::new();
+        let mut times = vec![Vec::new(); builds.len()];
         for _ in 0..7 {
-            let cache = tempfile::tempdir().expect("a cache directory");
-            server.env = vec![("TOOLHOST_CACHE_DIR".to_owned(), cache.path().to_owned())];
-            let (elapsed, tools, mut child, _input) = start_and_list(&server);
-            times.push(elapsed);
-            assert!(tools > 0, "{plugin} listed no tools");
-            let _ = child.kill();
-            let _ = child.wait();
+            for ((_, binary), times) in builds.iter().zip(&mut times) {
+                let mut server = StdioServer::toolhost();
+                server.program = binary.display().to_string();
+                server.args[1] = toolhost_tests::example(plugin).display().to_string();
+                let cache = tempfile::tempdir().expect("a cache directory");
+                server.env = vec![("TOOLHOST_CACHE_DIR".to_owned(), cache.path().to_owned())];
+                let (elapsed, tools, mut child, _input) = start_and_list(&server);
+                times.push(elapsed);
+                assert!(tools > 0, "{plugin} listed no tools");
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
-        times.sort();
-        println!(
-            "{:<28} cold start to tools/list: median {:.1} ms, min {:.1} ms (7 starts, empty cache)",
-            format!("cold-start/{plugin}"),
-            times[times.len() / 2].as_secs_f64() * 1e3,
-            times[0].as_secs_f64() * 1e3
-        );
+        for ((label, _), mut times) in builds.iter().zip(times) {
+            times.sort();
+            println!(
+                "{:<28} cold start to tools/list: median {:.1} ms, min {:.1} ms (7 starts, empty cache)",
+                format!("{label}/{plugin}"),
+                times[times.len() / 2].as_secs_f64() * 1e3,
+                times[0].as_secs_f64() * 1e3
+            );
+        }
     }
 }
 
