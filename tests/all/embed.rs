@@ -109,7 +109,7 @@ fn features_leave_out_what_an_embedder_does_not_use() {
 /// build wasmtime and most else again.
 fn agent_loop() -> PathBuf {
     let (profile_dir, profile) = toolhost_tests::build_profile();
-    let status = Command::new(env!("CARGO"))
+    let status = toolhost_tests::nested_cargo()
         .current_dir(workspace())
         .args(["build", "--quiet", "--example", "agent_loop", "--profile", &profile])
         .status()

@@ -28,7 +28,7 @@ fn the_python_package_builds_with_pip_and_passes_its_tests() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let package = root.join("host/python");
     let path = format!("{}:{}", venv.display(), std::env::var("PATH").unwrap_or_default());
-    let install = std::process::Command::new(venv.join("python"))
+    let install = toolhost_tests::without_package_env(&mut std::process::Command::new(venv.join("python")))
         .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-build-isolation"])
         .args(["--force-reinstall", "--no-deps"])
         .arg(&package)

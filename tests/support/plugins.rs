@@ -68,7 +68,7 @@ pub fn toolhost() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let (dir, profile) = build_profile();
-            let status = std::process::Command::new(env!("CARGO"))
+            let status = nested_cargo()
                 .args(["build", "--quiet", "--package", "toolhost-cli", "--bin", "toolhost", "--profile", &profile])
                 .status()
                 .expect("run cargo to build the toolhost binary");
@@ -76,6 +76,42 @@ pub fn toolhost() -> PathBuf {
             dir.join(format!("toolhost{}", std::env::consts::EXE_SUFFIX))
         })
         .clone()
+}
+
+/// Cargo, to be run from a test or a benchmark, with the environment the
+/// outer `cargo` was started with ([`without_package_env`]).
+pub fn nested_cargo() -> std::process::Command {
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    without_package_env(&mut cargo);
+    cargo
+}
+
+/// Take off `command` the variables cargo sets for the package under test
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, …), for a command that runs
+/// cargo (directly, or through maturin). Build scripts that read those
+/// through `rerun-if-env-changed` (ring's does) would otherwise run again,
+/// and everything above them be rebuilt, each time a nested build and an
+/// outer one take turns: a `cargo bench` paid a whole release link of the
+/// CLI on every run.
+pub fn without_package_env(command: &mut std::process::Command) -> &mut std::process::Command {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let set_for_the_package = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                name,
+                "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+            );
+        if set_for_the_package {
+            command.env_remove(name);
+        }
+    }
+    command
 }
 
 /// The shipped example configuration (`example-plugins/toolsets.yaml`),
