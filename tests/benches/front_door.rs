@@ -328,11 +328,7 @@ fn start_time(server: &StdioServer) {
 /// before a change), its starts alternate with this build's, start by
 /// start, and are reported on a line of their own.
 fn cold_start() {
-    let baseline = std::env::var_os("FRONT_DOOR_BASELINE").filter(|b| !b.is_empty());
-    let mut builds = vec![("cold-start".to_owned(), toolhost_tests::toolhost())];
-    if let Some(baseline) = baseline {
-        builds.push(("baseline/cold-start".to_owned(), std::path::PathBuf::from(baseline)));
-    }
+    let builds = builds();
     for plugin in ["calculator", "clock", "text", "doorbell", "calculator.component"] {
         let mut times = vec![Vec::new(); builds.len()];
         for _ in 0..7 {
@@ -351,9 +347,13 @@ fn cold_start() {
         }
         for ((label, _), mut times) in builds.iter().zip(times) {
             times.sort();
+            let line = match label.as_str() {
+                "toolhost" => format!("cold-start/{plugin}"),
+                other => format!("{other}/cold-start/{plugin}"),
+            };
             println!(
                 "{:<28} cold start to tools/list: median {:.1} ms, min {:.1} ms (7 starts, empty cache)",
-                format!("{label}/{plugin}"),
+                line,
                 times[times.len() / 2].as_secs_f64() * 1e3,
                 times[0].as_secs_f64() * 1e3
             );
@@ -1001,18 +1001,13 @@ fn paced() {
     let clients = number("FRONT_DOOR_CLIENTS", 8.0) as usize;
     let seconds = number("FRONT_DOOR_SECONDS", 20.0);
     let rounds = number("FRONT_DOOR_ROUNDS", 1.0) as usize;
-    let baseline = std::env::var_os("FRONT_DOOR_BASELINE").filter(|b| !b.is_empty()).map(std::path::PathBuf::from);
     println!("paced: {rate} calls/s from {clients} clients, {seconds} s a line; server CPU from /proc, per call");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("client runtime");
     for _ in 0..rounds {
         let floor = PacedServer::floor();
         let floor_cpu = paced_line(&runtime, &floor, true, rate, clients, seconds, None);
         drop(floor);
-        let mut builds = vec![("toolhost".to_owned(), toolhost_tests::toolhost())];
-        if let Some(baseline) = &baseline {
-            builds.push(("baseline".to_owned(), baseline.clone()));
-        }
-        for (label, binary) in builds {
+        for (label, binary) in builds() {
             let server = PacedServer::toolhost(&label, &binary);
             for stateless in [true, false] {
                 paced_line(&runtime, &server, stateless, rate, clients, seconds, Some(floor_cpu));
@@ -1022,6 +1017,16 @@ fn paced() {
             }
         }
     }
+}
+
+/// The `toolhost` builds a part compares, labelled: this one, and the one
+/// `FRONT_DOOR_BASELINE` names (the build before a change), if set.
+fn builds() -> Vec<(String, std::path::PathBuf)> {
+    let mut builds = vec![("toolhost".to_owned(), toolhost_tests::toolhost())];
+    if let Some(baseline) = std::env::var_os("FRONT_DOOR_BASELINE").filter(|b| !b.is_empty()) {
+        builds.push(("baseline".to_owned(), std::path::PathBuf::from(baseline)));
+    }
+    builds
 }
 
 fn main() {
