@@ -11,7 +11,9 @@ use serde_json::Value;
 /// `_meta` (stdio: the same message, field for field). Panics otherwise.
 pub fn tool_call(bytes: &[u8]) {
     #[cfg(feature = "stdio")]
-    if let Some(fast) = crate::jsonrpc::tool_call_message(bytes) {
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && let Some(fast) = crate::jsonrpc::tool_call_message(text)
+    {
         let general: ClientJsonRpcMessage = serde_json::from_slice(bytes).expect("rmcp parses what stdio's took");
         assert_eq!(as_value(&fast), as_value(&general), "stdio's fast parse gives rmcp's message");
     }

@@ -316,16 +316,26 @@ impl CallBody {
 /// buffered and parsed a second time. `None` for anything else, or
 /// anything unusual (another method, a duplicate member, a name that is not
 /// a string...), which then takes the general path.
+///
+/// The bytes are checked as UTF-8 once, in one pass, and then parsed as
+/// text: serde's parse of bytes checks every string it reads on its own, a
+/// call at a time (and bytes that are not UTF-8 are no request either way).
 #[cfg(any(feature = "stdio", feature = "http"))]
 pub(crate) fn parse_tool_call(bytes: &[u8]) -> Option<CallParts> {
-    serde_json::from_slice::<CallBody>(bytes).ok().map(CallBody::into_parts)
+    parse_tool_call_text(std::str::from_utf8(bytes).ok()?)
 }
 
-/// A `tools/call` request parsed straight from its bytes, as rmcp's
+/// [`parse_tool_call`] of a line already read as text.
+#[cfg(any(feature = "stdio", feature = "http"))]
+pub(crate) fn parse_tool_call_text(text: &str) -> Option<CallParts> {
+    serde_json::from_str::<CallBody>(text).ok().map(CallBody::into_parts)
+}
+
+/// A `tools/call` request parsed straight from its text, as rmcp's
 /// message (see [`parse_tool_call`]).
 #[cfg(feature = "stdio")]
-pub(crate) fn tool_call_message(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
-    serde_json::from_slice::<CallBody>(bytes).ok().map(CallBody::into_message)
+pub(crate) fn tool_call_message(text: &str) -> Option<ClientJsonRpcMessage> {
+    serde_json::from_str::<CallBody>(text).ok().map(CallBody::into_message)
 }
 
 #[cfg(test)]
@@ -400,7 +410,7 @@ mod tests {
             serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
                 "name": "add", "task": {"ttl": 1}, "_meta": meta}}),
         ] {
-            let parsed = tool_call_message(body.to_string().as_bytes()).unwrap_or_else(|| panic!("not parsed: {body}"));
+            let parsed = tool_call_message(&body.to_string()).unwrap_or_else(|| panic!("not parsed: {body}"));
             assert_eq!(as_parsed(parsed), as_rmcp_parses(&body), "{body}");
         }
         // Anything else (or anything unusual) is left to rmcp.
@@ -424,7 +434,7 @@ mod tests {
             r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "name": "b"}}"#,
             r#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "_meta": null, "_meta": {}}}"#,
         ] {
-            assert!(tool_call_message(other.as_bytes()).is_none(), "{other}");
+            assert!(tool_call_message(other).is_none(), "{other}");
         }
         // A member rmcp does not know, whose value the general parse refuses
         // (a number out of range, a lone surrogate, nesting past its depth,
@@ -443,7 +453,7 @@ mod tests {
             br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add", "x": "\udc00"}}"#;
         for body in [out_of_range.to_vec(), surrogate.to_vec(), deep.into_bytes(), not_utf8] {
             assert!(serde_json::from_slice::<Value>(&body).is_err(), "{}", String::from_utf8_lossy(&body));
-            assert!(tool_call_message(&body).is_none(), "{}", String::from_utf8_lossy(&body));
+            assert!(parse_tool_call(&body).is_none(), "{}", String::from_utf8_lossy(&body));
         }
         // From a parsed `Value` (a batch's element), the same: no array.
         let array = serde_json::json!(["2.0", 7, "tools/call", {"name": "add"}]);

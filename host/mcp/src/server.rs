@@ -470,7 +470,9 @@ struct Finish<'a> {
     started: std::time::Instant,
     /// Counts the call among those running until dropped.
     _running: Option<crate::metrics::RunningGuard<'a>>,
-    span: Option<crate::telemetry::CallSpan>,
+    /// (Boxed: a span is 288 bytes, there only when calls are traced, and
+    /// every call's future would otherwise carry its room.)
+    span: Option<Box<crate::telemetry::CallSpan>>,
     outcome: &'static str,
 }
 
@@ -520,7 +522,7 @@ impl McpServer {
     pub(crate) async fn serve_call(
         &self,
         mut request: CallToolRequestParams,
-        context: Caller,
+        mut context: Caller,
     ) -> Result<CallToolResponse, McpError> {
         // Moved out, not copied: the rest of the call needs the params'
         // arguments, not their name.
@@ -539,7 +541,6 @@ impl McpServer {
             ));
         };
         let source = self.source.resolve(&context.extensions);
-        let mut context = context;
         #[cfg(feature = "production")]
         let label = if self.serves(&source, &name) { name.as_str() } else { "(unknown)" };
         #[cfg(feature = "production")]
@@ -547,7 +548,14 @@ impl McpServer {
             let toolset = source.toolset_of(&name);
             let headers = context.extensions.get::<axum::http::request::Parts>().map(|parts| parts.headers.clone());
             let id = context.id.to_string();
-            crate::telemetry::CallSpan::start(tracer, label, &toolset, &id, &mut context.meta.0.0, headers.as_ref())
+            Box::new(crate::telemetry::CallSpan::start(
+                tracer,
+                label,
+                &toolset,
+                &id,
+                &mut context.meta.0.0,
+                headers.as_ref(),
+            ))
         });
         #[cfg(feature = "production")]
         let _permit = match &self.limiter {
@@ -652,9 +660,12 @@ impl McpServer {
             Err(error) => {
                 tracing::warn!(tool = %name, "call failed: {error}");
                 let text = error.model_text();
+                let line = format!("tool `{name}` failed: {text}");
+                // Boxed: sending a notification is a large future, and a
+                // failure is rare; unboxed, every call's state had room
+                // for it (2.3 KB instead of 1.6 KB).
                 #[allow(deprecated)]
-                self.log(&context.outlet, rmcp::model::LoggingLevel::Warning, &format!("tool `{name}` failed: {text}"))
-                    .await;
+                Box::pin(self.log(&context.outlet, rmcp::model::LoggingLevel::Warning, &line)).await;
                 tool_error(text)
             }
         };

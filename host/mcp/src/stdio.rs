@@ -326,7 +326,7 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
                     Read::Line
                 };
             }
-            let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+            let (chunk, done) = match memchr::memchr(b'\n', buffer) {
                 Some(at) => (&buffer[..at], Some(at + 1)),
                 None => (buffer, None),
             };
@@ -365,9 +365,9 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
             // The common message, a well-formed tools/call, straight from
             // its bytes: run beside rmcp once the session is initialized,
             // else as rmcp's type; anything else the general way.
-            Ok(text) => match self.calls.admit(text.as_bytes()) {
+            Ok(text) => match self.calls.admit(text) {
                 Some(call) => self.start(call),
-                None => match crate::jsonrpc::tool_call_message(text.as_bytes()) {
+                None => match crate::jsonrpc::tool_call_message(text) {
                     Some(call) => self.queued.push_back(call),
                     None => self.take_message(text),
                 },
@@ -385,17 +385,19 @@ impl<I: tokio::io::AsyncRead + Unpin + Send> StdioFront<I> {
         self.pending.requested(&id);
         let answer = self.calls.answer(call);
         let (out, pending) = (self.out.clone(), Arc::clone(&self.pending));
-        // Boxed: tokio's task then holds a pointer, not the call's whole
-        // state, which it would copy as the task is made and again as its
-        // output replaces it.
-        tokio::spawn(Box::pin(async move {
+        // Boxed: tokio's task then holds a pointer, not the call's state,
+        // which it would copy as the task is made and again as its output
+        // replaces it. Its type erased: nested through the guest's, the
+        // future is too deep for the compiler to prove `Send` again here.
+        let task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
             let answer = answer.await;
             pending.request_done(&id);
             // (Cancelled by the client: nothing is sent.)
             if let Some(answer) = answer {
                 let _ = queue(&out, &pending, &answer);
             }
-        }));
+        });
+        tokio::spawn(task);
     }
 
     /// Handle one line's text, parsed as JSON: queue what goes to rmcp,
@@ -507,8 +509,10 @@ fn queue(out: &UnboundedSender<Outgoing>, pending: &Pending, item: &ServerJsonRp
         ServerJsonRpcMessage::Error(error) => error.id.clone(),
         _ => None,
     };
-    match serde_json::to_vec(item) {
-        Ok(line) => {
+    // (Room for a small answer and the writer's newline at once.)
+    let mut line = Vec::with_capacity(256);
+    match serde_json::to_writer(&mut line, item) {
+        Ok(()) => {
             if let Some(id) = &answers {
                 pending.request_done(id);
             }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{Extensions, ProtocolVersion, RequestId, ServerJsonRpcMessage};
 use rmcp::service::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
@@ -87,9 +87,9 @@ impl StdioCalls {
     }
 
     /// A line's call, if it is one answered here (`None`: it goes to rmcp).
-    pub(crate) fn admit(&self, line: &[u8]) -> Option<Admitted> {
+    pub(crate) fn admit(&self, line: &str) -> Option<Admitted> {
         self.session.get()?;
-        let (id, params, meta) = crate::jsonrpc::parse_tool_call(line)?;
+        let (id, params, meta) = crate::jsonrpc::parse_tool_call_text(line)?;
         // rmcp checks a version a request names against those it serves.
         if meta.as_ref().is_some_and(|meta| meta.contains_key("protocolVersion")) {
             return None;
@@ -99,6 +99,10 @@ impl StdioCalls {
 
     /// Run an admitted call: its answer, shaped as rmcp shapes a session's,
     /// or `None` if the client cancelled it (rmcp then sends none).
+    ///
+    /// The future holds the call's parts and borrows the session's server
+    /// from `self` as it runs: a call clones no server (a dozen shared
+    /// handles), and its state is built once, where it runs.
     pub(crate) fn answer(
         self: &Arc<Self>,
         (id, params, meta): Admitted,
@@ -107,12 +111,13 @@ impl StdioCalls {
         let start = self.started.fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::SeqCst);
         self.lock().insert(id.clone(), (start, ct.clone()));
-        let guard = Running { calls: Arc::clone(self), id: id.clone(), start };
-        let call = self.session.get().map(|(server, peer)| {
+        let guard = Running { calls: Arc::clone(self), id, start };
+        async move {
+            let (server, peer) = guard.calls.session.get()?;
             let meta = rmcp::model::RequestMetaObject::from(meta.unwrap_or_default());
             let info = peer.peer_info();
             let caller = Caller {
-                id: id.clone(),
+                id: guard.id.clone(),
                 version: info.as_ref().map(|i| i.protocol_version.clone()),
                 capabilities: meta.client_capabilities().or_else(|| info.as_ref().map(|i| i.capabilities.clone())),
                 meta,
@@ -120,13 +125,12 @@ impl StdioCalls {
                 ct,
                 outlet: Outlet::Peer(peer.clone()),
             };
-            (server.clone(), caller)
-        });
-        async move {
-            let (server, caller) = call?;
             tracing::debug!(tool = %params.name, "tools/call answered beside rmcp's serve loop");
-            let answer = run(server, params, caller).await;
+            // Boxed: the future that holds this one (and that tokio's task
+            // is made of) then carries a pointer, not the call's state.
+            let answer = Box::pin(server.serve_call(params, caller)).await;
             // Cancelled by the client: no answer, as rmcp sends none.
+            let id = guard.id.clone();
             guard.finish().then(|| answer_message(answer, id, Shape::Legacy))
         }
     }
@@ -165,17 +169,6 @@ impl StdioCalls {
     }
 }
 
-/// The call, its future's type erased (as the HTTP front's are: nested
-/// through the guest's, they are too deep for the compiler to prove `Send`
-/// again in every caller).
-fn run(
-    server: McpServer,
-    params: CallToolRequestParams,
-    caller: Caller,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<rmcp::model::CallToolResponse, rmcp::ErrorData>> + Send>> {
-    Box::pin(async move { server.serve_call(params, caller).await })
-}
-
 /// A running call: counted until it ends (or is dropped).
 struct Running {
     calls: Arc<StdioCalls>,
@@ -209,5 +202,29 @@ impl Drop for Running {
         if self.calls.count.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.calls.idle.notify_waiters();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of what `call` returns, without calling it.
+    fn returned<A, R>(_: impl FnOnce(A) -> R) -> usize {
+        size_of::<R>()
+    }
+
+    /// A call's future is moved as its task is made, and each layer moves
+    /// the next into place: the outer layers hold the call's parts and a
+    /// pointer to the rest, not the rest (a span, a failure's notice).
+    #[test]
+    fn a_call_s_future_holds_its_parts_and_a_pointer() {
+        let answer = returned(|(calls, call): (&'static Arc<StdioCalls>, Admitted)| calls.answer(call));
+        assert!(answer <= 512, "the task's future is {answer} bytes");
+        let serve =
+            returned(|(server, params, caller): (&'static McpServer, rmcp::model::CallToolRequestParams, Caller)| {
+                server.serve_call(params, caller)
+            });
+        assert!(serve <= 1280, "serve_call's future is {serve} bytes");
     }
 }
