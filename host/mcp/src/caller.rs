@@ -61,6 +61,7 @@ pub(crate) struct Caller {
     pub(crate) meta: RequestMetaObject,
     pub(crate) extensions: Extensions,
     pub(crate) version: Option<ProtocolVersion>,
+    /// (Moved into the call's context as it is made: read them before.)
     pub(crate) capabilities: Option<ClientCapabilities>,
     pub(crate) ct: CancellationToken,
     pub(crate) outlet: Outlet,

@@ -341,13 +341,14 @@ impl McpServer {
     /// its client, so the plugin may talk back (resource updates only for
     /// this session's subscriptions); and the plugin's log lines, to a
     /// client that asked for them (`logging/setLevel`), in order, at its
-    /// level or above. The caller's `_meta` is moved into the context, not
-    /// copied.
+    /// level or above. The caller's `_meta` and capabilities are moved into
+    /// the context, not copied (a client's capabilities are maps, cloned
+    /// on every call otherwise): nothing reads them from the caller after.
     fn call_context(&self, context: &mut Caller) -> CallContext {
         let client = crate::call_relay::PeerClient {
             outlet: context.outlet.clone(),
             version: context.version.clone(),
-            capabilities: context.capabilities.clone(),
+            capabilities: context.capabilities.take(),
             subscriptions: Arc::clone(&self.subscriptions),
         };
         #[allow(unused_mut)]
