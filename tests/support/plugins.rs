@@ -87,12 +87,12 @@ pub fn nested_cargo() -> std::process::Command {
 }
 
 /// Take off `command` the variables cargo sets for the package under test
-/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, …), for a command that runs
-/// cargo (directly, or through maturin). Build scripts that read those
-/// through `rerun-if-env-changed` (ring's does) would otherwise run again,
-/// and everything above them be rebuilt, each time a nested build and an
-/// outer one take turns: a `cargo bench` paid a whole release link of the
-/// CLI on every run.
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, its build script's `OUT_DIR`,
+/// …), for a command that runs cargo (directly, or through maturin).
+/// Build scripts that read those through `rerun-if-env-changed` (ring's
+/// reads `OUT_DIR`) would otherwise run again, and everything above them
+/// be rebuilt, each time a nested build and an outer one take turns: a
+/// `cargo bench` paid a whole release link of the CLI on every run.
 pub fn without_package_env(command: &mut std::process::Command) -> &mut std::process::Command {
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
@@ -106,6 +106,7 @@ pub fn without_package_env(command: &mut std::process::Command) -> &mut std::pro
                     | "CARGO_PRIMARY_PACKAGE"
                     | "CARGO_TARGET_TMPDIR"
                     | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
             );
         if set_for_the_package {
             command.env_remove(name);
