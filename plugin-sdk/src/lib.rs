@@ -69,6 +69,14 @@ pub mod call;
 pub mod client;
 pub mod http;
 pub mod offers;
+pub mod small_alloc;
+
+/// The plugin's global allocator on single-threaded Wasm: small blocks
+/// cached in front of the system allocator ([`small_alloc`]; feature
+/// `small-alloc`, on by default).
+#[cfg(all(feature = "small-alloc", target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: small_alloc::SmallAlloc = small_alloc::SmallAlloc::new();
 
 /// Everything a plugin usually needs: `use toolhost_plugin_sdk::prelude::*;`.
 pub mod prelude {
