@@ -6,6 +6,7 @@
 //! loaded, downloaded or verified, trapped, returned an Extism error, hit a
 //! limit or returned invalid output).
 
+mod alloc;
 mod args;
 mod bench;
 mod call;
@@ -32,7 +33,7 @@ use crate::terminal::escaped;
 /// tokio's workers and freed on another, and glibc's arenas then contend on
 /// their locks (DESIGN.md, Performance).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::MiMalloc = alloc::MiMalloc;
 
 /// The CLI's runtime: the library's defaults, and the compiled-module cache
 /// on (`TOOLHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/toolhost` or
