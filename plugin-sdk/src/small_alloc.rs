@@ -60,9 +60,11 @@ pub struct SmallAlloc {
     lists: UnsafeCell<[List; CLASSES]>,
 }
 
-// SAFETY: built only where there is one thread (see the module's
-// documentation and where `lib.rs` declares it); the unit tests use their
-// own instances from one thread each.
+// SAFETY: only where there is one thread (see the module's documentation):
+// elsewhere the allocator is not `Sync`, so it cannot be a global
+// allocator or be shared between threads (the unit tests use their own
+// instances, each from one thread).
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 unsafe impl Sync for SmallAlloc {}
 
 impl SmallAlloc {
