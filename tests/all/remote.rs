@@ -240,6 +240,64 @@ async fn an_http_mcp_server_gets_its_header_from_a_secret_which_never_comes_back
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// A TCP relay on loopback to `to`, a thread per connection and
+/// direction, counting the connections it accepts: its port and the count.
+fn counting_relay(to: u16) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+            for (mut from, mut into) in
+                [(client.try_clone().expect("clone"), server.try_clone().expect("clone")), (server, client)]
+            {
+                let _ = from.set_nodelay(true);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    (port, accepted)
+}
+
+/// Calls to an HTTP MCP server go on connections kept alive between them
+/// (rmcp's own client opens one per request): 40 calls in a row to
+/// `toolhost serve --http`, through a relay that counts the connections
+/// made to the server. Not none: a session's answer comes on an event
+/// stream, and the next call may start before the stream's end is read
+/// and its connection is back in the pool, so it opens another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_an_http_mcp_server_reuse_its_connections() {
+    use std::sync::atomic::Ordering;
+    const CALLS: usize = 40;
+    let dir = scratch("keep-alive");
+    let calculator = example("calculator").display().to_string();
+    let (mut server, url) = toolhost_tests::spawn_serve_http_of(&toolhost_tests::toolhost(), &[&calculator], &[]);
+    let to = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").parse().expect("the server's port");
+    let (port, accepted) = counting_relay(to);
+    let doc = json!({"schema": "s", "toolsets": [
+        {"id": "remote", "kind": "mcp", "server": {"url": format!("http://127.0.0.1:{port}/mcp")}}
+    ]});
+    let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
+    let before = accepted.load(Ordering::SeqCst);
+    assert!(before > 0, "the registry reached the server through the relay");
+    for i in 0..CALLS {
+        let sum = registry.call_tool("remote__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("add");
+        assert_eq!(sum.structured_content.as_ref().map(|s| s["result"].clone()), Some(json!(i as f64 + 1.0)));
+    }
+    let opened = accepted.load(Ordering::SeqCst) - before;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(opened <= CALLS / 2, "{CALLS} calls opened {opened} connections to the server");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[tokio::test]
 async fn an_mcp_toolset_without_a_connector_or_a_server_is_a_clear_load_failure() {
     let dir = scratch("unconnected");

@@ -479,10 +479,24 @@ impl Connection {
 /// stream at once was reconnected 2,500 times in five seconds.
 const MIN_RECONNECT_MS: u64 = 1000;
 
-/// rmcp's reqwest client for a remote server (built as rmcp builds its
-/// own: no idle pool, same-origin 307 and 308 redirects only, at most 10),
-/// with every event stream's `retry:` raised to at least
-/// [`MIN_RECONNECT_MS`].
+/// How long a connection to a remote server may wait idle for the next
+/// call before it is closed: under the 5 s after which uvicorn (the Python
+/// SDK's server) and Node's HTTP server close an idle connection, so that
+/// the client lets go first and a call is not sent on a connection the
+/// server is closing.
+const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Idle connections kept per remote host, for calls made at once.
+const IDLE_CONNECTIONS: usize = 16;
+
+/// The reqwest client for a remote server: same-origin 307 and 308
+/// redirects only, at most 10 (as rmcp's own); every event stream's
+/// `retry:` raised to at least [`MIN_RECONNECT_MS`]; and, unlike rmcp's
+/// own, connections kept alive between calls for [`IDLE_CONNECTION`].
+/// rmcp's client keeps none (against a delayed-ACK stall when a server
+/// writes a response in pieces without `TCP_NODELAY`), so each call would
+/// open a TCP connection, and a TLS session over `https`: DESIGN.md,
+/// "Connections to remote MCP servers".
 #[derive(Clone)]
 struct Paced(reqwest::Client);
 
@@ -502,7 +516,10 @@ impl Paced {
                 attempt.follow()
             }
         });
-        let mut builder = reqwest::Client::builder().pool_max_idle_per_host(0).redirect(policy);
+        let mut builder = reqwest::Client::builder()
+            .pool_idle_timeout(IDLE_CONNECTION)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
+            .redirect(policy);
         if let Some(reach) = reach {
             builder = builder.dns_resolver(reach);
         }
