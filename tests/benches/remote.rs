@@ -1,11 +1,12 @@
 //! Remote MCP toolsets (`cargo bench -p toolhost-tests --bench remote`):
 //! what toolhost adds over calling the server directly.
 //!
-//! Three upstream servers, each called `add` sequentially (one call in
+//! Four upstream servers, each called `add` sequentially (one call in
 //! flight, so each latency is the client's view of one call):
 //!
 //! - `python-stdio`: `tests/mcp/server.py` (the official Python SDK) over
 //!   stdio;
+//! - `python-http`: the same over streamable HTTP (uvicorn);
 //! - `toolhost-stdio`: `toolhost serve` of the calculator plugin over
 //!   stdio, an upstream fast enough that what the registry adds shows;
 //! - `toolhost-http`: the same over streamable HTTP.
@@ -14,7 +15,10 @@
 //! hits both alike:
 //!
 //! - `direct`: an rmcp client of the bench's own, `tools/call` on the
-//!   server;
+//!   server (over HTTP, its connections kept alive between calls, as the
+//!   registry's are);
+//! - `fresh` (HTTP upstreams): the same with rmcp's own HTTP client, which
+//!   opens a connection for every request;
 //! - `registry`: `Registry::call_tool` through `McpConnector`: argument
 //!   validation against the server's schema, the call forwarded on rmcp,
 //!   the result checked against the protocol and the output schema,
@@ -28,10 +32,10 @@
 //! not assertions.
 //!
 //! `REMOTE_UPSTREAMS` names the upstreams to run (comma-separated labels,
-//! all three by default; the sync runs with `python-stdio`),
+//! all four by default; the sync runs with `python-stdio`),
 //! `REMOTE_CALLS` the calls per round and way (1,000), and `REMOTE_WAYS`
-//! one way alone (`direct` or `registry`), which is how a profiler sees
-//! one way's cost.
+//! one way alone (`direct`, `registry` or `fresh`), which is how a
+//! profiler sees one way's cost.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,13 +118,14 @@ impl Way {
 enum Upstream {
     PythonStdio(String),
     ToolhostStdio(String),
-    /// `toolhost serve --http` (killed when dropped) and its URL.
-    ToolhostHttp(std::process::Child, String),
+    /// A server over streamable HTTP (killed when dropped): its label, its
+    /// process and its URL.
+    Http(&'static str, std::process::Child, String),
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
-        if let Upstream::ToolhostHttp(child, _) = self {
+        if let Upstream::Http(_, child, _) = self {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -132,7 +137,7 @@ impl Upstream {
         match self {
             Upstream::PythonStdio(_) => "python-stdio",
             Upstream::ToolhostStdio(_) => "toolhost-stdio",
-            Upstream::ToolhostHttp(..) => "toolhost-http",
+            Upstream::Http(label, ..) => label,
         }
     }
 
@@ -144,7 +149,7 @@ impl Upstream {
                 let calculator = toolhost_tests::example("calculator").display().to_string();
                 (toolhost.clone(), vec!["serve".to_owned(), calculator])
             }
-            Upstream::ToolhostHttp(..) => return None,
+            Upstream::Http(..) => return None,
         };
         let mut command = tokio::process::Command::new(program);
         command.args(args);
@@ -154,7 +159,7 @@ impl Upstream {
     /// The `server` member of its toolset.
     fn server(&self) -> Value {
         match self {
-            Upstream::ToolhostHttp(_, url) => json!({"url": url}),
+            Upstream::Http(_, _, url) => json!({"url": url}),
             _ => {
                 let command = self.command().expect("a stdio upstream");
                 let std = command.as_std();
@@ -164,11 +169,26 @@ impl Upstream {
         }
     }
 
+    /// A client of rmcp's own HTTP client (a connection per request),
+    /// initialized: `None` for a stdio upstream.
+    async fn fresh_client(&self) -> Option<RunningService<RoleClient, ()>> {
+        let Upstream::Http(_, _, url) = self else { return None };
+        Some(().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.expect("initialize"))
+    }
+
     /// A client of the bench's own, initialized.
     async fn client(&self) -> RunningService<RoleClient, ()> {
         match self {
-            Upstream::ToolhostHttp(_, url) => {
-                ().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.expect("initialize")
+            Upstream::Http(_, _, url) => {
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                // rmcp's own client (`from_uri`) opens a connection per
+                // call; the registry's keeps them, and so does this one.
+                let http = reqwest::Client::builder()
+                    .pool_idle_timeout(Duration::from_secs(4))
+                    .build()
+                    .expect("an HTTP client");
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                ().serve(StreamableHttpClientTransport::with_client(http, config)).await.expect("initialize")
             }
             _ => {
                 let (transport, _) = TokioChildProcess::builder(self.command().expect("a stdio upstream"))
@@ -219,21 +239,25 @@ async fn run<F: Future<Output = ()>>(way: &mut Way, warm_up: usize, mut call: im
 /// Both ways against one upstream, alternating rounds.
 async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     let client = upstream.client().await;
+    let fresh_client = upstream.fresh_client().await;
     let registry = upstream.registry(dir).await;
-    let (mut direct, mut through) = (Way::default(), Way::default());
+    let (mut direct, mut through, mut fresh) = (Way::default(), Way::default(), Way::default());
+    let call = |client: &RunningService<RoleClient, ()>, i: usize| {
+        let mut params = CallToolRequestParams::new("add");
+        params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
+        let peer = client.peer().clone();
+        async move {
+            let result = peer.call_tool(params).await.expect("call");
+            assert_ne!(result.is_error, Some(true));
+        }
+    };
     for round in 0..ROUNDS {
         let warm_up = if round == 0 { calls() / 10 } else { 0 };
         if runs("REMOTE_WAYS", "direct") {
-            run(&mut direct, warm_up, |i| {
-                let mut params = CallToolRequestParams::new("add");
-                params.arguments = Some(json!({"a": i, "b": 1}).as_object().expect("object").clone());
-                let client = &client;
-                async move {
-                    let result = client.call_tool(params).await.expect("call");
-                    assert_ne!(result.is_error, Some(true));
-                }
-            })
-            .await;
+            run(&mut direct, warm_up, |i| call(&client, i)).await;
+        }
+        if let Some(fresh_client) = fresh_client.as_ref().filter(|_| runs("REMOTE_WAYS", "fresh")) {
+            run(&mut fresh, warm_up, |i| call(fresh_client, i)).await;
         }
         if runs("REMOTE_WAYS", "registry") {
             run(&mut through, warm_up, |i| {
@@ -252,6 +276,15 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     let label = upstream.label();
     let direct = (direct.calls > 0).then(|| direct.report(&format!("{label}/direct")));
     let through = (through.calls > 0).then(|| through.report(&format!("{label}/registry")));
+    let fresh = (fresh.calls > 0).then(|| fresh.report(&format!("{label}/fresh")));
+    if let (Some((direct_p50, direct_cpu)), Some((fresh_p50, fresh_cpu))) = (direct, fresh) {
+        println!(
+            "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
+            format!("{label}/kept-alive"),
+            us(direct_p50) - us(fresh_p50),
+            direct_cpu - fresh_cpu
+        );
+    }
     if let (Some((direct_p50, direct_cpu)), Some((through_p50, through_cpu))) = (direct, through) {
         println!(
             "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
@@ -261,6 +294,27 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
         );
     }
     let _ = client.cancel().await;
+    if let Some(fresh_client) = fresh_client {
+        let _ = fresh_client.cancel().await;
+    }
+}
+
+/// The Python SDK's server over streamable HTTP, listening: its process
+/// and URL.
+fn python_http(python: &str) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let child = std::process::Command::new(python)
+        .args([server_script(), "http".to_owned(), port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the Python SDK's HTTP server");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python SDK's HTTP server did not listen on {port} within a minute");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 async fn direct_sync(python: &str) -> Duration {
@@ -287,11 +341,15 @@ fn main() {
         println!("remote MCP toolsets: `add`, sequential calls, {ROUNDS} rounds of {} each way, alternating", calls());
         let mut upstreams =
             vec![Upstream::PythonStdio(python.clone()), Upstream::ToolhostStdio(toolhost.display().to_string())];
-        // (The HTTP server is started only when it is to be called.)
+        // (An HTTP server is started only when it is to be called.)
+        if runs("REMOTE_UPSTREAMS", "python-http") {
+            let (child, url) = python_http(&python);
+            upstreams.push(Upstream::Http("python-http", child, url));
+        }
         if runs("REMOTE_UPSTREAMS", "toolhost-http") {
             let calculator = toolhost_tests::example("calculator").display().to_string();
             let (child, url) = toolhost_tests::spawn_serve_http_of(&toolhost, &[&calculator], &[]);
-            upstreams.push(Upstream::ToolhostHttp(child, url));
+            upstreams.push(Upstream::Http("toolhost-http", child, url));
         }
         for upstream in upstreams.iter().filter(|upstream| runs("REMOTE_UPSTREAMS", upstream.label())) {
             compare(upstream, &dir).await;
