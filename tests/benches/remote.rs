@@ -271,28 +271,24 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
             .await;
         }
     }
-    // Each way that ran (`REMOTE_WAYS` may leave one out), and what the
-    // registry added when both did.
+    // Each way that ran (`REMOTE_WAYS` may leave one out).
     let label = upstream.label();
     let direct = (direct.calls > 0).then(|| direct.report(&format!("{label}/direct")));
     let through = (through.calls > 0).then(|| through.report(&format!("{label}/registry")));
     let fresh = (fresh.calls > 0).then(|| fresh.report(&format!("{label}/fresh")));
-    if let (Some((direct_p50, direct_cpu)), Some((fresh_p50, fresh_cpu))) = (direct, fresh) {
-        println!(
-            "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
-            format!("{label}/kept-alive"),
-            us(direct_p50) - us(fresh_p50),
-            direct_cpu - fresh_cpu
-        );
-    }
-    if let (Some((direct_p50, direct_cpu)), Some((through_p50, through_cpu))) = (direct, through) {
-        println!(
-            "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
-            format!("{label}/added"),
-            us(through_p50) - us(direct_p50),
-            through_cpu - direct_cpu
-        );
-    }
+    // What keeping connections alive saves, and what the registry adds.
+    let difference = |name: &str, from: Option<(Duration, f64)>, to: Option<(Duration, f64)>| {
+        if let (Some((from_p50, from_cpu)), Some((to_p50, to_cpu))) = (from, to) {
+            println!(
+                "{:<28} p50 {:+.1} µs, client CPU {:+.1} µs/call",
+                format!("{label}/{name}"),
+                us(to_p50) - us(from_p50),
+                to_cpu - from_cpu
+            );
+        }
+    };
+    difference("kept-alive", fresh, direct);
+    difference("added", direct, through);
     let _ = client.cancel().await;
     if let Some(fresh_client) = fresh_client {
         let _ = fresh_client.cancel().await;
