@@ -193,21 +193,8 @@ impl Drop for HttpServer {
 }
 
 fn http_server(expected_token: &str) -> HttpServer {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let child = std::process::Command::new(mcp_python())
-        .args([server_script(), "http".to_owned(), port.to_string()])
-        .env("EXPECTED_TOKEN", expected_token)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the HTTP MCP server");
-    let server = HttpServer(child, port);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the HTTP MCP server did not listen on {port} within a minute");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server
+    let (child, port) = toolhost_tests::spawn_mcp_python_http(&[("EXPECTED_TOKEN", expected_token)]);
+    HttpServer(child, port)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -295,24 +295,6 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     }
 }
 
-/// The Python SDK's server over streamable HTTP, listening: its process
-/// and URL.
-fn python_http(python: &str) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let child = std::process::Command::new(python)
-        .args([server_script(), "http".to_owned(), port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the Python SDK's HTTP server");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the Python SDK's HTTP server did not listen on {port} within a minute");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (child, format!("http://127.0.0.1:{port}/mcp"))
-}
-
 async fn direct_sync(python: &str) -> Duration {
     let started = Instant::now();
     let client = Upstream::PythonStdio(python.to_owned()).client().await;
@@ -339,8 +321,8 @@ fn main() {
             vec![Upstream::PythonStdio(python.clone()), Upstream::ToolhostStdio(toolhost.display().to_string())];
         // (An HTTP server is started only when it is to be called.)
         if runs("REMOTE_UPSTREAMS", "python-http") {
-            let (child, url) = python_http(&python);
-            upstreams.push(Upstream::Http("python-http", child, url));
+            let (child, port) = toolhost_tests::spawn_mcp_python_http(&[]);
+            upstreams.push(Upstream::Http("python-http", child, format!("http://127.0.0.1:{port}/mcp")));
         }
         if runs("REMOTE_UPSTREAMS", "toolhost-http") {
             let calculator = toolhost_tests::example("calculator").display().to_string();

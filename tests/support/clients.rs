@@ -18,6 +18,28 @@ pub fn mcp_python() -> PathBuf {
     PYTHON.get_or_init(|| python_venv("mcp-venv", &[MCP_PYTHON_SDK]).join("python")).clone()
 }
 
+/// The tests' MCP server on the official Python SDK
+/// (`tests/mcp/server.py`) over streamable HTTP (uvicorn), with `env` set,
+/// once it listens: its process and port. The caller kills it.
+pub fn spawn_mcp_python_http(env: &[(&str, &str)]) -> (std::process::Child, u16) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let child = std::process::Command::new(mcp_python())
+        .arg(script)
+        .args(["http".to_owned(), port.to_string()])
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the HTTP MCP server");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the HTTP MCP server did not listen on {port} within a minute");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (child, port)
+}
+
 /// The `bin` directory of a Python virtual environment `name` in the
 /// target directory with `packages` installed (from PyPI, the first time
 /// they are asked for: a marker file records what is installed).
