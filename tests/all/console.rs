@@ -60,6 +60,9 @@ fn console(store: &str, dir: &std::path::Path, screenshot: &std::path::Path) {
     assert!(report["summary"].as_str().unwrap().contains("MCP prefix Pocket_Calculator"), "{report}");
     assert_eq!(report["divideServed"], "no", "{report}");
     assert!(report["events"].as_array().unwrap().contains(&json!("sync_completed")), "{report}");
+    // The calculator's answer, held back until the other set was shown,
+    // replaced nothing.
+    assert_eq!(report["afterStale"], json!(["shout"]), "{report}");
     assert_eq!(report["markup"], json!({"text": hostile, "images": 0, "ran": false}), "{report}");
     assert_eq!(report["errors"], json!([]), "{report}");
     // What the page did, the service holds, and MCP clients see.

@@ -1,8 +1,9 @@
 // Drive the tool-set service's console (/ui) in Debian's headless Chromium
 // over the DevTools protocol (playwright-core, no browser download): sign in
 // (a wrong token first), create an MCP tool set, see its tools appear,
-// filter one out by its status, open a tool set whose tool describes itself
-// with markup, and save a screenshot.
+// filter one out by its status, switch to a tool set whose tool describes
+// itself with markup while the first set's tools are still being read, and
+// save a screenshot.
 //
 // Usage: node console.mjs BASE TOKEN UPSTREAM_MCP_URL SCREENSHOT. Prints one
 // JSON object.
@@ -66,11 +67,34 @@ try {
   await page.waitForFunction(() => document.querySelectorAll("#events tbody tr").length >= 2);
   report.events = await page.$$eval("#events tbody tr", (rows) => rows.map((row) => row.cells[1].textContent));
 
+  // Switch to another tool set while the calculator's tools are still being
+  // read again (after `multiply` is made to need approval): the
+  // calculator's answer, held back until the other set is shown, must not
+  // replace what is shown.
+  const calculator = await page.$eval('#tool-sets tbody tr:has-text("Pocket Calculator")', (row) => row.dataset.id);
+  const calculatorTools = (url) => new URL(url).pathname === `/v1/tool_sets/${calculator}/tools`;
+  let release;
+  const held = new Promise((resolve) => (release = resolve));
+  await page.route(calculatorTools, async (route) => {
+    await held;
+    await route.continue();
+  });
+  const reading = page.waitForRequest((request) => calculatorTools(request.url()));
+  await page.check('#tools tbody tr[data-name="multiply"] input.approval');
+  await reading;
+
   // A tool whose description is markup stays text.
   await page.click('#tool-sets tbody tr:has-text("Markup")');
   await page.waitForSelector('#tools tbody tr[data-name="shout"]');
+  const answered = page.waitForResponse((response) => calculatorTools(response.url()));
+  release();
+  await answered;
+  await page.unroute(calculatorTools);
+  // The page's own handling of that answer runs after the response event.
+  await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 200)));
+  report.afterStale = await page.$$eval("#tools tbody tr", (rows) => rows.map((row) => row.dataset.name));
   report.markup = {
-    text: await page.textContent('#tools tbody tr[data-name="shout"] td:last-child'),
+    text: await page.$$eval('#tools tbody tr[data-name="shout"] td:last-child', (cells) => cells[0]?.textContent ?? null),
     images: await page.$$eval("#tools img", (images) => images.length),
     ran: await page.evaluate(() => window.pwned === true),
   };

@@ -7,6 +7,10 @@ const $ = (id) => document.getElementById(id);
 
 let selected = null; // the tool set shown, as last read
 let watching = null; // the AbortController of its event watch
+// Each read that fills part of the page takes a turn; an answer that comes
+// back after a later read of the same part began is dropped, so a slow
+// answer for the tool set shown before never overwrites the one shown now.
+const turns = { sets: 0, show: 0, tools: 0 };
 
 async function api(method, path, body, headers = {}) {
   const init = { method, headers: { authorization: `Bearer ${sessionStorage.getItem(TOKEN)}`, ...headers } };
@@ -71,7 +75,9 @@ async function loadToolSets() {
   const selector = $("selector").value.trim();
   const query = new URLSearchParams({ pageSize: "1000" });
   if (selector) query.set("labelSelector", selector);
+  const turn = ++turns.sets;
   const answer = await api("GET", `/v1/tool_sets?${query}`);
+  if (turn !== turns.sets) return;
   const body = $("tool-sets").tBodies[0];
   body.replaceChildren();
   if (!answer.ok) {
@@ -94,7 +100,9 @@ async function loadToolSets() {
 }
 
 async function show(id) {
+  const turn = ++turns.show;
   const answer = await api("GET", `/v1/tool_sets/${encodeURIComponent(id)}`);
+  if (turn !== turns.show) return;
   if (!answer.ok) {
     $("detail-error").textContent = refusal(answer);
     return;
@@ -118,12 +126,14 @@ async function show(id) {
       )
     : "";
   await Promise.all([loadTools(), loadToolSets()]);
-  watchEvents(id);
+  if (turn === turns.show) watchEvents(id);
 }
 
 async function loadTools() {
   const id = selected.metadata.id;
+  const turn = ++turns.tools;
   const answer = await api("GET", `/v1/tool_sets/${encodeURIComponent(id)}/tools?pageSize=1000`);
+  if (turn !== turns.tools) return;
   const body = $("tools").tBodies[0];
   body.replaceChildren();
   if (!answer.ok) {
@@ -244,6 +254,8 @@ async function watchEvents(id) {
         else if (line === "" && data) {
           const event = JSON.parse(data);
           data = "";
+          // Another tool set is shown now: its events are not this one's.
+          if (signal.aborted) return;
           eventRow(event);
           if (event.event && event.event.type !== "sync_started") {
             await Promise.all([loadTools(), loadToolSets()]);
