@@ -94,7 +94,7 @@ fn assert_listing_and_syncs(registry: &Registry) {
 }
 
 /// Calls reach the server only with valid arguments and approval, carry
-/// the caller's `_meta` but not its progress token, and the server has only
+/// the caller's `_meta` but no progress token, and the server has only
 /// the environment it is granted.
 async fn assert_calls_follow_the_policy(registry: &Registry) {
     let sum = registry.call_tool("py__add", json!({"a": 2, "b": 3}), &ApproveAll).await.expect("add");
@@ -119,7 +119,9 @@ async fn assert_calls_follow_the_policy(registry: &Registry) {
     let seen = registry.call_with("py__meta", json!({}), &ApproveAll, &context).await.expect("meta");
     let keys = text(&seen);
     assert!(keys.split(',').any(|k| k == "traceparent"), "{keys}");
-    assert!(!keys.split(',').any(|k| k == "progressToken"), "{keys}");
+    // Nor any progress token of rmcp's own (the Python SDK names the key
+    // `progress_token` once it has read it).
+    assert!(!keys.split(',').any(|k| k == "progressToken" || k == "progress_token"), "{keys}");
     // The server gets the environment it is granted, not toolhost's.
     let granted = registry.call_tool("py__env", json!({"name": "GRANTED"}), &ApproveAll).await.expect("env");
     assert_eq!(text(&granted), "granted-value");
@@ -228,37 +230,50 @@ async fn an_http_mcp_server_gets_its_header_from_a_secret_which_never_comes_back
 }
 
 /// A TCP relay on loopback to `to`, a thread per connection and
-/// direction, counting the connections it accepts: its port and the count.
-fn counting_relay(to: u16) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+/// direction: its port, the count of connections it accepted, and every
+/// byte the server sent (kept before it is passed on).
+fn counting_relay(to: u16) -> (u16, Arc<std::sync::atomic::AtomicUsize>, Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read as _, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
+    let answers = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (count, log) = (Arc::clone(&accepted), Arc::clone(&answers));
     std::thread::spawn(move || {
         for client in listener.incoming() {
             let Ok(client) = client else { return };
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
-            for (mut from, mut into) in
-                [(client.try_clone().expect("clone"), server.try_clone().expect("clone")), (server, client)]
-            {
+            let directions = [
+                (client.try_clone().expect("clone"), server.try_clone().expect("clone"), None),
+                (server, client, Some(Arc::clone(&log))),
+            ];
+            for (mut from, mut into, log) in directions {
                 let _ = from.set_nodelay(true);
                 std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut from, &mut into);
+                    let mut buffer = [0u8; 16 * 1024];
+                    while let Ok(read @ 1..) = from.read(&mut buffer) {
+                        if let Some(log) = &log {
+                            log.lock().expect("log").extend_from_slice(&buffer[..read]);
+                        }
+                        if into.write_all(&buffer[..read]).is_err() {
+                            break;
+                        }
+                    }
                     let _ = into.shutdown(std::net::Shutdown::Write);
                 });
             }
         }
     });
-    (port, accepted)
+    (port, accepted, answers)
 }
 
 /// Calls to an HTTP MCP server go on connections kept alive between them
-/// (rmcp's own client opens one per request): 40 calls in a row to
-/// `toolhost serve --http`, through a relay that counts the connections
-/// made to the server. Not none: a session's answer comes on an event
-/// stream, and the next call may start before the stream's end is read
-/// and its connection is back in the pool, so it opens another.
+/// (rmcp's own client opens one per request), and ask for no progress, so
+/// that `toolhost serve` answers each with one JSON object rather than on
+/// an event stream: 40 calls in a row to `toolhost serve --http`, through
+/// a relay that counts the connections made to the server and reads its
+/// answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_to_an_http_mcp_server_reuse_its_connections() {
     use std::sync::atomic::Ordering;
@@ -267,21 +282,28 @@ async fn calls_to_an_http_mcp_server_reuse_its_connections() {
     let calculator = example("calculator").display().to_string();
     let (mut server, url) = toolhost_tests::spawn_serve_http_of(&toolhost_tests::toolhost(), &[&calculator], &[]);
     let to = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").parse().expect("the server's port");
-    let (port, accepted) = counting_relay(to);
+    let (port, accepted, answers) = counting_relay(to);
     let doc = json!({"schema": "s", "toolsets": [
         {"id": "remote", "kind": "mcp", "server": {"url": format!("http://127.0.0.1:{port}/mcp")}}
     ]});
     let registry = registry_of(&dir, doc, Arc::new(NoSecrets)).await;
     let before = accepted.load(Ordering::SeqCst);
     assert!(before > 0, "the registry reached the server through the relay");
+    let answered_before = answers.lock().expect("log").len();
     for i in 0..CALLS {
         let sum = registry.call_tool("remote__add", json!({"a": i, "b": 1}), &ApproveAll).await.expect("add");
         assert_eq!(sum.structured_content.as_ref().map(|s| s["result"].clone()), Some(json!(i as f64 + 1.0)));
     }
     let opened = accepted.load(Ordering::SeqCst) - before;
+    let answered = String::from_utf8_lossy(&answers.lock().expect("log")[answered_before..]).to_ascii_lowercase();
     let _ = server.kill();
     let _ = server.wait();
     assert!(opened <= CALLS / 2, "{CALLS} calls opened {opened} connections to the server");
+    // Each call's answer is one JSON object (a call with a progress token
+    // is answered on an event stream).
+    let as_json = answered.matches("content-type: application/json").count();
+    let start: String = answered.chars().take(2_000).collect();
+    assert!(as_json >= CALLS, "{as_json} of {CALLS} calls answered as JSON; the answers began:\n{start}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -12,7 +12,8 @@
 //! `${secret:}` included), output cap, timeout, cancellation (dropping a
 //! call drops its request, which rmcp cancels on the server). The caller's
 //! `_meta` is forwarded (trace context), less its progress token and the
-//! protocol's own keys.
+//! protocol's own keys; no request carries a progress token (progress is
+//! not relayed, and asking for it costs the server).
 //!
 //! A server's `notifications/tools/list_changed` makes the registry list its
 //! tools again on the same session (the connector keeps one session per
@@ -32,9 +33,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, GetExtensions as _, GetMeta as _, JsonRpcMessage,
+    PaginatedRequestParams, RequestMetaObject, ServerJsonRpcMessage,
+};
 use rmcp::service::{RunningService, ServiceExt as _};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{Peer, RoleClient};
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -330,7 +334,7 @@ impl Target {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| format!("{what} cannot be started: {e}"))?;
-                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
+                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(WithoutProgressTokens(transport))).await
             }
             Target::Url { url, headers } => {
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -346,7 +350,7 @@ impl Target {
                     config.custom_headers.insert(name, value);
                 }
                 let transport = StreamableHttpClientTransport::with_client(Paced::new(reach.clone()), config);
-                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(transport)).await
+                tokio::time::timeout(CONNECT_TIMEOUT, listener.serve(WithoutProgressTokens(transport))).await
             }
         };
         let started = started.map_err(|_| format!("{what} did not initialize within {CONNECT_TIMEOUT:?}"))?;
@@ -354,6 +358,64 @@ impl Target {
             Some(refusal) => format!("{what} was not connected to: {refusal}"),
             None => format!("{what} did not initialize: {}", clip(&e.to_string())),
         })
+    }
+}
+
+/// An rmcp client transport that sends no progress token: what the
+/// connector wraps its transports in, for any rmcp client that does not
+/// want progress either.
+///
+/// rmcp's client puts a progress token on every request it sends, and
+/// offers no way not to. A token asks the server for progress notices,
+/// which the connector does not relay (the caller's own token is not
+/// forwarded either), and it costs the server: one that would answer a
+/// request with one JSON object answers it on an event stream instead, so
+/// that progress can ride along. `toolhost serve` answers a session's call
+/// with a progress token through rmcp's session path rather than on the
+/// connection's own task. So the token is taken off each request on its
+/// way out, and the request's `_meta` with it when nothing else is left.
+///
+/// ```no_run
+/// # async fn connect() -> Result<(), Box<dyn std::error::Error>> {
+/// use rmcp::service::ServiceExt as _;
+/// use rmcp::transport::StreamableHttpClientTransport;
+///
+/// let transport = StreamableHttpClientTransport::from_uri("http://127.0.0.1:8080/mcp");
+/// let client = ().serve(toolhost_mcp::WithoutProgressTokens(transport)).await?;
+/// # drop(client);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct WithoutProgressTokens<T>(pub T);
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for WithoutProgressTokens<T> {
+    type Error = T::Error;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        mut item: ClientJsonRpcMessage,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(request) = &mut item {
+            let meta = request.request.get_meta_mut();
+            meta.0.0.remove("progressToken");
+            if meta.0.0.is_empty() {
+                request.request.extensions_mut().remove::<RequestMetaObject>();
+            }
+        }
+        self.0.send(item)
+    }
+
+    fn receive(&mut self) -> impl std::future::Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        self.0.receive()
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
     }
 }
 

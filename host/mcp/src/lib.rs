@@ -68,7 +68,7 @@ mod tool_source;
 mod wire;
 
 #[cfg(feature = "client")]
-pub use connector::McpConnector;
+pub use connector::{McpConnector, WithoutProgressTokens};
 #[cfg(feature = "http")]
 pub use http::{HttpLimits, HttpOptions, HttpServer};
 pub use jsonrpc::{MAX_LINE, SHUTDOWN_GRACE};
