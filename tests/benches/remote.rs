@@ -15,10 +15,10 @@
 //! hits both alike:
 //!
 //! - `direct`: an rmcp client of the bench's own, `tools/call` on the
-//!   server (over HTTP, its connections kept alive between calls, as the
-//!   registry's are);
-//! - `fresh` (HTTP upstreams): the same with rmcp's own HTTP client, which
-//!   opens a connection for every request;
+//!   server, asking for no progress (over HTTP, its connections kept alive
+//!   between calls): what the registry's connector asks of the server;
+//! - `fresh` (HTTP upstreams): rmcp's own client as it comes, which opens
+//!   a connection for every request and puts a progress token on each;
 //! - `registry`: `Registry::call_tool` through `McpConnector`: argument
 //!   validation against the server's schema, the call forwarded on rmcp,
 //!   the result checked against the protocol and the output schema,
@@ -46,7 +46,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use toolhost::{ApproveAll, NoSecrets, Registry, load_toolsets};
-use toolhost_mcp::McpConnector;
+use toolhost_mcp::{McpConnector, WithoutProgressTokens};
 
 /// Calls per round and way (unless `REMOTE_CALLS` says), after a warm-up
 /// of a tenth as many.
@@ -176,7 +176,9 @@ impl Upstream {
         Some(().serve(StreamableHttpClientTransport::from_uri(url.as_str())).await.expect("initialize"))
     }
 
-    /// A client of the bench's own, initialized.
+    /// A client of the bench's own, initialized. Like the registry's
+    /// connector, it sends no progress token (`WithoutProgressTokens`), so
+    /// that the two ask the same of the upstream.
     async fn client(&self) -> RunningService<RoleClient, ()> {
         match self {
             Upstream::Http(_, _, url) => {
@@ -188,14 +190,15 @@ impl Upstream {
                     .build()
                     .expect("an HTTP client");
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                ().serve(StreamableHttpClientTransport::with_client(http, config)).await.expect("initialize")
+                let transport = StreamableHttpClientTransport::with_client(http, config);
+                ().serve(WithoutProgressTokens(transport)).await.expect("initialize")
             }
             _ => {
                 let (transport, _) = TokioChildProcess::builder(self.command().expect("a stdio upstream"))
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .expect("server");
-                ().serve(transport).await.expect("initialize")
+                ().serve(WithoutProgressTokens(transport)).await.expect("initialize")
             }
         }
     }
@@ -276,7 +279,9 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
     let direct = (direct.calls > 0).then(|| direct.report(&format!("{label}/direct")));
     let through = (through.calls > 0).then(|| through.report(&format!("{label}/registry")));
     let fresh = (fresh.calls > 0).then(|| fresh.report(&format!("{label}/fresh")));
-    // What keeping connections alive saves, and what the registry adds.
+    // What the connector's way of calling (connections kept alive, no
+    // progress token) saves over rmcp's client as it comes, and what the
+    // registry adds.
     let difference = |name: &str, from: Option<(Duration, f64)>, to: Option<(Duration, f64)>| {
         if let (Some((from_p50, from_cpu)), Some((to_p50, to_cpu))) = (from, to) {
             println!(
@@ -287,7 +292,7 @@ async fn compare(upstream: &Upstream, dir: &std::path::Path) {
             );
         }
     };
-    difference("kept-alive", fresh, direct);
+    difference("saved", fresh, direct);
     difference("added", direct, through);
     let _ = client.cancel().await;
     if let Some(fresh_client) = fresh_client {
