@@ -13,7 +13,7 @@ use toolhost_mcp::McpConnector;
 use toolhost_tests::{example, mcp_python};
 
 fn server_script() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py").display().to_string()
+    toolhost_tests::mcp_python_server().display().to_string()
 }
 
 fn scratch(name: &str) -> PathBuf {

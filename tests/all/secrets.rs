@@ -267,7 +267,7 @@ fn a_remote_servers_notices_carry_no_handed_secret_into_any_log_line_at_any_leve
     std::fs::create_dir_all(&store).expect("store");
     const TOKEN: &str = "mcp-t0ken-5c1d9e";
     std::fs::write(store.join("MCP_TOKEN"), TOKEN).expect("secret");
-    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py");
+    let server = toolhost_tests::mcp_python_server();
     let doc = json!({"schema": "s", "toolsets": [
         {"id": "py", "kind": "mcp", "server": {
             "command": toolhost_tests::mcp_python().display().to_string(),

@@ -66,7 +66,7 @@ fn runs(list: &str, name: &str) -> bool {
 }
 
 fn server_script() -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py").display().to_string()
+    toolhost_tests::mcp_python_server().display().to_string()
 }
 
 /// The CPU this process's threads have used (`/proc/self/task/*/schedstat`,

@@ -18,14 +18,20 @@ pub fn mcp_python() -> PathBuf {
     PYTHON.get_or_init(|| python_venv("mcp-venv", &[MCP_PYTHON_SDK]).join("python")).clone()
 }
 
-/// The tests' MCP server on the official Python SDK
-/// (`tests/mcp/server.py`) over streamable HTTP (uvicorn), with `env` set,
-/// once it listens: its process and port. The caller kills it.
+/// The tests' MCP server on the official Python SDK, `tests/mcp/server.py`
+/// (run by [`mcp_python`]; its argument `stdio` or `http PORT` says how it
+/// is spoken to).
+pub fn mcp_python_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py")
+}
+
+/// The tests' MCP server on the official Python SDK ([`mcp_python_server`])
+/// over streamable HTTP (uvicorn), with `env` set, once it listens: its
+/// process and port. The caller kills it.
 pub fn spawn_mcp_python_http(env: &[(&str, &str)]) -> (std::process::Child, u16) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp").join("server.py");
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let child = std::process::Command::new(mcp_python())
-        .arg(script)
+        .arg(mcp_python_server())
         .args(["http".to_owned(), port.to_string()])
         .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
