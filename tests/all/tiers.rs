@@ -106,65 +106,6 @@ async fn a_plugin_that_missed_the_cache_moves_to_cranelifts_code_and_the_cache_k
     assert_eq!(again.pool_stats().idle_on_baseline, 0);
 }
 
-/// Cranelift's background compile runs on threads of its own whose CPU
-/// priority is ten steps below the process's (Linux keeps a nice value per
-/// thread), so that it takes what serving leaves rather than a share of it.
-#[cfg(target_os = "linux")]
-#[tokio::test]
-async fn the_background_compile_runs_below_the_processs_priority() {
-    /// A thread's name and nice value, from `/proc/.../stat`.
-    fn name_and_nice(stat: &str) -> (String, i32) {
-        let name = stat[stat.find('(').expect("(") + 1..stat.rfind(')').expect(")")].to_owned();
-        // After the name: state is field 3, nice field 19.
-        let nice = stat[stat.rfind(')').expect(")") + 1..].split_whitespace().nth(16).expect("nice");
-        (name, nice.parse().expect("a nice value"))
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let runtime =
-        Runtime::builder().with_compilers(Compilers::Tiered).with_module_cache(ModuleCache::at(dir.path())).build();
-    let plugin = runtime.plugin_from_file(example("calculator")).build().await.expect("load");
-    assert_eq!(plugin.compile_info().tier, Tier::Baseline);
-    assert_eq!(plugin.settled_tier().await, Tier::Optimized);
-    runtime.background_compiles_done().await;
-
-    let (_, own) = name_and_nice(&std::fs::read_to_string("/proc/thread-self/stat").expect("this thread's stat"));
-    let mut compilers = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").expect("this process's threads") {
-        let Ok(stat) = std::fs::read_to_string(task.expect("a thread").path().join("stat")) else { continue };
-        let (name, nice) = name_and_nice(&stat);
-        if name == "toolhost-tierup" {
-            compilers.push(nice);
-        }
-    }
-    assert!(!compilers.is_empty(), "no background compile thread");
-    let lowered = (own + 10).min(19);
-    assert!(compilers.iter().all(|&nice| nice == lowered), "nice values {compilers:?}, the process at {own}");
-}
-
-/// Background compiles under way at once, two of the same Wasm among them
-/// (one waits for the other's cache entry) and all needing the runtime's
-/// Extism kernel, each finish: none waits on another.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn background_compiles_at_once_all_settle() {
-    let dir = tempfile::tempdir().unwrap();
-    let runtime =
-        Runtime::builder().with_compilers(Compilers::Tiered).with_module_cache(ModuleCache::at(dir.path())).build();
-    let loads = ["calculator", "calculator", "clock", "text"].map(|name| {
-        let runtime = runtime.clone();
-        tokio::spawn(async move { runtime.plugin_from_file(example(name)).with_name(name).build().await })
-    });
-    let mut plugins = Vec::new();
-    for load in loads {
-        plugins.push(load.await.expect("the load's task").expect("load"));
-    }
-    for plugin in &plugins {
-        let settled = tokio::time::timeout(Duration::from_secs(300), plugin.settled_tier()).await;
-        assert_eq!(settled.expect("its background compile ended"), Tier::Optimized, "{}", plugin.name());
-    }
-    let sum = plugins[0].call_tool("add", json!({"a": 2, "b": 3})).await.expect("add");
-    assert_eq!(text_of(&sum), "5");
-}
-
 #[tokio::test]
 async fn calls_in_flight_while_the_code_is_replaced_all_answer() {
     let plugin = runtime(Compilers::Tiered)

@@ -18,10 +18,8 @@
 //!   two processes' wake-ups cost, before any MCP.
 //! - `cold-start`: `toolhost serve` of each example plugin with an empty
 //!   compiled-module cache, process start to its first `tools/list` answer
-//!   (median of 7 each); for the calculator (both flavours), then the time
-//!   to answer 3,000 calls of `add` kept 16 in flight right away, while
-//!   Cranelift compiles the plugin in the background. Alternating with the
-//!   `toolhost` binary that `FRONT_DOOR_BASELINE` names, if set.
+//!   (median of 7 each); alternating with the `toolhost` binary that
+//!   `FRONT_DOOR_BASELINE` names, if set.
 //! - `http`: `toolhost serve --http`; one kept-alive session calling one
 //!   request at a time, then 64 sessions (each its own kept-alive
 //!   connection; the clients are tasks on one client thread, whose CPU per
@@ -278,48 +276,13 @@ fn rss_kib(pid: u32) -> Option<u64> {
 /// Start `server` and ask for its tools: the time from process start to
 /// the `tools/list` answer, how many tools it named, and the process and
 /// its stdin (to end it).
-fn start_and_list(server: &StdioServer) -> (Duration, usize, Child, ChildStdin, BufReader<ChildStdout>) {
+fn start_and_list(server: &StdioServer) -> (Duration, usize, Child, ChildStdin) {
     let started = Instant::now();
     let (child, mut input, mut output) = server.start();
     send(&mut input, &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let listed = answer_to(&mut output, 1);
     let elapsed = started.elapsed();
-    (elapsed, listed["result"]["tools"].as_array().map_or(0, Vec::len), child, input, output)
-}
-
-/// Calls made right after a cold start's first `tools/list`, while
-/// Cranelift compiles the plugin in the background, and how many are kept
-/// in flight.
-const TIER_UP_CALLS: usize = 3_000;
-const TIER_UP_IN_FLIGHT: usize = 16;
-
-/// The time `serve` takes to answer [`TIER_UP_CALLS`] calls of `tool`,
-/// [`TIER_UP_IN_FLIGHT`] at a time: one answer read, the next call sent.
-fn calls_in_flight(input: &mut ChildStdin, output: &mut BufReader<ChildStdout>, tool: &str) -> Duration {
-    let call = |id: usize| {
-        let mut call = add(id);
-        call["params"]["name"] = Value::from(tool);
-        call
-    };
-    let started = Instant::now();
-    let mut sent = 0;
-    while sent < TIER_UP_IN_FLIGHT {
-        send(input, &call(sent + 2));
-        sent += 1;
-    }
-    let mut line = String::new();
-    let mut answered = 0;
-    while answered < TIER_UP_CALLS {
-        line.clear();
-        assert!(output.read_line(&mut line).expect("read") > 0, "the server closed its output");
-        assert!(line.contains("\"result\"") && !line.contains("\"isError\":true"), "{line}");
-        answered += 1;
-        if sent < TIER_UP_CALLS {
-            send(input, &call(sent + 2));
-            sent += 1;
-        }
-    }
-    started.elapsed()
+    (elapsed, listed["result"]["tools"].as_array().map_or(0, Vec::len), child, input)
 }
 
 /// Start to first `tools/list` answer (process start, `initialize`,
@@ -328,7 +291,7 @@ fn start_time(server: &StdioServer) {
     let mut times = Vec::new();
     let mut tools = 0;
     for round in 0..11 {
-        let (elapsed, listed, mut child, input, _) = start_and_list(server);
+        let (elapsed, listed, mut child, input) = start_and_list(server);
         if round > 0 {
             times.push(elapsed);
         }
@@ -359,44 +322,31 @@ fn start_time(server: &StdioServer) {
 /// Cold starts: process start to the first `tools/list` answer with an
 /// empty compiled-module cache (a fresh `TOOLHOST_CACHE_DIR` each time), so
 /// the plugin is compiled before it can answer; the median of 7 for each
-/// example named. For the calculator, the calls of [`calls_in_flight`]
-/// follow at once, while its background compile runs. Each process is then
-/// killed (its background compile with it), before the next starts. With
+/// example named. Each process is killed once it has answered (its
+/// background compile with it), before the next starts. With
 /// `FRONT_DOOR_BASELINE` naming another `toolhost` binary (the build
 /// before a change), its starts alternate with this build's, start by
 /// start, and are reported on a line of their own.
 fn cold_start() {
     let builds = builds();
-    // A tool of each plugin that takes `{"a", "b"}` and answers at once.
-    for (plugin, tool) in [
-        ("calculator", Some("add")),
-        ("clock", None),
-        ("text", None),
-        ("doorbell", None),
-        ("calculator.component", Some("add")),
-    ] {
+    for plugin in ["calculator", "clock", "text", "doorbell", "calculator.component"] {
         let mut times = vec![Vec::new(); builds.len()];
-        let mut tier_up = vec![Vec::new(); builds.len()];
         for _ in 0..7 {
-            for (((_, binary), times), tier_up) in builds.iter().zip(&mut times).zip(&mut tier_up) {
+            for ((_, binary), times) in builds.iter().zip(&mut times) {
                 let mut server = StdioServer::toolhost();
                 server.program = binary.display().to_string();
                 server.args[1] = toolhost_tests::example(plugin).display().to_string();
                 let cache = tempfile::tempdir().expect("a cache directory");
                 server.env = vec![("TOOLHOST_CACHE_DIR".to_owned(), cache.path().to_owned())];
-                let (elapsed, tools, mut child, mut input, mut output) = start_and_list(&server);
+                let (elapsed, tools, mut child, _input) = start_and_list(&server);
                 times.push(elapsed);
                 assert!(tools > 0, "{plugin} listed no tools");
-                if let Some(tool) = tool {
-                    tier_up.push(calls_in_flight(&mut input, &mut output, tool));
-                }
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
-        for (((label, _), mut times), mut tier_up) in builds.iter().zip(times).zip(tier_up) {
+        for ((label, _), mut times) in builds.iter().zip(times) {
             times.sort();
-            tier_up.sort();
             let line = match label.as_str() {
                 "toolhost" => format!("cold-start/{plugin}"),
                 other => format!("{other}/cold-start/{plugin}"),
@@ -407,14 +357,6 @@ fn cold_start() {
                 times[times.len() / 2].as_secs_f64() * 1e3,
                 times[0].as_secs_f64() * 1e3
             );
-            if !tier_up.is_empty() {
-                println!(
-                    "{:<28} then {TIER_UP_CALLS} calls, {TIER_UP_IN_FLIGHT} in flight, while Cranelift compiles: median {:.1} ms, min {:.1} ms",
-                    "",
-                    tier_up[tier_up.len() / 2].as_secs_f64() * 1e3,
-                    tier_up[0].as_secs_f64() * 1e3
-                );
-            }
         }
     }
 }

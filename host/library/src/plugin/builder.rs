@@ -672,10 +672,9 @@ pub(super) enum Reuse {
 }
 
 /// Compile a plugin loaded on the baseline compiler's code with Cranelift,
-/// on the background compile threads (at a lower CPU priority than the
-/// rest of the process: `runtime::background`), and swap the code in when
-/// it is ready (counted by the runtime, which waits for it at the end). A
-/// plugin dropped meanwhile still has its entry written to the cache.
+/// on a blocking thread, and swap the code in when it is ready (counted by
+/// the runtime, which waits for it at the end). A plugin dropped meanwhile
+/// still has its entry written to the cache.
 fn optimize_in_background(
     runtime: &Runtime,
     name: String,
@@ -685,7 +684,7 @@ fn optimize_in_background(
     let settling = tiers::Settling(Arc::downgrade(&code));
     drop(code);
     let counted = runtime.background_compile();
-    crate::runtime::background::spawn(move || {
+    tokio::task::spawn_blocking(move || {
         let _counted = counted;
         let optimized = optimize();
         let Some(code) = settling.0.upgrade() else { return };

@@ -68,17 +68,12 @@ impl Compiled {
         }
     }
 
-    /// Compile `wasm` as a plugin of `kind` (in a background compile, on
-    /// the background pool: [`super::background`]).
+    /// Compile `wasm` as a plugin of `kind`.
     pub(crate) fn compile(engine: &Engine, wasm: &[u8], kind: PluginKind) -> wasmtime::Result<Compiled> {
         Ok(match kind {
-            PluginKind::Extism => {
-                Compiled::Module(super::background::compile(|| Module::new(engine, wasm))?, Mapping::default())
-            }
+            PluginKind::Extism => Compiled::Module(Module::new(engine, wasm)?, Mapping::default()),
             #[cfg(feature = "component")]
-            PluginKind::Component => {
-                Compiled::Component(super::background::compile(|| Component::new(engine, wasm))?, Mapping::default())
-            }
+            PluginKind::Component => Compiled::Component(Component::new(engine, wasm)?, Mapping::default()),
             #[cfg(not(feature = "component"))]
             PluginKind::Component => {
                 return Err(wasmtime::format_err!(

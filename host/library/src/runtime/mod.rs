@@ -21,12 +21,10 @@
 //!   after a call is shared.
 //!
 //! The files stand in floors, each using only those below it: `outcome`,
-//! `ticker`, `kernel`, `stdio`, `compile`, `cache`, `output`, `http`,
-//! `background` at the bottom;
+//! `ticker`, `kernel`, `stdio`, `compile`, `cache`, `output`, `http` at the bottom;
 //! `guest` (store data and limits); `files` (the open-file cap); `extism`
 //! and `component`; `instance` (either flavour); this file, the handle.
 
-pub(crate) mod background;
 pub(crate) mod builtin;
 #[cfg(feature = "cache")]
 pub(crate) mod cache;
